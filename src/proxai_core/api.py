@@ -1,0 +1,401 @@
+"""Public entry points of the translator core."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from . import neutral as n
+from .codecs import codec
+from .collect import Collector, response_to_events
+from .context import ClientContext, build_context
+from .errors import TranslationError, native_error, parse_error, translation_error_response
+from .protocol import Protocol, as_protocol
+from .sse import SSEReader
+from .stop import StopInfo, StopReason, classify_stop
+
+
+# ----------------------------------------------------------------------------- requests
+def translate_request(
+    body: dict[str, Any],
+    source: Protocol | str,
+    target: Protocol | str,
+    *,
+    warnings: list[str] | None = None,
+) -> dict[str, Any]:
+    """A client request in ``source`` becomes the upstream request in ``target``."""
+    source, target = as_protocol(source), as_protocol(target)
+    if source is target:
+        return body
+    if not isinstance(body, dict):
+        raise TranslationError("request body must be a JSON object", field="body")
+    w = warnings if warnings is not None else []
+    req = codec(source).decode_request(body, w)
+    return codec(target).encode_request(req, w)
+
+
+def decode_request(body: dict[str, Any], protocol: Protocol | str,
+                   warnings: list[str] | None = None) -> n.Request:
+    """Validate and read a client request into the neutral model (for views and reports)."""
+    if not isinstance(body, dict):
+        raise TranslationError("request body must be a JSON object", field="body")
+    return codec(as_protocol(protocol)).decode_request(body, warnings if warnings is not None else [])
+
+
+# ----------------------------------------------------------------------------- glue
+def _restore_tool(part: n.ToolCall, ctx: ClientContext) -> None:
+    """Upstream tool names back to the client's; custom tools carried as functions restored."""
+    part.name = ctx.original_name(part.name)
+    if part.kind == "function" and part.name in ctx.custom_tools and ctx.protocol is not Protocol.ANTHROPIC:
+        part.kind = "custom"
+        if part.arguments:
+            part.arguments = _unwrap_custom(part.arguments)
+
+
+def _unwrap_custom(arguments: str) -> str:
+    try:
+        obj = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return arguments
+    if isinstance(obj, dict) and isinstance(obj.get("input"), str):
+        return obj["input"]
+    return arguments
+
+
+def _restore_parts(parts: list[n.Part], ctx: ClientContext) -> None:
+    for p in parts:
+        if isinstance(p, n.ToolCall):
+            _restore_tool(p, ctx)
+
+
+# ----------------------------------------------------------------------------- responses
+@dataclass(slots=True)
+class ResponseResult:
+    """Everything the addon needs from one complete upstream response."""
+
+    status: int
+    body: dict[str, Any]
+    stop: StopInfo
+    usage: n.Usage | None
+    warnings: list[str] = field(default_factory=list)
+    model: str | None = None
+
+
+def translate_response_result(
+    body: dict[str, Any],
+    source: Protocol | str,
+    target: Protocol | str,
+    request: dict[str, Any] | None = None,
+    *,
+    status: int = 200,
+) -> ResponseResult:
+    source, target = as_protocol(source), as_protocol(target)
+    w: list[str] = []
+    resp = codec(source).decode_response(body, w)
+    stop = resp.stop or classify_stop(None)
+    if source is target:
+        return ResponseResult(status, body, stop, resp.usage, w, resp.model)
+    ctx = build_context(request, target)
+    err = resp.extra.get("error")
+    if isinstance(err, n.Error):
+        st, out = native_error(err, target)
+        return ResponseResult(st, out, stop, resp.usage, w, resp.model)
+    _restore_parts(resp.parts, ctx)
+    out = codec(target).encode_response(resp, ctx, w)
+    return ResponseResult(status, out, stop, resp.usage, w, resp.model)
+
+
+def translate_response(
+    body: dict[str, Any],
+    source: Protocol | str,
+    target: Protocol | str,
+    request: dict[str, Any] | None = None,
+    *,
+    warnings: list[str] | None = None,
+) -> dict[str, Any]:
+    """An upstream complete response in ``source`` becomes the client's response in ``target``.
+
+    ``request`` is the client's original request (model name to echo, tool names to restore).
+    An upstream failure body (Responses ``status: failed``) becomes the client's native error body;
+    use :func:`translate_response_result` to also get the status.
+    """
+    res = translate_response_result(body, source, target, request)
+    if warnings is not None:
+        warnings.extend(res.warnings)
+    return res.body
+
+
+def decode_response(body: dict[str, Any], protocol: Protocol | str,
+                    warnings: list[str] | None = None) -> n.Response:
+    return codec(as_protocol(protocol)).decode_response(body, warnings if warnings is not None else [])
+
+
+def stop_info(body: dict[str, Any], protocol: Protocol | str) -> StopInfo:
+    """Classify a complete response."""
+    resp = codec(as_protocol(protocol)).decode_response(body, [])
+    return resp.stop or classify_stop(None)
+
+
+# ----------------------------------------------------------------------------- errors
+def translate_error(
+    status: int, body: bytes | str | dict | None, source: Protocol | str, target: Protocol | str
+) -> tuple[int, dict[str, Any]]:
+    """An upstream HTTP error (any JSON shape, or HTML / text / empty) becomes the client
+    protocol's native error body and the right status."""
+    as_protocol(source)
+    err = parse_error(status, body)
+    return native_error(err, as_protocol(target))
+
+
+def error_stop_info(status: int, body: bytes | str | dict | None) -> StopInfo:
+    """StopInfo for an upstream HTTP error (context overflow errors are context_full)."""
+    err = parse_error(status, body)
+    raw = err.code or err.kind
+    msg = err.message
+    if err.code == "context_length_exceeded" or (
+        isinstance(msg, str) and ("prompt is too long" in msg or "context length" in msg.lower())
+    ):
+        return classify_stop("context_length_exceeded", message=msg,
+                             detail={"status": status, "error_kind": err.kind})
+    return classify_stop("error", category=raw, message=msg, detail={"status": status, "error_kind": err.kind})
+
+
+# ----------------------------------------------------------------------------- streams
+def stop_of_error(error: n.Error) -> StopInfo:
+    return classify_stop(
+        "error" if error.kind != "interrupted" else "aborted",
+        category=error.kind if error.kind != "interrupted" else "interrupted",
+        message=error.message,
+        detail={k: v for k, v in (("kind", error.kind), ("code", error.code), ("status", error.status))
+                if v is not None},
+    )
+
+
+class StreamTranslator:
+    """Upstream SSE bytes in ``source`` -> client SSE bytes in ``target``, event by event.
+
+    ``feed`` returns what is ready now (possibly ``b""``); ``close`` at upstream end of stream returns
+    the rest. ``stop`` is the StopInfo once known. Same protocol: bytes pass through unchanged (only
+    whole events are forwarded) while StopInfo is still observed.
+    """
+
+    def __init__(self, source: Protocol | str, target: Protocol | str,
+                 request: dict[str, Any] | None = None):
+        self.source = as_protocol(source)
+        self.target = as_protocol(target)
+        self.warnings: list[str] = []
+        self.stop: StopInfo | None = None
+        self.usage: n.Usage | None = None
+        self.model: str | None = None
+        self.error: n.Error | None = None
+        self.closed = False
+        self._ctx = build_context(request, self.target)
+        self._reader = SSEReader()
+        self._dec = codec(self.source).StreamDecoder(self.warnings)
+        self._pass = self.source is self.target
+        self._enc = None if self._pass else codec(self.target).StreamEncoder(self._ctx, self.warnings)
+        self._terminal = False
+        # custom tools carried as functions: index -> buffered JSON arguments
+        self._custom: dict[int, list[str]] = {}
+        self._restore = bool(self._ctx.name_map or self._ctx.custom_tools)
+
+    @property
+    def finished(self) -> bool:
+        """The upstream's terminal (or an error) was seen."""
+        return self._terminal
+
+    def _observe(self, ev: n.Event) -> None:
+        if isinstance(ev, n.Stop):
+            self.stop = ev.stop
+        elif isinstance(ev, n.UsageEvent):
+            self.usage = ev.usage if self.usage is None else self.usage.merge(ev.usage)
+        elif isinstance(ev, n.Start):
+            self.model = ev.model
+            if ev.usage is not None:
+                self.usage = ev.usage if self.usage is None else self.usage.merge(ev.usage)
+        elif isinstance(ev, n.ErrorEvent):
+            self.error = ev.error
+            self.stop = stop_of_error(ev.error)
+            self._terminal = True
+        elif isinstance(ev, n.End):
+            self._terminal = True
+            if self.stop is None:
+                self.stop = classify_stop(None)
+
+    def _glue(self, ev: n.Event) -> list[n.Event]:
+        """Tool names back to the client's; custom tool input unwrapped from its JSON carrier."""
+        if isinstance(ev, n.BlockStart) and isinstance(ev.part, n.ToolCall):
+            p = ev.part
+            p.name = self._ctx.original_name(p.name)
+            if (p.kind == "function" and p.name in self._ctx.custom_tools
+                    and self.target is not Protocol.ANTHROPIC):
+                p.kind = "custom"
+                self._custom[ev.index] = []
+            return [ev]
+        if self._custom:
+            if isinstance(ev, n.Delta) and ev.index in self._custom:
+                self._custom[ev.index].append(ev.value)
+                return []
+            if isinstance(ev, n.BlockEnd) and ev.index in self._custom:
+                args = "".join(self._custom.pop(ev.index))
+                final = ev.part
+                if isinstance(final, n.ToolCall):
+                    args = args or final.arguments
+                    final.name = self._ctx.original_name(final.name)
+                    final.kind = "custom"
+                    final.arguments = _unwrap_custom(args)
+                value = _unwrap_custom(args)
+                out: list[n.Event] = []
+                if value:
+                    out.append(n.Delta(ev.index, "arguments", value))
+                out.append(ev)
+                return out
+        if isinstance(ev, n.BlockEnd) and isinstance(ev.part, n.ToolCall):
+            ev.part.name = self._ctx.original_name(ev.part.name)
+        return [ev]
+
+    def _run(self, sse_events: list, blobs: list[bytes] | None) -> bytes:
+        out: list[bytes] = []
+        dec = self._dec
+        for i, sev in enumerate(sse_events):
+            if self._terminal:
+                break
+            if sev is None:
+                if blobs is not None:
+                    out.append(blobs[i])
+                continue
+            evs = dec.feed(sev[0], sev[1])
+            for ev in evs:
+                self._observe(ev)
+            if self._pass:
+                if blobs is not None:
+                    out.append(blobs[i])
+                continue
+            enc = self._enc.encode
+            for ev in evs:
+                if self._restore:
+                    for ev2 in self._glue(ev):
+                        out.append(enc(ev2))
+                else:
+                    out.append(enc(ev))
+        return b"".join(out)
+
+    def feed(self, chunk: bytes) -> bytes:
+        if self._terminal or self.closed:
+            return b""
+        if self._pass:
+            events, blobs = self._reader.feed_raw(chunk)
+            return self._run(events, blobs)
+        return self._run(self._reader.feed(chunk), None)
+
+    def close(self) -> bytes:
+        if self.closed:
+            return b""
+        self.closed = True
+        out = b""
+        if not self._terminal:
+            if self._pass:
+                events, blobs = self._reader.close_raw()
+                # judge the tail first: a cut half event is not forwarded to the client
+                tail_out = []
+                for sev, blob in zip(events, blobs):
+                    if sev is None:
+                        tail_out.append(blob)
+                        continue
+                    n_before = len(self.warnings)
+                    evs = self._dec.feed(sev[0], sev[1])
+                    for ev in evs:
+                        self._observe(ev)
+                    if evs or len(self.warnings) == n_before:
+                        tail_out.append(blob if blob.endswith(b"\n\n") else blob + b"\n\n")
+                out = b"".join(tail_out)
+            else:
+                out = self._run(self._reader.close(), None)
+        if not self._terminal:
+            evs = self._dec.finish()
+            for ev in evs:
+                self._observe(ev)
+            if self._pass:
+                from .codecs import codec as _c
+                for ev in evs:
+                    if isinstance(ev, n.ErrorEvent):
+                        out += _c(self.target).error_frame(ev.error)
+            else:
+                parts = [out]
+                for ev in evs:
+                    for ev2 in (self._glue(ev) if self._restore else [ev]):
+                        parts.append(self._enc.encode(ev2))
+                out = b"".join(parts)
+        return out
+
+    def abort(self, message: str = "stream interrupted") -> bytes:
+        """The upstream connection failed: the client's native error frame, StopInfo interrupted."""
+        if self._terminal:
+            return b""
+        err = n.Error(kind="interrupted", message=message, status=502)
+        ev = n.ErrorEvent(err)
+        self._observe(ev)
+        self.closed = True
+        if self._pass:
+            return codec(self.target).error_frame(err)
+        return self._enc.encode(ev)
+
+
+def stream_from_response(body: dict[str, Any], source: Protocol | str, target: Protocol | str,
+                         request: dict[str, Any] | None = None) -> tuple[bytes, StopInfo, list[str]]:
+    """The client asked to stream but the upstream answered with complete JSON: a correct stream."""
+    source, target = as_protocol(source), as_protocol(target)
+    w: list[str] = []
+    resp = codec(source).decode_response(body, w)
+    ctx = build_context(request, target)
+    _restore_parts(resp.parts, ctx)
+    enc = codec(target).StreamEncoder(ctx, w)
+    out = b"".join(enc.encode(ev) for ev in response_to_events(resp))
+    err = resp.extra.get("error")
+    stop = stop_of_error(err) if isinstance(err, n.Error) else (resp.stop or classify_stop(None))
+    return out, stop, w
+
+
+def response_from_stream(sse: bytes, source: Protocol | str, target: Protocol | str,
+                         request: dict[str, Any] | None = None) -> ResponseResult:
+    """The client did not stream but the upstream did: collect it into a complete response."""
+    source, target = as_protocol(source), as_protocol(target)
+    w: list[str] = []
+    reader = SSEReader()
+    dec = codec(source).StreamDecoder(w)
+    col = Collector()
+    for sev in reader.feed(sse) + reader.close():
+        for ev in dec.feed(sev[0], sev[1]):
+            col.add(ev)
+    if not dec.done:
+        for ev in dec.finish():
+            col.add(ev)
+    resp = col.finish()
+    if col.error is not None:
+        st, body = native_error(col.error, target)
+        return ResponseResult(st, body, stop_of_error(col.error), resp.usage, w, resp.model)
+    ctx = build_context(request, target)
+    _restore_parts(resp.parts, ctx)
+    body = codec(target).encode_response(resp, ctx, w)
+    return ResponseResult(200, body, resp.stop or classify_stop(None), resp.usage, w, resp.model)
+
+
+def error_response(exc: Exception, target: Protocol | str) -> tuple[int, dict[str, Any]]:
+    """A TranslationError (or malformed client input) as the client's native 400."""
+    return translation_error_response(exc, as_protocol(target))
+
+
+__all__ = [
+    "translate_request",
+    "translate_response",
+    "translate_response_result",
+    "translate_error",
+    "stop_info",
+    "StreamTranslator",
+    "stream_from_response",
+    "response_from_stream",
+    "ResponseResult",
+    "StopReason",
+]

@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Protocol(StrEnum):
+    CHAT = "openai_chat_completions"
+    RESPONSES = "openai_responses"
+    ANTHROPIC = "anthropic_messages"
+
+
+def as_protocol(value: Protocol | str) -> Protocol:
+    """Accept the enum or its plain string; a clear error otherwise."""
+    if isinstance(value, Protocol):
+        return value
+    try:
+        return Protocol(value)
+    except ValueError:
+        names = ", ".join(p.value for p in Protocol)
+        raise ValueError(f"unknown protocol {value!r}; expected one of: {names}") from None

@@ -1,0 +1,141 @@
+"""Incremental SSE codec.
+
+Accepts LF / CRLF / CR line ends, multi-line ``data:``, comments, ``data:`` without a space, a UTF-8
+character or a line split across chunks. Buffers nothing beyond the current event. Also reports the
+raw bytes of the events it completed, so a pass-through never forwards a half event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import orjson
+
+__all__ = ["SSEReader", "SSEEvent", "frame", "frame_data", "DONE_FRAME"]
+
+SSEEvent = tuple[str | None, str]  # (event name or None, data joined with "\n")
+
+DONE_FRAME = b"data: [DONE]\n\n"
+
+
+class SSEReader:
+    __slots__ = ("_buf", "_raw", "_event", "_data", "_pending_cr")
+
+    def __init__(self) -> None:
+        self._buf = b""  # unfinished line
+        self._raw = b""  # raw bytes of completed lines of the event in progress
+        self._event: str | None = None
+        self._data: list[str] = []
+        self._pending_cr = False
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        return [ev for ev, _ in self._iter_raw(chunk, False) if ev is not None]
+
+    def close(self) -> list[SSEEvent]:
+        return [ev for ev, _ in self._iter_raw(b"", True) if ev is not None]
+
+    def feed_raw(self, chunk: bytes) -> tuple[list[SSEEvent], list[bytes]]:
+        """Events, and for each yield the raw bytes that made it (pass-through)."""
+        return self._collect(self._iter_raw(chunk, False))
+
+    def close_raw(self) -> tuple[list[SSEEvent], list[bytes]]:
+        return self._collect(self._iter_raw(b"", True))
+
+    @staticmethod
+    def _collect(it: Iterator[tuple[SSEEvent | None, bytes]]) -> tuple[list[SSEEvent], list[bytes]]:
+        events: list[SSEEvent] = []
+        blobs: list[bytes] = []
+        for ev, blob in it:
+            events.append(ev)  # type: ignore[arg-type]
+            blobs.append(blob)
+        return events, blobs
+
+    def _iter_raw(self, chunk: bytes, final: bool) -> Iterator[tuple[SSEEvent | None, bytes]]:
+        """Yields (event or None for a bare boundary, raw bytes since the previous yield)."""
+        buf = self._buf + chunk if self._buf else chunk
+        pos = 0
+        if self._pending_cr and buf[:1] == b"\n":
+            pos = 1  # second half of a CRLF split across chunks
+        self._pending_cr = False
+        raw_start = 0
+        n = len(buf)
+        has_cr = b"\r" in buf
+        while True:
+            if has_cr:
+                i_lf = buf.find(b"\n", pos)
+                i_cr = buf.find(b"\r", pos)
+                if i_cr != -1 and (i_lf == -1 or i_cr < i_lf):
+                    end = i_cr
+                    if end + 1 < n:
+                        nxt = end + 2 if buf[end + 1] == 10 else end + 1
+                    else:
+                        nxt = end + 1
+                        self._pending_cr = not final
+                else:
+                    end = i_lf
+                    nxt = end + 1
+            else:
+                end = buf.find(b"\n", pos)
+                nxt = end + 1
+            if end == -1:
+                break
+            line = buf[pos:end]
+            pos = nxt
+            pending = bool(self._data) or self._event is not None
+            ev = self._line(line)
+            if ev is not None or (not line and not pending):
+                blob = self._raw + buf[raw_start:pos]
+                self._raw = b""
+                raw_start = pos
+                yield ev, blob
+        if final:
+            rest = buf[pos:]
+            if rest:
+                self._line(rest)
+            if self._data:
+                # an event cut before its blank line: hand over what arrived; decoders judge it
+                ev = (self._event, "\n".join(self._data))
+                blob = self._raw + buf[raw_start:]
+                self._raw, self._event, self._data, self._buf = b"", None, [], b""
+                yield ev, blob
+                return
+            self._raw, self._event, self._data, self._buf = b"", None, [], b""
+            return
+        self._raw += buf[raw_start:pos]
+        self._buf = buf[pos:]
+
+    def _line(self, line: bytes) -> SSEEvent | None:
+        if not line:
+            if not self._data:
+                self._event = None
+                return None
+            ev = (self._event, "\n".join(self._data))
+            self._event, self._data = None, []
+            return ev
+        if line[:1] == b":":
+            return None
+        colon = line.find(b":")
+        if colon == -1:
+            name, value = line, b""
+        else:
+            name = line[:colon]
+            value = line[colon + 1 :]
+            if value[:1] == b" ":
+                value = value[1:]
+        if name == b"data":
+            self._data.append(value.decode("utf-8", "replace"))
+        elif name == b"event":
+            self._event = value.decode("utf-8", "replace")
+        return None
+
+
+def frame(event: str | None, obj: object) -> bytes:
+    """One SSE frame: ``event:`` line (when given) and a compact JSON ``data:`` line."""
+    data = orjson.dumps(obj)
+    if event:
+        return b"event: " + event.encode() + b"\ndata: " + data + b"\n\n"
+    return b"data: " + data + b"\n\n"
+
+
+def frame_data(obj: object) -> bytes:
+    return b"data: " + orjson.dumps(obj) + b"\n\n"

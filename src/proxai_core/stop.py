@@ -1,0 +1,196 @@
+"""Why a model stopped, in one vocabulary that every provider maps onto (seed ``004_…``).
+
+The seed's raw-value table is kept exactly; values from the wire notes that the seed lacks are
+added after it. Unknown values are ``OTHER`` with ``raw`` kept, never ``END_TURN``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+__all__ = ["StopInfo", "StopReason", "classify_stop", "GENERIC_CONTENT_FILTER_REFUSAL"]
+
+#: Seed ``002_…``: a ``content_filter`` ending with nothing produced becomes this refusal.
+GENERIC_CONTENT_FILTER_REFUSAL = "The response was withheld by the provider's content filter."
+
+
+class StopReason(StrEnum):
+    """Provider-neutral reason a model step ended. Only END_TURN and TOOL_USE are normal."""
+
+    END_TURN = "end_turn"
+    TOOL_USE = "tool_use"
+    MAX_OUTPUT = "max_output"
+    CONTEXT_FULL = "context_full"
+    REFUSAL = "refusal"
+    PAUSED = "paused"
+    INTERRUPTED = "interrupted"
+    OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True)
+class StopInfo:
+    """Why one model step stopped, normalized, with what the provider said kept."""
+
+    reason: StopReason
+    raw: str | None = None
+    category: str | None = None
+    message: str | None = None
+    recommended_model: str | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.reason in (StopReason.END_TURN, StopReason.TOOL_USE)
+
+    @property
+    def refused(self) -> bool:
+        return self.reason is StopReason.REFUSAL
+
+    @property
+    def truncated(self) -> bool:
+        return self.reason in (StopReason.MAX_OUTPUT, StopReason.CONTEXT_FULL)
+
+    def describe(self) -> str:
+        """One line for a log or a notice, such as ``refusal (cyber): ...``."""
+        head = self.reason.value
+        label = self.category or (self.raw if self.raw not in (None, head) else None)
+        if label:
+            head = f"{head} ({label})"
+        return f"{head}: {self.message}" if self.message else head
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON values only (it lives in mitmproxy flow metadata)."""
+        return {
+            "reason": self.reason.value,
+            "raw": self.raw,
+            "category": self.category,
+            "message": self.message,
+            "recommended_model": self.recommended_model,
+            "detail": _plain(self.detail),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StopInfo:
+        try:
+            reason = StopReason(d.get("reason"))
+        except ValueError:
+            reason = StopReason.OTHER
+        return cls(
+            reason=reason,
+            raw=d.get("raw"),
+            category=d.get("category"),
+            message=d.get("message"),
+            recommended_model=d.get("recommended_model"),
+            detail=dict(d.get("detail") or {}),
+        )
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, Mapping):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if v is None or isinstance(v, (str, int, float, bool)):
+        return v
+    return str(v)
+
+
+_REASONS: dict[str, StopReason] = {
+    # ---- seed 004 table, kept exactly ----
+    # Finished.
+    "stop": StopReason.END_TURN,
+    "end_turn": StopReason.END_TURN,
+    "stop_sequence": StopReason.END_TURN,
+    "completed": StopReason.END_TURN,
+    # Asked for tools.
+    "tool_calls": StopReason.TOOL_USE,
+    "tool_use": StopReason.TOOL_USE,
+    "function_call": StopReason.TOOL_USE,
+    # Limits.
+    "length": StopReason.MAX_OUTPUT,
+    "max_tokens": StopReason.MAX_OUTPUT,
+    "max_output_tokens": StopReason.MAX_OUTPUT,
+    "model_context_window_exceeded": StopReason.CONTEXT_FULL,
+    "model_length": StopReason.CONTEXT_FULL,
+    "context_length_exceeded": StopReason.CONTEXT_FULL,
+    # Declined or blocked.
+    "refusal": StopReason.REFUSAL,
+    "content_filter": StopReason.REFUSAL,
+    "sensitive": StopReason.REFUSAL,
+    "safety": StopReason.REFUSAL,
+    "recitation": StopReason.REFUSAL,
+    "blocklist": StopReason.REFUSAL,
+    "prohibited_content": StopReason.REFUSAL,
+    "spii": StopReason.REFUSAL,
+    "image_safety": StopReason.REFUSAL,
+    "image_prohibited_content": StopReason.REFUSAL,
+    "image_recitation": StopReason.REFUSAL,
+    "jailbreak": StopReason.REFUSAL,
+    "model_armor": StopReason.REFUSAL,
+    # Handed back.
+    "pause_turn": StopReason.PAUSED,
+    # Ended by infrastructure.
+    "error": StopReason.INTERRUPTED,
+    "network_error": StopReason.INTERRUPTED,
+    "insufficient_system_resource": StopReason.INTERRUPTED,
+    "aborted": StopReason.INTERRUPTED,
+}
+
+#: Values from wire-facts §5.1 that the seed lacks (the seed wins wherever both name a value).
+_EXTRA_REASONS: dict[str, StopReason] = {
+    "reason_stop": StopReason.END_TURN,
+    "reason_tool_calls": StopReason.TOOL_USE,
+    "reason_max_len": StopReason.MAX_OUTPUT,
+    "reason_max_context": StopReason.CONTEXT_FULL,
+    "content_filtered": StopReason.REFUSAL,
+    "guardrail_intervened": StopReason.REFUSAL,
+    "compaction": StopReason.PAUSED,
+    "cancelled": StopReason.INTERRUPTED,
+    "failed": StopReason.INTERRUPTED,
+    "reason_time_limit": StopReason.INTERRUPTED,
+}
+for _k, _v in _EXTRA_REASONS.items():
+    _REASONS.setdefault(_k, _v)
+
+#: Categories wire-facts §5.1 names for values that have no provider category of their own.
+_MALFORMED = {
+    "malformed_function_call",
+    "unexpected_tool_call",
+    "too_many_tool_calls",
+    "malformed_tool_use",
+    "malformed_model_output",
+}
+
+
+def classify_stop(
+    raw: str | None,
+    *,
+    has_tool_calls: bool = False,
+    category: str | None = None,
+    message: str | None = None,
+    recommended_model: str | None = None,
+    detail: Mapping[str, Any] | None = None,
+) -> StopInfo:
+    """Turn a provider's raw stop value into a :class:`StopInfo` (seed semantics)."""
+    if raw is None:
+        reason = StopReason.TOOL_USE if has_tool_calls else StopReason.END_TURN
+    else:
+        key = raw.strip().lower()
+        reason = _REASONS.get(key, StopReason.OTHER)
+        if reason is StopReason.END_TURN and has_tool_calls:
+            reason = StopReason.TOOL_USE
+        if category is None and key in _MALFORMED:
+            category = "malformed-output"
+    if category is None and raw is not None and reason in (StopReason.REFUSAL, StopReason.INTERRUPTED):
+        category = raw
+    return StopInfo(
+        reason=reason,
+        raw=raw,
+        category=category,
+        message=message,
+        recommended_model=recommended_model,
+        detail=dict(detail) if detail else {},
+    )
