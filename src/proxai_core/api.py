@@ -70,6 +70,26 @@ def _restore_parts(parts: list[n.Part], ctx: ClientContext) -> None:
             _restore_tool(p, ctx)
 
 
+def _complete_payload(data: str) -> bool:
+    """A frame handed over at EOF is forwarded only if it is whole (a cut half event is not)."""
+    if data.strip() == "[DONE]":
+        return True
+    try:
+        orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def _content_id(data: Any) -> str:
+    import hashlib
+
+    raw = data if isinstance(data, (bytes, str)) else orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "replace")
+    return "px" + hashlib.sha1(raw).hexdigest()[:22]
+
+
 # ----------------------------------------------------------------------------- responses
 @dataclass(slots=True)
 class ResponseResult:
@@ -94,6 +114,8 @@ def translate_response_result(
     source, target = as_protocol(source), as_protocol(target)
     w: list[str] = []
     resp = codec(source).decode_response(body, w)
+    if not resp.id:
+        resp.id = _content_id(body)
     stop = resp.stop or classify_stop(None)
     if source is target:
         return ResponseResult(status, body, stop, resp.usage, w, resp.model)
@@ -261,6 +283,9 @@ class StreamTranslator:
         dec = self._dec
         for i, sev in enumerate(sse_events):
             if self._terminal:
+                if self._pass and blobs is not None:
+                    out.append(blobs[i])  # pass-through stays byte-exact after the terminal too
+                    continue
                 break
             if sev is None:
                 if blobs is not None:
@@ -268,6 +293,9 @@ class StreamTranslator:
                 continue
             evs = dec.feed(sev[0], sev[1])
             for ev in evs:
+                if type(ev) is n.Start and not ev.id:
+                    # deterministic ids when the upstream gave none (replays and chunkings agree)
+                    ev.id = _content_id(sev[1])
                 self._observe(ev)
             if self._pass:
                 if blobs is not None:
@@ -283,11 +311,13 @@ class StreamTranslator:
         return b"".join(out)
 
     def feed(self, chunk: bytes) -> bytes:
-        if self._terminal or self.closed:
+        if self.closed:
             return b""
         if self._pass:
             events, blobs = self._reader.feed_raw(chunk)
             return self._run(events, blobs)
+        if self._terminal:
+            return b""
         return self._run(self._reader.feed(chunk), None)
 
     def close(self) -> bytes:
@@ -295,6 +325,8 @@ class StreamTranslator:
             return b""
         self.closed = True
         out = b""
+        if self._terminal and self._pass:
+            return b"".join(self._reader.close_raw()[1])
         if not self._terminal:
             if self._pass:
                 events, blobs = self._reader.close_raw()
@@ -304,12 +336,14 @@ class StreamTranslator:
                     if sev is None:
                         tail_out.append(blob)
                         continue
-                    n_before = len(self.warnings)
                     evs = self._dec.feed(sev[0], sev[1])
                     for ev in evs:
                         self._observe(ev)
-                    if evs or len(self.warnings) == n_before:
-                        tail_out.append(blob if blob.endswith(b"\n\n") else blob + b"\n\n")
+                    if _complete_payload(sev[1]):
+                        tail_out.append(blob)  # unchanged, even without its final blank line
+                    elif self.error is not None:
+                        # the upstream's own error frame was cut: the client still gets one
+                        tail_out.append(codec(self.target).error_frame(self.error))
                 out = b"".join(tail_out)
             else:
                 out = self._run(self._reader.close(), None)
@@ -349,6 +383,8 @@ def stream_from_response(body: dict[str, Any], source: Protocol | str, target: P
     source, target = as_protocol(source), as_protocol(target)
     w: list[str] = []
     resp = codec(source).decode_response(body, w)
+    if not resp.id:
+        resp.id = _content_id(body)
     ctx = build_context(request, target)
     _restore_parts(resp.parts, ctx)
     enc = codec(target).StreamEncoder(ctx, w)

@@ -30,14 +30,17 @@ _ANTHROPIC = {
     "billing": ("billing_error", 402),
     "permission": ("permission_error", 403),
     "not_found": ("not_found_error", 404),
-    "request_too_large": ("request_too_large", 413),
+    # "request_too_large" (Cloudflare) is not in the SDK's ErrorType union; 413 keeps the meaning
+    "request_too_large": ("invalid_request_error", 413),
     "rate_limit": ("rate_limit_error", 429),
     "api_error": ("api_error", 500),
     "timeout": ("timeout_error", 504),
     "overloaded": ("overloaded_error", 529),
     "interrupted": ("api_error", 502),
 }
-_ANTHROPIC_TYPE_TO_KIND = {v[0]: k for k, v in _ANTHROPIC.items() if k != "interrupted"}
+_ANTHROPIC_TYPE_TO_KIND = {v[0]: k for k, v in _ANTHROPIC.items() if k not in ("interrupted", "request_too_large")}
+_ANTHROPIC_TYPE_TO_KIND["request_too_large"] = "request_too_large"
+_ANTHROPIC_TYPE_TO_KIND["conflict_error"] = "invalid_request"
 
 # kind -> (openai type, default code, status)
 _OPENAI = {

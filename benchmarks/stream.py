@@ -1,0 +1,296 @@
+"""Stream translation cost per upstream event, side by side with peers, in one run.
+
+Run by hand (prints a markdown table and, with --write, updates docs/performance.md):
+
+    bash benchmarks/setup_peers.sh          # once: a separate venv with the peers + this project
+    benchmarks/.venv-peers/bin/python benchmarks/stream.py [--reps 21] [--write]
+
+Timed unit (same as ../shared/notes/peer-benchmark.md): the raw SSE bytes of one upstream event in,
+client SSE bytes out (JSON decode, translation, JSON encode and SSE framing included), whole stream
+divided by the number of upstream events. Median over repetitions, cases interleaved. The baseline
+"bare JSON" is orjson decode + encode + framing of the same payloads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+FIX = ROOT.parent / "shared" / "fixtures"
+
+import orjson  # noqa: E402
+
+from proxai_core import Protocol, StreamTranslator  # noqa: E402
+
+C, R, A = Protocol.CHAT, Protocol.RESPONSES, Protocol.ANTHROPIC
+
+PEER_FIXTURES = {
+    "C-text": "chat/mirascope__python_tests_e2e_output_cassettes_test_max_tokens_openai_gpt_4o_completions_stream__i0.sse",
+    "C-tools": "chat/mirascope__python_tests_e2e_output_cassettes_test_call_with_tools_openai_gpt_4o_completions_stream__i0.sse",
+    "C-refusal": "chat/mirascope__python_tests_e2e_output_cassettes_test_refusal_openai_gpt_4o_completions_stream__i0.sse",
+}
+DIRECTION_FIXTURES = {
+    C: PEER_FIXTURES["C-tools"],
+    A: "anthropic/mirascope__python_tests_e2e_output_cassettes_test_call_with_tools_anthropic_claude_sonnet_4_0_stream__i0.sse",
+    R: "responses/mirascope__python_tests_e2e_output_cassettes_test_call_with_tools_openai_gpt_4o_responses_stream__i0.sse",
+}
+
+
+def split_events(raw: bytes) -> list[bytes]:
+    """The raw bytes of each SSE event (what one upstream read could deliver)."""
+    raw = raw.replace(b"\r\n", b"\n")
+    parts = [p + b"\n\n" for p in raw.split(b"\n\n") if p.strip()]
+    return parts
+
+
+def payloads(events: list[bytes]) -> list[str]:
+    out = []
+    for e in events:
+        data = [ln[5:].lstrip() for ln in e.decode().split("\n") if ln.startswith("data:")]
+        if data:
+            out.append("\n".join(data))
+    return out
+
+
+# ----------------------------------------------------------------------------- cases
+def case_ours(src, dst, events):
+    def run():
+        t = StreamTranslator(src, dst)
+        out = [t.feed(e) for e in events]
+        out.append(t.close())
+        return out
+
+    return run
+
+
+def case_bare_orjson(events):
+    pl = payloads(events)
+
+    def run():
+        out = []
+        for p in pl:  # payload extraction is part of an SSE reader's work too
+            if p == "[DONE]":
+                continue
+            out.append(b"data: " + orjson.dumps(orjson.loads(p)) + b"\n\n")
+        return out
+
+    return run
+
+
+def case_bare_json(events):
+    pl = payloads(events)
+
+    def run():
+        out = []
+        for p in pl:
+            if p == "[DONE]":
+                continue
+            out.append(("data: " + json.dumps(json.loads(p)) + "\n\n").encode())
+        return out
+
+    return run
+
+
+def case_litellm(events):
+    from litellm.llms.anthropic.messages.adapters.streaming_iterator import AnthropicStreamWrapper
+    from litellm.types.utils import ModelResponseStream
+
+    pl = payloads(events)
+
+    def run():
+        chunks = (ModelResponseStream(**json.loads(p)) for p in pl if p != "[DONE]")
+        w = AnthropicStreamWrapper(completion_stream=chunks, model="gpt-4o")
+        return list(w.anthropic_sse_wrapper())
+
+    return run
+
+
+def case_anyllm(events):
+    from any_llm.types.completion import ChatCompletionChunk
+    from any_llm.utils.messages_compat import (
+        MessageDeltaEvent,
+        MessageStopEvent,
+        StreamingState,
+        chat_completion_chunk_to_message_stream_events,
+        close_open_blocks,
+    )
+
+    pl = payloads(events)
+
+    def run():
+        state = StreamingState()
+        out = []
+        finish = None
+        for p in pl:
+            if p == "[DONE]":
+                continue
+            chunk = ChatCompletionChunk.model_validate(json.loads(p))
+            if chunk.choices and chunk.choices[0].finish_reason:
+                finish = chunk.choices[0].finish_reason
+            for ev in chat_completion_chunk_to_message_stream_events(chunk, state):
+                out.append(b"event: " + ev.type.encode() + b"\ndata: " + ev.model_dump_json(exclude_none=True).encode() + b"\n\n")
+        for ev in close_open_blocks(state):
+            out.append(b"event: " + ev.type.encode() + b"\ndata: " + ev.model_dump_json(exclude_none=True).encode() + b"\n\n")
+        try:
+            md = MessageDeltaEvent.model_validate({"type": "message_delta", "delta": {"stop_reason": "end_turn" if finish == "stop" else "tool_use"},
+                                                   "usage": {"output_tokens": 1}})
+            out.append(b"event: message_delta\ndata: " + md.model_dump_json(exclude_none=True).encode() + b"\n\n")
+            out.append(b"event: message_stop\ndata: " + MessageStopEvent(type="message_stop").model_dump_json().encode() + b"\n\n")
+        except Exception:
+            out.append(b'event: message_delta\ndata: {"type":"message_delta"}\n\nevent: message_stop\ndata: {"type":"message_stop"}\n\n')
+        return out
+
+    return run
+
+
+def case_linguafranca(events):
+    import linguafranca as lf
+
+    pl = payloads(events)
+
+    def run():
+        dicts = (json.loads(p) for p in pl if p != "[DONE]")
+        conv = lf.convert_response_stream_json(dicts, source_format=lf.FormatName.OPENAI_CHAT_COMPLETIONS,
+                                               target_format=lf.FormatName.ANTHROPIC_MESSAGES)
+        out = []
+        for ev in conv:
+            out.append(b"event: " + str(ev.get("type")).encode() + b"\ndata: " + json.dumps(ev).encode() + b"\n\n")
+        return out
+
+    return run
+
+
+# ----------------------------------------------------------------------------- timing
+def bench(cases: dict[str, callable], units: int, reps: int, rep_ms: float) -> dict[str, list[float]]:
+    for fn in cases.values():  # warm-up
+        for _ in range(3):
+            fn()
+    calls = {}
+    for name, fn in cases.items():
+        t0 = time.perf_counter()
+        k = 0
+        while time.perf_counter() - t0 < rep_ms / 1000:
+            fn()
+            k += 1
+        calls[name] = max(1, k)
+    gc.collect()
+    gc.freeze()
+    res: dict[str, list[float]] = {k: [] for k in cases}
+    names = list(cases)
+    for r in range(reps):
+        order = names[r % len(names):] + names[: r % len(names)]
+        for name in order:
+            fn, k = cases[name], calls[name]
+            gc.collect()
+            t0 = time.perf_counter_ns()
+            for _ in range(k):
+                fn()
+            dt = time.perf_counter_ns() - t0
+            res[name].append(dt / k / units / 1000.0)
+    gc.unfreeze()
+    return res
+
+
+def fmt(v: list[float], base: float) -> str:
+    med = statistics.median(v)
+    return f"**{med:.1f}** ({min(v):.1f}–{max(v):.1f}) ×{med / base:.2f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=21)
+    ap.add_argument("--rep-ms", type=float, default=40)
+    ap.add_argument("--write", action="store_true", help="update docs/performance.md")
+    ap.add_argument("--no-peers", action="store_true")
+    args = ap.parse_args()
+    if not FIX.is_dir():
+        sys.exit("../shared/fixtures is required")
+    lines = []
+    lines.append(f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, Python {sys.version.split()[0]}, "
+                 f"{os.cpu_count()} CPUs, reps={args.reps}. µs per upstream event: median (min–max), × orjson bare.")
+    # --- section 1: Chat stream -> Anthropic stream, with peers
+    lines.append("\n### Chat Completions stream → Anthropic Messages stream (peers on the same stream)\n")
+    cols = list(PEER_FIXTURES)
+    table: dict[str, dict[str, str]] = {}
+    ratios: dict[str, dict[str, float]] = {}
+    for col in cols:
+        events = split_events((FIX / PEER_FIXTURES[col]).read_bytes())
+        units = len([p for p in payloads(events) if p != "[DONE]"])
+        cases = {"bare JSON (orjson)": case_bare_orjson(events), "bare JSON (json)": case_bare_json(events),
+                 "ProxAI StreamTranslator": case_ours(C, A, events)}
+        if not args.no_peers:
+            for name, mk in (("LiteLLM AnthropicStreamWrapper", case_litellm),
+                             ("any-llm chunk→events + StreamingState", case_anyllm),
+                             ("linguafranca convert_response_stream_json", case_linguafranca)):
+                try:
+                    fn = mk(events)
+                    fn()
+                    cases[name] = fn
+                except Exception as e:  # a peer that cannot run is reported, not hidden
+                    table.setdefault(name, {})[col] = f"failed: {type(e).__name__}"
+        res = bench(cases, units, args.reps, args.rep_ms)
+        base = statistics.median(res["bare JSON (orjson)"])
+        for name, v in res.items():
+            table.setdefault(name, {})[col] = fmt(v, base)
+            ratios.setdefault(name, {})[col] = statistics.median(v)
+    lines.append("| variant | " + " | ".join(cols) + " |")
+    lines.append("|---|" + "---|" * len(cols))
+    for name, row in table.items():
+        lines.append(f"| {name} | " + " | ".join(row.get(c, "") for c in cols) + " |")
+    ours = ratios["ProxAI StreamTranslator"]
+    lines.append("\nRatios of ProxAI to each (median per fixture; target: ≤1 linguafranca, ≤0.5 any-llm, "
+                 "≤0.1 LiteLLM, ≤4 bare orjson):\n")
+    lines.append("| versus | " + " | ".join(cols) + " |")
+    lines.append("|---|" + "---|" * len(cols))
+    for name, row in ratios.items():
+        if name == "ProxAI StreamTranslator":
+            continue
+        lines.append(f"| {name} | " + " | ".join(f"{ours[c] / row[c]:.2f}" if c in row else "" for c in cols) + " |")
+    # --- section 2: every direction, ours only
+    lines.append("\n### Every direction (ProxAI only)\n")
+    lines.append("| source → target | events | µs/event | × orjson bare |")
+    lines.append("|---|---|---|---|")
+    for src, rel in DIRECTION_FIXTURES.items():
+        events = split_events((FIX / rel).read_bytes())
+        units = len([p for p in payloads(events) if p != "[DONE]"])
+        cases = {"bare": case_bare_orjson(events)}
+        for dst in (C, R, A):
+            cases[dst.value] = case_ours(src, dst, events)
+        res = bench(cases, units, args.reps, args.rep_ms)
+        base = statistics.median(res["bare"])
+        for dst in (C, R, A):
+            v = res[dst.value]
+            tag = " (pass-through)" if dst is src else ""
+            lines.append(f"| {src.value} → {dst.value}{tag} | {units} | {statistics.median(v):.1f} | "
+                         f"{statistics.median(v) / base:.2f} |")
+    text = "\n".join(lines)
+    print(text)
+    if args.write:
+        write_section("stream", text)
+
+
+def write_section(name: str, text: str) -> None:
+    doc = ROOT / "docs" / "performance.md"
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    body = doc.read_text() if doc.exists() else "# Performance\n"
+    block = f"{start}\n{text}\n{end}"
+    if start in body:
+        pre, rest = body.split(start, 1)
+        post = rest.split(end, 1)[1] if end in rest else ""
+        body = pre + block + post
+    else:
+        body = body.rstrip() + "\n\n" + block + "\n"
+    doc.write_text(body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1004 @@
+"""Anthropic Messages requests: client body -> neutral, neutral -> upstream body."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+from typing import Any
+
+import orjson
+
+from .. import reasoning as rz
+from ..context import short_tool_name
+from ..errors import TranslationError
+from ..neutral import (
+    Document,
+    Image,
+    Message,
+    Opaque,
+    OutputFormat,
+    Reasoning,
+    ReasoningConfig,
+    Refusal,
+    Request,
+    Text,
+    Tool,
+    ToolCall,
+    ToolChoice,
+    ToolResult,
+)
+from ._anthropic_common import PROTOCOL, citation_from_neutral, citation_to_neutral, warn_once
+
+#: max_tokens sent when the neutral request has no output limit (Anthropic requires one).
+DEFAULT_MAX_TOKENS = 8192
+
+#: Reasoning effort -> extended thinking budget_tokens (Anthropic minimum is 1024).
+EFFORT_BUDGET = {
+    "minimal": 1024,
+    "low": 2048,
+    "medium": 8192,
+    "high": 16384,
+    "xhigh": 32768,
+    "max": 32768,
+}
+MIN_BUDGET = 1024
+
+#: output_config.effort values Anthropic accepts.
+ANTHROPIC_EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
+
+#: Request.extra keys this encoder forwards unchanged (Anthropic-only request fields).
+PASSTHROUGH_EXTRA = (
+    "container",
+    "inference_geo",
+    "speed",
+    "cache_control",
+    "context_management",
+    "mcp_servers",
+    "diagnostics",
+    "user_profile_id",
+    "workspace_id",
+)
+#: Request.extra keys of this codec's own (never warned about).
+OWN_EXTRA = frozenset(
+    {
+        "server_tools",
+        "service_tier",
+        "anthropic_effort",
+        "anthropic_thinking_display",
+        "anthropic_thinking_between_tools",
+    }
+)
+_ANTHROPIC_SERVICE_TIERS = frozenset({"auto", "standard_only"})
+#: Anthropic server/Anthropic-defined tool types are versioned with an 8-digit date suffix.
+_ANTHROPIC_TOOL_TYPE = re.compile(r"^[a-z][a-z0-9_]*_\d{8}$")
+_BLOCK_TYPE = re.compile(r"^[a-z][a-z0-9_]*$")
+_TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+CUSTOM_TOOL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"input": {"type": "string", "description": "The raw input text for this tool."}},
+    "required": ["input"],
+    "additionalProperties": False,
+}
+EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+JSON_OBJECT_INSTRUCTION = "Respond with a single valid JSON object and nothing else."
+
+_KNOWN_FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "system",
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stop_sequences",
+        "stream",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "output_config",
+        "output_format",
+        "metadata",
+        "service_tier",
+        *PASSTHROUGH_EXTRA,
+    }
+)
+
+
+# ============================================================================= decode
+def _fail(path: str, why: str) -> TranslationError:
+    return TranslationError(f"{path}: {why}", field=path)
+
+
+def _str(d: dict[str, Any], key: str, path: str, *, required: bool = False) -> str | None:
+    v = d.get(key)
+    if v is None:
+        if required:
+            raise _fail(f"{path}.{key}" if path else key, "required string is missing")
+        return None
+    if not isinstance(v, str):
+        raise _fail(f"{path}.{key}" if path else key, f"must be a string, got {type(v).__name__}")
+    return v
+
+
+def _dict(d: dict[str, Any], key: str, path: str, *, required: bool = False) -> dict[str, Any] | None:
+    v = d.get(key)
+    if v is None:
+        if required:
+            raise _fail(f"{path}.{key}" if path else key, "required object is missing")
+        return None
+    if not isinstance(v, dict):
+        raise _fail(f"{path}.{key}" if path else key, f"must be an object, got {type(v).__name__}")
+    return v
+
+
+def _int(v: Any, path: str) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _fail(path, f"must be an integer, got {type(v).__name__}")
+    return v
+
+
+def _num(v: Any, path: str) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _fail(path, f"must be a number, got {type(v).__name__}")
+    return v
+
+
+def _bool(v: Any, path: str) -> bool | None:
+    if v is None:
+        return None
+    if not isinstance(v, bool):
+        raise _fail(path, f"must be a boolean, got {type(v).__name__}")
+    return v
+
+
+def _cache(b: dict[str, Any], path: str) -> dict[str, Any] | None:
+    return _dict(b, "cache_control", path)
+
+
+def _text(b: dict[str, Any], path: str) -> Text:
+    text = _str(b, "text", path, required=True)
+    cits = b.get("citations")
+    citations = None
+    if cits is not None:
+        if not isinstance(cits, list):
+            raise _fail(f"{path}.citations", "must be an array")
+        citations = [citation_to_neutral(c) for c in cits if isinstance(c, dict)] or None
+    return Text(text, citations, _cache(b, path))  # type: ignore[arg-type]
+
+
+def _image(b: dict[str, Any], path: str) -> Image:
+    src = _dict(b, "source", path, required=True)
+    sp = f"{path}.source"
+    st = src.get("type")  # type: ignore[union-attr]
+    cc = _cache(b, path)
+    if st == "base64":
+        return Image("base64", media_type=_str(src, "media_type", sp, required=True),
+                     data=_str(src, "data", sp, required=True), cache_control=cc)
+    if st == "url":
+        return Image("url", url=_str(src, "url", sp, required=True), cache_control=cc)
+    if st == "file":
+        return Image("file", file_id=_str(src, "file_id", sp, required=True), cache_control=cc)
+    raise _fail(f"{sp}.type", f"unknown image source type {st!r}")
+
+
+def _document(b: dict[str, Any], path: str, warnings: list[str]) -> Document | Opaque:
+    src = _dict(b, "source", path, required=True)
+    sp = f"{path}.source"
+    st = src.get("type")  # type: ignore[union-attr]
+    title = _str(b, "title", path)
+    cc = _cache(b, path)
+    if b.get("context") is not None or b.get("citations") is not None:
+        warn_once(warnings, "document context/citations settings are kept only toward Anthropic upstreams")
+    if st == "base64":
+        return Document("base64", media_type=_str(src, "media_type", sp, required=True),
+                        data=_str(src, "data", sp, required=True), title=title, cache_control=cc)
+    if st == "text":
+        return Document("text", media_type=_str(src, "media_type", sp) or "text/plain",
+                        data=_str(src, "data", sp, required=True), title=title, cache_control=cc)
+    if st == "url":
+        return Document("url", url=_str(src, "url", sp, required=True), title=title, cache_control=cc)
+    if st == "file":
+        return Document("file", file_id=_str(src, "file_id", sp, required=True), title=title, cache_control=cc)
+    if st == "content":
+        content = src.get("content")  # type: ignore[union-attr]
+        if isinstance(content, str):
+            return Document("text", media_type="text/plain", data=content, title=title, cache_control=cc)
+        if isinstance(content, list) and all(isinstance(c, dict) and c.get("type") == "text"
+                                             and isinstance(c.get("text"), str) for c in content):
+            return Document("text", media_type="text/plain", data="\n\n".join(c["text"] for c in content),
+                            title=title, cache_control=cc)
+        if isinstance(content, list):
+            return Opaque(PROTOCOL, b, "document")
+        raise _fail(f"{sp}.content", "must be a string or an array of content blocks")
+    raise _fail(f"{sp}.type", f"unknown document source type {st!r}")
+
+
+def _search_result_text(b: dict[str, Any], path: str, warnings: list[str]) -> Text:
+    content = b.get("content")
+    if not isinstance(content, list):
+        raise _fail(f"{path}.content", "must be an array of text blocks")
+    texts = [c.get("text") for c in content if isinstance(c, dict) and isinstance(c.get("text"), str)]
+    head = " ".join(x for x in (b.get("title"), b.get("source")) if isinstance(x, str))
+    warn_once(warnings, "search_result blocks are carried as plain text")
+    return Text((head + "\n" if head else "") + "\n".join(texts))  # type: ignore[arg-type]
+
+
+def _tool_result_content(v: Any, path: str, warnings: list[str]) -> list[Text | Image | Document]:
+    if v is None:
+        return []
+    if isinstance(v, str):
+        return [Text(v)] if v else []
+    if not isinstance(v, list):
+        raise _fail(path, "must be a string or an array of content blocks")
+    out: list[Text | Image | Document] = []
+    for k, c in enumerate(v):
+        cp = f"{path}[{k}]"
+        if not isinstance(c, dict):
+            raise _fail(cp, "must be an object")
+        ct = c.get("type")
+        if ct == "text":
+            out.append(_text(c, cp))
+        elif ct == "image":
+            out.append(_image(c, cp))
+        elif ct == "document":
+            d = _document(c, cp, warnings)
+            if isinstance(d, Opaque):
+                raise _fail(cp, "document with non-text content blocks is not supported in a tool result")
+            out.append(d)
+        elif ct == "search_result":
+            out.append(_search_result_text(c, cp, warnings))
+        elif ct == "tool_reference":
+            name = c.get("tool_name")
+            warn_once(warnings, "tool_reference blocks are carried as plain text")
+            out.append(Text(f"[tool reference: {name}]"))
+        else:
+            raise _fail(f"{cp}.type", f"unknown tool result content type {ct!r}")
+    return out
+
+
+def _unpacked(value: str, fallback_text: str, warnings: list[str], path: str) -> Reasoning:
+    payload = rz.unpack(value)
+    if payload is None:
+        warnings.append(f"{path}: damaged proxai reasoning envelope; its continuity payload was dropped")
+        return Reasoning(text=fallback_text, opaque=None)
+    text = payload.get("text")
+    summary = payload.get("summary")
+    return Reasoning(
+        text=text if isinstance(text, str) else fallback_text,
+        summary=summary if isinstance(summary, list) else None,
+        redacted=bool(payload.get("redacted", False)),
+        opaque={k: v for k, v in payload.items() if k not in ("text", "summary", "redacted")},
+    )
+
+
+def _block(b: Any, path: str, warnings: list[str]) -> Any:
+    if not isinstance(b, dict):
+        raise _fail(path, f"content block must be an object, got {type(b).__name__}")
+    t = b.get("type")
+    if t == "text":
+        return _text(b, path)
+    if t == "image":
+        return _image(b, path)
+    if t == "document":
+        return _document(b, path, warnings)
+    if t == "tool_use":
+        tid = _str(b, "id", path, required=True)
+        name = _str(b, "name", path, required=True)
+        inp = b.get("input")
+        args = orjson.dumps(inp if inp is not None else {}).decode()
+        return ToolCall(tid, name, args)  # type: ignore[arg-type]
+    if t == "tool_result":
+        cid = _str(b, "tool_use_id", path, required=True)
+        return ToolResult(
+            cid,  # type: ignore[arg-type]
+            _tool_result_content(b.get("content"), f"{path}.content", warnings),
+            is_error=_bool(b.get("is_error"), f"{path}.is_error"),
+            cache_control=_cache(b, path),
+        )
+    if t == "thinking":
+        text = _str(b, "thinking", path, required=True) or ""
+        sig = _str(b, "signature", path)
+        if rz.is_packed(sig):
+            return _unpacked(sig, text, warnings, path)  # type: ignore[arg-type]
+        opaque: dict[str, Any] = {"protocol": PROTOCOL}
+        if sig is not None:
+            opaque["signature"] = sig
+        return Reasoning(text=text, opaque=opaque)
+    if t == "redacted_thinking":
+        data = _str(b, "data", path, required=True)
+        if rz.is_packed(data):
+            return _unpacked(data, "", warnings, path)  # type: ignore[arg-type]
+        return Reasoning(text="", redacted=True, opaque={"protocol": PROTOCOL, "data": data})
+    if t == "search_result":
+        return _search_result_text(b, path, warnings)
+    if isinstance(t, str) and _BLOCK_TYPE.match(t):
+        # server tool blocks, MCP blocks, container uploads, compaction, future block types
+        return Opaque(PROTOCOL, b, t)
+    raise _fail(f"{path}.type", f"unknown content block type {t!r}")
+
+
+def _system(v: Any) -> list[Text]:
+    if v is None:
+        return []
+    if isinstance(v, str):
+        return [Text(v)] if v else []
+    if not isinstance(v, list):
+        raise _fail("system", "must be a string or an array of text blocks")
+    out = []
+    for k, b in enumerate(v):
+        p = f"system[{k}]"
+        if not isinstance(b, dict) or b.get("type") != "text":
+            raise _fail(p, "system blocks must be text blocks")
+        out.append(_text(b, p))
+    return out
+
+
+def _tools(v: Any, req: Request) -> None:
+    if v is None:
+        return
+    if not isinstance(v, list):
+        raise _fail("tools", "must be an array")
+    server: list[dict[str, Any]] = []
+    for k, t in enumerate(v):
+        p = f"tools[{k}]"
+        if not isinstance(t, dict):
+            raise _fail(p, "must be an object")
+        tt = t.get("type")
+        if tt is None or tt == "custom":
+            name = _str(t, "name", p, required=True)
+            schema = _dict(t, "input_schema", p)
+            strict = _bool(t.get("strict"), f"{p}.strict")
+            req.tools.append(
+                Tool(name, _str(t, "description", p), schema, "function", strict,  # type: ignore[arg-type]
+                     cache_control=_cache(t, p))
+            )
+        elif isinstance(tt, str):
+            _str(t, "name", p)
+            server.append(t)
+        else:
+            raise _fail(f"{p}.type", "must be a string")
+    if server:
+        req.extra["server_tools"] = server
+
+
+def _tool_choice(v: Any, req: Request) -> None:
+    if v is None:
+        return
+    if not isinstance(v, dict):
+        raise _fail("tool_choice", "must be an object")
+    t = v.get("type")
+    if t == "auto":
+        req.tool_choice = ToolChoice("auto")
+    elif t == "any":
+        req.tool_choice = ToolChoice("required")
+    elif t == "tool":
+        req.tool_choice = ToolChoice("tool", name=_str(v, "name", "tool_choice", required=True))
+    elif t == "none":
+        req.tool_choice = ToolChoice("none")
+    else:
+        raise _fail("tool_choice.type", f"unknown tool_choice type {t!r}")
+    if _bool(v.get("disable_parallel_tool_use"), "tool_choice.disable_parallel_tool_use"):
+        req.parallel_tool_calls = False
+
+
+def _thinking(v: Any, req: Request) -> None:
+    if v is None:
+        return
+    if not isinstance(v, dict):
+        raise _fail("thinking", "must be an object")
+    t = v.get("type")
+    rc = req.reasoning or ReasoningConfig()
+    if t == "enabled":
+        budget = _int(v.get("budget_tokens"), "thinking.budget_tokens")
+        if budget is None:
+            raise _fail("thinking.budget_tokens", "required integer is missing")
+        rc.budget_tokens = budget
+    elif t == "adaptive":
+        rc.adaptive = True
+    elif t == "disabled":
+        rc.disabled = True
+    elif t == "between_tools":
+        rc.disabled = True
+        req.extra["anthropic_thinking_between_tools"] = True
+    else:
+        raise _fail("thinking.type", f"unknown thinking type {t!r}")
+    display = _str(v, "display", "thinking")
+    if display is not None:
+        req.extra["anthropic_thinking_display"] = display
+    req.reasoning = rc
+
+
+def _format(v: Any, path: str) -> OutputFormat | None:
+    if v is None:
+        return None
+    if not isinstance(v, dict):
+        raise _fail(path, "must be an object")
+    if v.get("type") != "json_schema":
+        raise _fail(f"{path}.type", f"unknown output format type {v.get('type')!r}")
+    return OutputFormat("json_schema", schema=_dict(v, "schema", path, required=True))
+
+
+def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
+    if not isinstance(body, dict):
+        raise TranslationError("request body must be a JSON object", field="body")
+    req = Request()
+    req.model = _str(body, "model", "")
+    msgs = body.get("messages")
+    if not isinstance(msgs, list):
+        raise _fail("messages", "required array is missing" if msgs is None else "must be an array")
+    req.system = _system(body.get("system"))
+    for i, m in enumerate(msgs):
+        p = f"messages[{i}]"
+        if not isinstance(m, dict):
+            raise _fail(p, "must be an object")
+        role = m.get("role")
+        if role not in ("user", "assistant"):
+            raise _fail(f"{p}.role", f"must be 'user' or 'assistant', got {role!r}")
+        content = m.get("content")
+        if isinstance(content, str):
+            parts: list[Any] = [Text(content)]
+        elif isinstance(content, list):
+            parts = [_block(b, f"{p}.content[{j}]", warnings) for j, b in enumerate(content)]
+        else:
+            raise _fail(f"{p}.content", "must be a string or an array of content blocks")
+        req.messages.append(Message(role, parts))
+    req.max_output_tokens = _int(body.get("max_tokens"), "max_tokens")
+    req.temperature = _num(body.get("temperature"), "temperature")
+    req.top_p = _num(body.get("top_p"), "top_p")
+    req.top_k = _int(body.get("top_k"), "top_k")
+    stops = body.get("stop_sequences")
+    if stops is not None:
+        if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
+            raise _fail("stop_sequences", "must be an array of strings")
+        req.stop = list(stops)
+    req.stream = bool(_bool(body.get("stream"), "stream"))
+    req.include_usage = req.stream  # Anthropic streams always carry usage
+    _tools(body.get("tools"), req)
+    _tool_choice(body.get("tool_choice"), req)
+    _thinking(body.get("thinking"), req)
+    oc = _dict(body, "output_config", "")
+    if oc is not None:
+        effort = _str(oc, "effort", "output_config")
+        if effort is not None:
+            req.reasoning = req.reasoning or ReasoningConfig()
+            req.reasoning.effort = effort
+            req.extra["anthropic_effort"] = effort
+        req.output_format = _format(oc.get("format"), "output_config.format")
+        rest = sorted(k for k in oc if k not in ("effort", "format"))
+        if rest:
+            warnings.append(f"output_config fields ignored: {', '.join(rest)}")
+    if req.output_format is None:
+        req.output_format = _format(body.get("output_format"), "output_format")
+    md = _dict(body, "metadata", "")
+    if md is not None:
+        req.user = _str(md, "user_id", "metadata")
+        req.metadata = dict(md)
+    st = body.get("service_tier")
+    if st is not None:
+        req.extra["service_tier"] = _str(body, "service_tier", "")
+    for k in PASSTHROUGH_EXTRA:
+        if body.get(k) is not None:
+            req.extra[k] = body[k]
+    unknown = sorted(k for k in body if k not in _KNOWN_FIELDS)
+    if unknown:
+        warnings.append(f"unknown request fields ignored: {', '.join(unknown)}")
+    return req
+
+
+# ============================================================================= encode
+def _tool_id(tid: str, warnings: list[str]) -> str:
+    if tid and _TOOL_ID.match(tid):
+        return tid
+    clean = re.sub(r"[^a-zA-Z0-9_-]", "_", tid) or "toolu"
+    warn_once(warnings, "tool call ids with characters Anthropic rejects were rewritten")
+    return f"{clean}_{hashlib.sha1(tid.encode()).hexdigest()[:8]}"
+
+
+def _data_url(url: str) -> tuple[str, str] | None:
+    """(media_type, base64 data) of a base64 data: URL, else None."""
+    if not url.startswith("data:"):
+        return None
+    head, sep, data = url[5:].partition(",")
+    if not sep or not head.endswith(";base64"):
+        return None
+    return head[: -len(";base64")] or "application/octet-stream", data
+
+
+def _enc_image(p: Image, path: str) -> dict[str, Any]:
+    if p.source == "base64":
+        src = {"type": "base64", "media_type": p.media_type or "image/png", "data": p.data or ""}
+    elif p.source == "url":
+        url = p.url or ""
+        du = _data_url(url)
+        if du is not None:
+            src = {"type": "base64", "media_type": du[0], "data": du[1]}
+        elif url.startswith("data:"):
+            raise _fail(path, "image data: URL must be base64-encoded")
+        else:
+            src = {"type": "url", "url": url}
+    else:
+        src = {"type": "file", "file_id": p.file_id or ""}
+    out: dict[str, Any] = {"type": "image", "source": src}
+    if p.cache_control:
+        out["cache_control"] = p.cache_control
+    return out
+
+
+def _enc_document(p: Document, path: str) -> dict[str, Any]:
+    src: dict[str, Any]
+    if p.source in ("base64", "url") and (p.source == "base64" or (p.url or "").startswith("data:")):
+        if p.source == "base64":
+            media, data = p.media_type or "application/pdf", p.data or ""
+        else:
+            du = _data_url(p.url or "")
+            if du is None:
+                raise _fail(path, "document data: URL must be base64-encoded")
+            media, data = du
+        if media == "application/pdf":
+            src = {"type": "base64", "media_type": "application/pdf", "data": data}
+        elif media.startswith("text/"):
+            try:
+                text = base64.b64decode(data, validate=False).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError, ValueError):
+                raise _fail(path, f"document of type {media} is not valid base64 UTF-8 text") from None
+            src = {"type": "text", "media_type": "text/plain", "data": text}
+        else:
+            raise _fail(path, f"Anthropic accepts PDF or plain-text documents, not {media}")
+    elif p.source == "url":
+        src = {"type": "url", "url": p.url or ""}
+    elif p.source == "text":
+        src = {"type": "text", "media_type": "text/plain", "data": p.data or ""}
+    else:
+        src = {"type": "file", "file_id": p.file_id or ""}
+    out: dict[str, Any] = {"type": "document", "source": src}
+    title = p.title or p.filename
+    if title:
+        out["title"] = title
+    if p.cache_control:
+        out["cache_control"] = p.cache_control
+    return out
+
+
+def _enc_text(p: Text, warnings: list[str]) -> dict[str, Any] | None:
+    if not p.text:
+        return None  # Anthropic rejects empty text blocks
+    out: dict[str, Any] = {"type": "text", "text": p.text}
+    if p.citations:
+        cits = [c for c in (citation_from_neutral(n, allow_synthetic=False) for n in p.citations) if c]
+        if len(cits) < len(p.citations):
+            warn_once(warnings, "citations from another protocol were dropped from the conversation history")
+        if cits:
+            out["citations"] = cits
+    if p.cache_control:
+        out["cache_control"] = p.cache_control
+    return out
+
+
+def _enc_tool_call(p: ToolCall, path: str, warnings: list[str]) -> dict[str, Any]:
+    if p.kind == "custom":
+        inp: Any = {"input": p.arguments}
+    elif not p.arguments.strip():
+        inp = {}
+    else:
+        try:
+            inp = orjson.loads(p.arguments)
+        except orjson.JSONDecodeError:
+            raise _fail(f"{path}.arguments", "tool call arguments are not valid JSON") from None
+        if not isinstance(inp, dict):
+            raise _fail(f"{path}.arguments", "tool call arguments must be a JSON object")
+    return {"type": "tool_use", "id": _tool_id(p.id, warnings), "name": short_tool_name(p.name), "input": inp}
+
+
+def _enc_tool_result(p: ToolResult, path: str, warnings: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "tool_result", "tool_use_id": _tool_id(p.call_id, warnings)}
+    blocks: list[dict[str, Any]] = []
+    for k, c in enumerate(p.content):
+        if isinstance(c, Text):
+            b = _enc_text(c, warnings)
+            if b is not None:
+                blocks.append(b)
+        elif isinstance(c, Image):
+            blocks.append(_enc_image(c, f"{path}.content[{k}]"))
+        elif isinstance(c, Document):
+            blocks.append(_enc_document(c, f"{path}.content[{k}]"))
+    if len(blocks) == 1 and blocks[0]["type"] == "text" and len(blocks[0]) == 2:
+        out["content"] = blocks[0]["text"]
+    elif blocks:
+        out["content"] = blocks
+    if p.is_error:
+        out["is_error"] = True
+    if p.cache_control:
+        out["cache_control"] = p.cache_control
+    return out
+
+
+def _enc_reasoning(p: Reasoning, warnings: list[str]) -> dict[str, Any] | None:
+    op = p.opaque
+    if not op or op.get("protocol") != PROTOCOL:
+        issuer = (op or {}).get("protocol") or "no provider"
+        warn_once(warnings, f"reasoning issued by {issuer} was not forwarded to the Anthropic upstream")
+        return None
+    if p.redacted:
+        data = op.get("data")
+        if isinstance(data, str):
+            return {"type": "redacted_thinking", "data": data}
+    else:
+        sig = op.get("signature")
+        if isinstance(sig, str) and sig:
+            return {"type": "thinking", "thinking": p.text, "signature": sig}
+    warn_once(warnings, "Anthropic reasoning without its signature/data was not forwarded")
+    return None
+
+
+def _message_blocks(m: Message, i: int, warnings: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """(role, block) pairs; tool calls always belong to the assistant, tool results to the user."""
+    role = m.role
+    out: list[tuple[str, dict[str, Any]]] = []
+    for j, p in enumerate(m.parts):
+        path = f"messages[{i}].content[{j}]"
+        b: dict[str, Any] | None
+        if isinstance(p, Text):
+            b = _enc_text(p, warnings)
+        elif isinstance(p, ToolCall):
+            out.append(("assistant", _enc_tool_call(p, path, warnings)))
+            continue
+        elif isinstance(p, ToolResult):
+            out.append(("user", _enc_tool_result(p, path, warnings)))
+            continue
+        elif isinstance(p, Reasoning):
+            b = _enc_reasoning(p, warnings) if role == "assistant" else None
+            if b is None and role != "assistant":
+                warn_once(warnings, "reasoning in a non-assistant message was dropped")
+        elif isinstance(p, Refusal):
+            warn_once(warnings, "refusals in the conversation history were sent as text")
+            b = {"type": "text", "text": p.text} if p.text else None
+        elif isinstance(p, Image):
+            if role == "assistant":
+                warn_once(warnings, "images in assistant messages were dropped (Anthropic has no slot for them)")
+                b = None
+            else:
+                b = _enc_image(p, path)
+        elif isinstance(p, Document):
+            if role == "assistant":
+                warn_once(warnings, "documents in assistant messages were dropped")
+                b = None
+            else:
+                b = _enc_document(p, path)
+        elif isinstance(p, Opaque):
+            if p.protocol == PROTOCOL:
+                b = p.raw
+            else:
+                warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} was dropped: "
+                          "Anthropic cannot represent it")
+                b = None
+        else:
+            raise _fail(path, f"unsupported part {type(p).__name__}")
+        if b is not None:
+            out.append((role, b))
+    return out
+
+
+def _system_texts(parts: list[Any], warnings: list[str]) -> list[Text]:
+    out = []
+    for p in parts:
+        if isinstance(p, Text):
+            if p.text:
+                out.append(p)
+        else:
+            warn_once(warnings, "non-text parts of system/developer messages were dropped")
+    return out
+
+
+def _system_out(texts: list[Text], warnings: list[str]) -> str | list[dict[str, Any]] | None:
+    if not texts:
+        return None
+    if len(texts) == 1 and not texts[0].cache_control and not texts[0].citations:
+        return texts[0].text
+    out = []
+    for t in texts:
+        b: dict[str, Any] = {"type": "text", "text": t.text}
+        if t.cache_control:
+            b["cache_control"] = t.cache_control
+        out.append(b)
+    return out
+
+
+def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dict[str, Any]]:
+    turns: list[tuple[str, list[dict[str, Any]]]] = []
+    for i, m in enumerate(req.messages):
+        if m.role in ("system", "developer"):
+            warn_once(warnings, "system/developer messages inside the conversation were merged into the "
+                      "Anthropic system prompt")
+            system.extend(_system_texts(m.parts, warnings))
+            continue
+        if m.role not in ("user", "assistant"):
+            raise _fail(f"messages[{i}].role", f"unsupported role {m.role!r}")
+        for role, b in _message_blocks(m, i, warnings):
+            if turns and turns[-1][0] == role:
+                turns[-1][1].append(b)
+            else:
+                turns.append((role, [b]))
+    out = []
+    for role, blocks in turns:
+        if role == "user":
+            n_results = sum(1 for b in blocks if b.get("type") == "tool_result")
+            if n_results and any(b.get("type") != "tool_result" for b in blocks[:n_results]):
+                warn_once(warnings, "tool results were moved ahead of other user content in their turn "
+                          "(Anthropic requires them first)")
+                blocks = [b for b in blocks if b.get("type") == "tool_result"] + [
+                    b for b in blocks if b.get("type") != "tool_result"
+                ]
+        if len(blocks) == 1 and blocks[0].get("type") == "text" and len(blocks[0]) == 2:
+            out.append({"role": role, "content": blocks[0]["text"]})
+        else:
+            out.append({"role": role, "content": blocks})
+    return out
+
+
+def _custom_description(t: Tool) -> str:
+    head = t.description or ""
+    fmt = t.format or {}
+    if fmt.get("type") == "grammar":
+        syntax = fmt.get("syntax") or "grammar"
+        tail = (f"Pass the tool's raw input text in `input`; it must match this {syntax} grammar:\n"
+                f"{fmt.get('definition', '')}")
+    else:
+        tail = "Pass the tool's raw free-form input text in `input`."
+    return f"{head}\n\n{tail}" if head else tail
+
+
+def _enc_tools(req: Request, warnings: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for t in req.tools:
+        name = short_tool_name(t.name)
+        if t.kind == "custom":
+            d: dict[str, Any] = {"name": name, "description": _custom_description(t),
+                                 "input_schema": CUSTOM_TOOL_SCHEMA}
+        else:
+            schema = t.parameters if isinstance(t.parameters, dict) and t.parameters else EMPTY_SCHEMA
+            if "type" not in schema:
+                schema = {"type": "object", **schema}
+            d = {"name": name}
+            if t.description:
+                d["description"] = t.description
+            d["input_schema"] = schema
+            if t.strict:
+                d["strict"] = True
+        if t.cache_control:
+            d["cache_control"] = t.cache_control
+        out.append(d)
+    return out
+
+
+def _enc_server_tools(req: Request, warnings: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for t in req.extra.get("server_tools") or ():
+        tt = t.get("type") if isinstance(t, dict) else None
+        if isinstance(tt, str) and (_ANTHROPIC_TOOL_TYPE.match(tt) or tt == "mcp_toolset"):
+            out.append(t)
+        else:
+            warn_once(warnings, f"server tool {tt!r} from another protocol was ignored (Anthropic has no such tool)")
+    return out
+
+
+def _enc_tool_choice(req: Request, tools: list[dict[str, Any]], warnings: list[str]) -> dict[str, Any] | None:
+    tc = req.tool_choice
+    out: dict[str, Any] | None
+    if tc is None or tc.mode == "auto":
+        out = {"type": "auto"} if tc is not None else None
+    elif tc.mode == "none":
+        out = {"type": "none"}
+    elif tc.mode == "required":
+        out = {"type": "any"}
+    elif tc.mode == "tool":
+        if not tc.name:
+            raise _fail("tool_choice.name", "a named tool choice needs a tool name")
+        out = {"type": "tool", "name": short_tool_name(tc.name)}
+    else:  # allowed subset
+        allowed = {short_tool_name(n) for n in (tc.allowed or ())}
+        kept = [t for t in tools if "input_schema" not in t or t.get("name") in allowed]
+        tools[:] = kept
+        warnings.append("allowed_tools: the tool list was reduced to the allowed tools "
+                        "(Anthropic has no allowed-subset tool choice)")
+        out = {"type": "any" if tc.allowed_required else "auto"}
+    if req.parallel_tool_calls is False:
+        if out is None:
+            out = {"type": "auto"}
+        if out["type"] != "none":
+            out["disable_parallel_tool_use"] = True
+    return out
+
+
+def _extras(req: Request, out: dict[str, Any], warnings: list[str]) -> None:
+    ex = req.extra
+    if not ex:
+        return
+    n = ex.get("n")
+    if isinstance(n, int) and not isinstance(n, bool) and n > 1:
+        raise _fail("n", "Anthropic returns one completion per request; n > 1 cannot be translated")
+    if ex.get("previous_response_id"):
+        raise _fail("previous_response_id", "Anthropic keeps no server-side conversation; send the full input")
+    if ex.get("conversation"):
+        raise _fail("conversation", "Anthropic keeps no server-side conversation; send the full input")
+    mods = ex.get("modalities")
+    if ex.get("audio") or (isinstance(mods, list) and "audio" in mods):
+        raise _fail("audio", "Anthropic cannot produce audio output")
+    for k in PASSTHROUGH_EXTRA:
+        if ex.get(k) is not None:
+            out[k] = ex[k]
+    st = ex.get("service_tier")
+    if st is not None:
+        if st in _ANTHROPIC_SERVICE_TIERS:
+            out["service_tier"] = st
+        else:
+            warnings.append(f"service_tier {st!r} has no Anthropic equivalent and was not sent")
+    ignored = sorted(k for k in ex if k not in OWN_EXTRA and k not in PASSTHROUGH_EXTRA
+                     and k not in ("n", "modalities") and ex[k] is not None)
+    if ignored:
+        warnings.append(f"request fields without an Anthropic equivalent were not sent: {', '.join(ignored)}")
+
+
+def _thinking_config(req: Request, warnings: list[str]) -> tuple[dict[str, Any] | None, int | None, Any]:
+    """(thinking, budget_tokens, output_config.effort) for the neutral reasoning config."""
+    rc = req.reasoning
+    ex = req.extra
+    effort_out = ex.get("anthropic_effort")
+    thinking: dict[str, Any] | None = None
+    budget: int | None = None
+    if rc is not None:
+        if rc.disabled or rc.effort == "none":
+            thinking = {"type": "between_tools" if ex.get("anthropic_thinking_between_tools") else "disabled"}
+        elif rc.adaptive:
+            thinking = {"type": "adaptive"}
+            if effort_out is None and rc.effort in ANTHROPIC_EFFORTS:
+                effort_out = rc.effort
+        elif rc.budget_tokens is not None:
+            budget = rc.budget_tokens
+        elif rc.effort is not None and effort_out is None:
+            budget = EFFORT_BUDGET.get(rc.effort)
+            if budget is None:
+                warnings.append(f"unknown reasoning effort {rc.effort!r} read as medium")
+                budget = EFFORT_BUDGET["medium"]
+    if budget is not None:
+        if budget < MIN_BUDGET:
+            warnings.append(f"thinking budget {budget} raised to Anthropic's minimum {MIN_BUDGET}")
+            budget = MIN_BUDGET
+        thinking = {"type": "enabled", "budget_tokens": budget}
+    if thinking is not None and thinking["type"] in ("enabled", "adaptive"):
+        display = ex.get("anthropic_thinking_display")
+        if display is None and rc is not None and rc.summary in ("auto", "concise", "detailed"):
+            display = "summarized"
+        if display is not None:
+            thinking["display"] = display
+    return thinking, budget, effort_out
+
+
+def _tool_loop_without_thinking(messages: list[dict[str, Any]]) -> bool:
+    """The last assistant turn called tools and does not start with a thinking block: Anthropic
+    rejects thinking for such a request (its reasoning came from elsewhere and was dropped)."""
+    for m in reversed(messages):
+        if m["role"] != "assistant":
+            continue
+        c = m["content"]
+        if not isinstance(c, list) or not any(b.get("type") == "tool_use" for b in c):
+            return False
+        return c[0].get("type") not in ("thinking", "redacted_thinking")
+    return False
+
+
+def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if req.model is not None:
+        out["model"] = req.model
+    else:
+        warnings.append("request has no model; the Anthropic upstream requires one")
+    system = _system_texts(req.system, warnings)
+    messages = _messages(req, system, warnings)
+
+    # ---- tools
+    tools = _enc_tools(req, warnings)
+    server = _enc_server_tools(req, warnings)
+    tc = _enc_tool_choice(req, tools, warnings)
+    all_tools = tools + server
+    if not all_tools and tc is not None:
+        if tc["type"] in ("any", "tool"):
+            warnings.append("tool_choice dropped: the request has no tools")
+        tc = None
+
+    # ---- reasoning / thinking
+    thinking, budget, effort_out = _thinking_config(req, warnings)
+    if thinking is not None and thinking["type"] in ("enabled", "adaptive"):
+        if tc is not None and tc["type"] in ("any", "tool"):
+            warnings.append("thinking disabled: Anthropic does not allow thinking with a forced tool choice")
+            thinking, budget = None, None
+        elif _tool_loop_without_thinking(messages):
+            warnings.append("thinking disabled: the last assistant tool call has no Anthropic thinking block "
+                            "to continue from")
+            thinking, budget = None, None
+
+    max_tokens = req.max_output_tokens
+    if max_tokens is None:
+        max_tokens = DEFAULT_MAX_TOKENS
+        warnings.append(f"max_tokens is required by Anthropic; sent the default {DEFAULT_MAX_TOKENS}")
+    if budget is not None and max_tokens <= budget:
+        warnings.append(f"max_tokens raised from {max_tokens} to {budget + max_tokens} to exceed the "
+                        f"thinking budget ({budget})")
+        max_tokens = budget + max_tokens
+    out["max_tokens"] = max_tokens
+    out["messages"] = messages
+
+    # ---- output format (may add a system instruction)
+    of = req.output_format
+    output_config: dict[str, Any] = {}
+    if of is not None and of.type == "json_schema":
+        if not isinstance(of.schema, dict):
+            raise _fail("output_format.schema", "a json_schema output format needs a schema object")
+        output_config["format"] = {"type": "json_schema", "schema": of.schema}
+    elif of is not None and of.type == "json_object":
+        warnings.append("json_object output format sent as a system instruction (Anthropic structured "
+                        "outputs need a closed schema)")
+        system.append(Text(JSON_OBJECT_INSTRUCTION))
+    if effort_out is not None:
+        output_config["effort"] = effort_out
+    sys_out = _system_out(system, warnings)
+    if sys_out is not None:
+        out["system"] = sys_out
+
+    # ---- sampling
+    thinking_on = thinking is not None and thinking["type"] in ("enabled", "adaptive")
+    temperature, top_p, top_k = req.temperature, req.top_p, req.top_k
+    if temperature is not None and temperature > 1:
+        warnings.append(f"temperature {temperature} clamped to Anthropic's maximum 1.0")
+        temperature = 1.0
+    if thinking_on:
+        if temperature is not None and temperature != 1:
+            warnings.append("temperature dropped: Anthropic accepts only temperature 1 with thinking")
+            temperature = None
+        if top_k is not None:
+            warnings.append("top_k dropped: Anthropic rejects top_k with thinking")
+            top_k = None
+        if top_p is not None and top_p < 0.95:
+            warnings.append("top_p dropped: Anthropic requires top_p >= 0.95 with thinking")
+            top_p = None
+    if temperature is not None and top_p is not None:
+        warnings.append("top_p dropped: current Anthropic models reject temperature and top_p together")
+        top_p = None
+    if temperature is not None:
+        out["temperature"] = temperature
+    if top_p is not None:
+        out["top_p"] = top_p
+    if top_k is not None:
+        out["top_k"] = top_k
+    if req.stop:
+        out["stop_sequences"] = list(req.stop)
+    if req.seed is not None:
+        warnings.append("seed has no Anthropic equivalent and was not sent")
+    if thinking is not None:
+        out["thinking"] = thinking
+    if output_config:
+        out["output_config"] = output_config
+    if all_tools:
+        out["tools"] = all_tools
+        if tc is not None:
+            out["tool_choice"] = tc
+
+    # ---- user / metadata / stream / extras
+    md = req.metadata or {}
+    user = req.user if req.user is not None else md.get("user_id")
+    if isinstance(user, str) and user:
+        out["metadata"] = {"user_id": user}
+    other_md = sorted(k for k in md if k != "user_id")
+    if other_md:
+        warnings.append(f"metadata keys without an Anthropic equivalent were not sent: {', '.join(other_md)}")
+    if req.stream:
+        out["stream"] = True
+    _extras(req, out, warnings)
+    return out

@@ -1,0 +1,239 @@
+"""Helpers shared by the Chat Completions request, response and stream code (private)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from .. import reasoning as rz
+from ..neutral import Reasoning, Usage
+from ..stop import GENERIC_CONTENT_FILTER_REFUSAL, StopInfo, StopReason, classify_stop
+
+PROTOCOL = "openai_chat_completions"
+
+#: Raw stop values that mean "a filter withheld output" (not a model's stated refusal). A REFUSAL
+#: whose raw is one of these goes to a Chat client as finish_reason "content_filter"; a stated
+#: refusal (Anthropic "refusal", Chat "stop" + message.refusal) goes as "stop" (seed 000).
+FILTER_RAWS = frozenset({
+    "content_filter", "content_filtered", "guardrail_intervened", "sensitive", "safety", "recitation",
+    "blocklist", "prohibited_content", "spii", "image_safety", "image_prohibited_content",
+    "image_recitation", "jailbreak", "model_armor",
+})
+
+_REASONING_META = ("text", "summary", "redacted")
+
+
+# ----------------------------------------------------------------------------- ids / time
+def chat_id(src: str | None) -> str:
+    """A ``chatcmpl-…`` id derived from the upstream id (foreign prefixes stripped)."""
+    if not src:
+        return "chatcmpl-" + uuid.uuid4().hex[:24]
+    if src.startswith("chatcmpl-"):
+        return src
+    for p in ("msg_", "resp_", "gen-"):
+        if src.startswith(p):
+            src = src[len(p):]
+            break
+    return "chatcmpl-" + src
+
+
+def now() -> int:
+    return int(time.time())
+
+
+# ----------------------------------------------------------------------------- ints
+def as_int(v: Any) -> int | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return int(v)
+
+
+# ----------------------------------------------------------------------------- usage
+def decode_usage(u: Any) -> Usage | None:
+    """Chat usage (prompt/completion or input/output naming) -> neutral usage (input uncached)."""
+    if not isinstance(u, dict):
+        return None
+    prompt = as_int(u.get("prompt_tokens"))
+    if prompt is None:
+        prompt = as_int(u.get("input_tokens"))
+    completion = as_int(u.get("completion_tokens"))
+    if completion is None:
+        completion = as_int(u.get("output_tokens"))
+    pd = u.get("prompt_tokens_details")
+    if not isinstance(pd, dict):
+        pd = u.get("input_tokens_details")
+    cached = cache_write = None
+    if isinstance(pd, dict):
+        cached = as_int(pd.get("cached_tokens"))
+        cache_write = as_int(pd.get("cache_write_tokens"))
+    if cached is None:
+        cached = as_int(u.get("prompt_cache_hit_tokens"))  # DeepSeek
+    cd = u.get("completion_tokens_details")
+    if not isinstance(cd, dict):
+        cd = u.get("output_tokens_details")
+    reasoning = as_int(cd.get("reasoning_tokens")) if isinstance(cd, dict) else None
+    if prompt is None and completion is None:
+        return None
+    total = as_int(u.get("total_tokens"))
+    output = completion
+    # xAI counts reasoning outside completion_tokens (total = prompt + completion + reasoning);
+    # neutral reasoning is part of output.
+    if (reasoning and completion is not None and prompt is not None and total is not None
+            and total == prompt + completion + reasoning):
+        output = completion + reasoning
+    inp = None
+    if prompt is not None:
+        if cache_write and (cached or 0) + cache_write > prompt:
+            # inconsistent report (OpenRouter/Gemini sends cached == cache_write): keep the total
+            cache_write = None
+        inp = max(prompt - (cached or 0) - (cache_write or 0), 0)
+    return Usage(input=inp, cache_read=cached, cache_write=cache_write, output=output, reasoning=reasoning)
+
+
+def encode_usage(usage: Usage) -> dict[str, Any]:
+    prompt = usage.input_total or 0
+    out = usage.output or 0
+    ptd: dict[str, int] = {"cached_tokens": usage.cache_read or 0}
+    if usage.cache_write:
+        ptd["cache_write_tokens"] = usage.cache_write
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": out,
+        "total_tokens": prompt + out,
+        "prompt_tokens_details": ptd,
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning or 0},
+    }
+
+
+# ----------------------------------------------------------------------------- reasoning
+def unpacked(payload: dict[str, Any]) -> Reasoning:
+    """A Reasoning part from one of our continuity payloads."""
+    text = payload.get("text")
+    summary = payload.get("summary")
+    return Reasoning(
+        text=text if isinstance(text, str) else "",
+        summary=summary if isinstance(summary, list) else None,
+        redacted=bool(payload.get("redacted", False)),
+        opaque={k: v for k, v in payload.items() if k not in _REASONING_META},
+    )
+
+
+def details_text(details: list[Any]) -> str:
+    """Visible text of OpenRouter ``reasoning_details`` (text / summary items)."""
+    out: list[str] = []
+    for d in details:
+        if isinstance(d, dict):
+            t = d.get("text")
+            if not isinstance(t, str):
+                t = d.get("summary")
+            if isinstance(t, str):
+                out.append(t)
+    return "".join(out)
+
+
+_CONCAT_KEYS = frozenset({"text", "summary", "data", "signature"})
+
+
+def merge_details(acc: list[dict[str, Any]], items: list[Any]) -> None:
+    """Merge streamed ``reasoning_details`` fragments (keyed by their ``index``)."""
+    for it in items:
+        if not isinstance(it, dict):
+            continue
+        idx = it.get("index")
+        target = None
+        if isinstance(idx, int):
+            for a in acc:
+                if a.get("index") == idx and a.get("type") == it.get("type", a.get("type")):
+                    target = a
+                    break
+        if target is None:
+            acc.append(dict(it))
+            continue
+        for k, v in it.items():
+            if v is None:
+                continue
+            cur = target.get(k)
+            if k in _CONCAT_KEYS and isinstance(v, str) and isinstance(cur, str):
+                target[k] = cur + v
+            else:
+                target[k] = v
+
+
+def reasoning_parts(text: Any, field: str, details: Any) -> list[Reasoning]:
+    """Chat ``reasoning_content`` / ``reasoning`` (+ ``reasoning_details``) -> Reasoning parts.
+
+    Envelopes of ours are unpacked (the issuer's payload comes back); plain text is chat-issued.
+    """
+    out: list[Reasoning] = []
+    if isinstance(text, str) and text:
+        for piece, payload in rz.split_chat_reasoning(text):
+            if payload is None:
+                out.append(Reasoning(text=piece, opaque={"protocol": PROTOCOL, "field": field}))
+            else:
+                out.append(unpacked(payload))
+    if isinstance(details, list) and details:
+        for r in reversed(out):
+            if r.opaque is not None and r.opaque.get("protocol") == PROTOCOL:
+                r.opaque["details"] = details
+                break
+        else:
+            out.append(Reasoning(text=details_text(details),
+                                 opaque={"protocol": PROTOCOL, "field": field, "details": details}))
+    return out
+
+
+def thinking_text(inner: Any) -> str:
+    """Text of a Mistral ``{"type": "thinking", "thinking": [...]}`` content part."""
+    if isinstance(inner, str):
+        return inner
+    if not isinstance(inner, list):
+        return ""
+    return "".join(x["text"] for x in inner if isinstance(x, dict) and isinstance(x.get("text"), str))
+
+
+def envelope_payload(part: Reasoning, text: str) -> dict[str, Any]:
+    payload = dict(part.opaque or {})
+    payload["text"] = text
+    payload["summary"] = part.summary
+    payload["redacted"] = part.redacted
+    return payload
+
+
+# ----------------------------------------------------------------------------- stop
+def build_stop(raw: str | None, *, refusal: str | None, produced: bool, has_tools: bool,
+               detail: dict[str, Any] | None) -> StopInfo:
+    """Chat finish facts -> StopInfo (wire-facts §5.1, seed 002)."""
+    if refusal:
+        # refusal outranks finish_reason; raw stays the wire value
+        return StopInfo(reason=StopReason.REFUSAL, raw=raw, category="output-refusal", message=refusal,
+                        detail=detail or {})
+    info = classify_stop(raw, has_tool_calls=has_tools, detail=detail)
+    if info.reason is StopReason.REFUSAL:
+        return StopInfo(reason=StopReason.REFUSAL, raw=raw, category="output-refusal",
+                        message=None if produced else GENERIC_CONTENT_FILTER_REFUSAL,
+                        detail=info.detail)
+    return info
+
+
+def finish_reason(stop: StopInfo, has_tools: bool, warnings: list[str]) -> str:
+    """Neutral stop -> Chat finish_reason (seed 003 table, seed 000 for refusals)."""
+    r = stop.reason
+    if r is StopReason.END_TURN:
+        return "stop"
+    if r is StopReason.TOOL_USE:
+        if has_tools:
+            return "tool_calls"
+        warnings.append("stop reason tool_use without any tool call: sent as finish_reason stop")
+        return "stop"
+    if r is StopReason.MAX_OUTPUT or r is StopReason.CONTEXT_FULL:
+        return "length"
+    if r is StopReason.REFUSAL:
+        raw = stop.raw.lower() if isinstance(stop.raw, str) else None
+        return "content_filter" if raw in FILTER_RAWS else "stop"
+    if r is StopReason.PAUSED:
+        warnings.append(f"stop reason paused ({stop.raw}) has no Chat equivalent: sent as finish_reason "
+                        "stop (lossy; the turn is not finished)")
+        return "stop"
+    warnings.append(f"stop reason {r.value} ({stop.raw}) has no Chat equivalent: sent as finish_reason stop")
+    return "stop"

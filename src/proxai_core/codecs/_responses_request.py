@@ -1,0 +1,788 @@
+"""OpenAI Responses requests: client body -> neutral, neutral -> upstream body (private)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import reasoning as rz
+from ..context import short_tool_name
+from ..neutral import (
+    Document,
+    Image,
+    Message,
+    Opaque,
+    OutputFormat,
+    Part,
+    Reasoning,
+    ReasoningConfig,
+    Refusal,
+    Request,
+    Text,
+    Tool,
+    ToolCall,
+    ToolChoice,
+    ToolResult,
+)
+from ._responses_common import (
+    PROTOCOL,
+    annotations_to_citations,
+    citations_to_annotations,
+    data_url,
+    default_filename,
+    fail,
+    parse_data_url,
+)
+
+# Input item types kept as Opaque parts (only a Responses upstream understands them).
+# Assistant-side items (produced by the model) join the assistant turn; the others the user side.
+_ASSISTANT_OPAQUE = frozenset({
+    "file_search_call", "computer_call", "web_search_call", "tool_search_call", "image_generation_call",
+    "code_interpreter_call", "local_shell_call", "shell_call", "apply_patch_call", "mcp_list_tools",
+    "mcp_approval_request", "mcp_call", "compaction", "program",
+})
+_USER_OPAQUE = frozenset({
+    "computer_call_output", "tool_search_output", "additional_tools", "local_shell_call_output",
+    "shell_call_output", "apply_patch_call_output", "mcp_approval_response", "program_output",
+    "item_reference", "compaction_trigger", "configuration_update",
+})
+_ROLES = frozenset({"user", "system", "developer", "assistant"})
+
+# Top-level request fields kept in Request.extra (same names) and forwarded to a Responses upstream.
+_EXTRA_PASS = (
+    "store", "include", "prompt_cache_key", "service_tier", "truncation", "background", "max_tool_calls",
+    "top_logprobs", "prompt_cache_retention", "prompt", "context_management", "prompt_cache_options",
+    "stream_options", "moderation", "previous_response_id", "conversation", "background_options", "image",
+    "access_programs",
+)
+_KNOWN = frozenset(_EXTRA_PASS) | {
+    "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "max_output_tokens",
+    "temperature", "top_p", "reasoning", "text", "stream", "user", "safety_identifier", "metadata",
+}
+_SERVICE_TIERS = frozenset({"auto", "default", "flex", "scale", "priority", "fast"})
+
+_EFFORT_TABLE = ((32768, "xhigh"), (16384, "high"), (8192, "medium"), (2048, "low"), (0, "minimal"))
+_EFFORTS = frozenset({"none", "minimal", "low", "medium", "high", "xhigh"})
+
+
+# ============================================================================= decode
+def _str(v: Any, path: str, required: bool = True) -> str | None:
+    if isinstance(v, str):
+        return v
+    if v is None and not required:
+        return None
+    fail(path, "expected a string" if v is not None else "required string is missing")
+    return None  # pragma: no cover
+
+
+def _num(v: Any, path: str) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        fail(path, "expected a number")
+    return v
+
+
+def _intv(v: Any, path: str) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        fail(path, "expected an integer")
+    return v
+
+
+def _boolv(v: Any, path: str) -> bool | None:
+    if v is None:
+        return None
+    if not isinstance(v, bool):
+        fail(path, "expected a boolean")
+    return v
+
+
+def _image(p: dict[str, Any], path: str) -> Image:
+    detail = _str(p.get("detail"), path + ".detail", False)
+    url = p.get("image_url")
+    fid = p.get("file_id")
+    if isinstance(url, str):
+        parsed = parse_data_url(url)
+        if parsed is not None:
+            return Image(source="base64", media_type=parsed[0], data=parsed[1], detail=detail)
+        return Image(source="url", url=url, detail=detail)
+    if url is not None:
+        fail(path + ".image_url", "expected a string")
+    if isinstance(fid, str):
+        return Image(source="file", file_id=fid, detail=detail)
+    fail(path, "input_image needs image_url or file_id")
+    return None  # pragma: no cover
+
+
+def _file(p: dict[str, Any], path: str) -> Document:
+    filename = _str(p.get("filename"), path + ".filename", False)
+    fdata = p.get("file_data")
+    if isinstance(fdata, str):
+        parsed = parse_data_url(fdata)
+        if parsed is not None:
+            return Document(source="base64", media_type=parsed[0], data=parsed[1], filename=filename)
+        return Document(source="base64", media_type=None, data=fdata, filename=filename)
+    if fdata is not None:
+        fail(path + ".file_data", "expected a string")
+    furl = p.get("file_url")
+    if isinstance(furl, str):
+        return Document(source="url", url=furl, filename=filename)
+    if furl is not None:
+        fail(path + ".file_url", "expected a string")
+    fid = p.get("file_id")
+    if isinstance(fid, str):
+        return Document(source="file", file_id=fid, filename=filename)
+    fail(path, "input_file needs file_data, file_url or file_id")
+    return None  # pragma: no cover
+
+
+def _content_part(p: Any, path: str) -> Part:
+    if not isinstance(p, dict):
+        fail(path, "expected an object")
+    t = p.get("type")
+    if t == "input_text":
+        return Text(_str(p.get("text"), path + ".text"))
+    if t == "output_text":
+        anns = p.get("annotations")
+        if anns is not None and not isinstance(anns, list):
+            fail(path + ".annotations", "expected a list")
+        return Text(_str(p.get("text"), path + ".text"), citations=annotations_to_citations(anns))
+    if t == "refusal":
+        return Refusal(_str(p.get("refusal"), path + ".refusal"))
+    if t == "input_image":
+        return _image(p, path)
+    if t == "input_file":
+        return _file(p, path)
+    if t == "input_audio":
+        fail(path + ".type", "audio input cannot be translated")
+    fail(path + ".type", f"unknown content part type {t!r}")
+    return None  # pragma: no cover
+
+
+def _content(c: Any, path: str) -> list[Part]:
+    if isinstance(c, str):
+        return [Text(c)]
+    if not isinstance(c, list):
+        fail(path, "expected a string or a list of content parts")
+    return [_content_part(p, f"{path}[{j}]") for j, p in enumerate(c)]
+
+
+def _tool_output(out: Any, path: str) -> list[Text | Image | Document]:
+    if isinstance(out, str):
+        return [Text(out)] if out else []
+    if not isinstance(out, list):
+        fail(path, "expected a string or a list of content parts")
+    parts = []
+    for j, p in enumerate(out):
+        part = _content_part(p, f"{path}[{j}]")
+        if not isinstance(part, (Text, Image, Document)):
+            fail(f"{path}[{j}].type", "only input_text, input_image and input_file are allowed in a tool output")
+        parts.append(part)
+    return parts
+
+
+def _reasoning(item: dict[str, Any], path: str, w: list[str]) -> Reasoning:
+    enc = item.get("encrypted_content")
+    if enc is not None and not isinstance(enc, str):
+        fail(path + ".encrypted_content", "expected a string")
+    if rz.is_packed(enc):
+        payload = rz.unpack(enc)
+        if payload is None:
+            w.append(f"{path}.encrypted_content: damaged proxai envelope, reasoning kept without continuity")
+            return Reasoning(text="", opaque=None)
+        text = payload.get("text")
+        summary = payload.get("summary")
+        if not (isinstance(summary, list) and all(isinstance(s, str) for s in summary)):
+            summary = None
+        return Reasoning(text=text if isinstance(text, str) else "", summary=summary,
+                         redacted=bool(payload.get("redacted", False)),
+                         opaque={k: v for k, v in payload.items() if k not in ("text", "summary", "redacted")})
+    summ = item.get("summary")
+    texts: list[str] = []
+    if summ is not None:
+        if not isinstance(summ, list):
+            fail(path + ".summary", "expected a list")
+        for j, s in enumerate(summ):
+            if not isinstance(s, dict):
+                fail(f"{path}.summary[{j}]", "expected an object")
+            texts.append(_str(s.get("text"), f"{path}.summary[{j}].text"))
+    content = item.get("content")
+    ctexts: list[str] = []
+    if content is not None:
+        if not isinstance(content, list):
+            fail(path + ".content", "expected a list")
+        for j, s in enumerate(content):
+            if not isinstance(s, dict):
+                fail(f"{path}.content[{j}]", "expected an object")
+            ctexts.append(_str(s.get("text"), f"{path}.content[{j}].text"))
+    rid = _str(item.get("id"), path + ".id", False)
+    text = "\n\n".join(texts) if texts else "\n\n".join(ctexts)
+    return Reasoning(text=text, summary=texts or None,
+                     opaque={"protocol": PROTOCOL, "id": rid, "encrypted_content": enc})
+
+
+def _decode_input(inp: Any, w: list[str]) -> list[Message]:
+    if inp is None:
+        return []
+    if isinstance(inp, str):
+        return [Message("user", [Text(inp)])]
+    if not isinstance(inp, list):
+        fail("input", "expected a string or a list of items")
+    msgs: list[Message] = []
+    group: str | None = None  # "assistant" | "tools": the kind of the last message, when open for merging
+
+    def add(kind: str, role: str, part: Part) -> None:
+        nonlocal group
+        if group == kind and msgs:
+            msgs[-1].parts.append(part)
+        else:
+            msgs.append(Message(role, [part]))  # type: ignore[arg-type]
+            group = kind
+
+    for i, item in enumerate(inp):
+        path = f"input[{i}]"
+        if not isinstance(item, dict):
+            fail(path, "expected an object")
+        t = item.get("type")
+        if t is None and "role" in item:
+            t = "message"
+        if t == "message":
+            role = item.get("role")
+            if role not in _ROLES:
+                fail(path + ".role", f"unknown role {role!r}")
+            parts = _content(item.get("content"), path + ".content")
+            if role == "assistant":
+                for p in parts:
+                    add("assistant", "assistant", p)
+            else:
+                msgs.append(Message(role, parts))
+                group = None
+        elif t == "function_call" or t == "custom_tool_call":
+            call_id = _str(item.get("call_id"), path + ".call_id")
+            name = _str(item.get("name"), path + ".name")
+            if t == "function_call":
+                args = _str(item.get("arguments"), path + ".arguments", False) or ""
+                kind = "function"
+            else:
+                args = _str(item.get("input"), path + ".input", False) or ""
+                kind = "custom"
+            add("assistant", "assistant",
+                ToolCall(call_id, name, args, kind, _str(item.get("id"), path + ".id", False)))
+        elif t == "function_call_output" or t == "custom_tool_call_output":
+            call_id = _str(item.get("call_id"), path + ".call_id")
+            content = _tool_output(item.get("output"), path + ".output")
+            add("tools", "user", ToolResult(call_id, content,
+                                            kind="function" if t == "function_call_output" else "custom"))
+        elif t == "reasoning":
+            add("assistant", "assistant", _reasoning(item, path, w))
+        elif t in _ASSISTANT_OPAQUE:
+            add("assistant", "assistant", Opaque(PROTOCOL, item, t))
+        elif t in _USER_OPAQUE:
+            add("tools", "user", Opaque(PROTOCOL, item, t))
+        else:
+            fail(path + ".type", f"unknown item type {t!r}")
+    return msgs
+
+
+def _decode_tools(tools: Any, req: Request) -> None:
+    if tools is None:
+        return
+    if not isinstance(tools, list):
+        fail("tools", "expected a list")
+    server: list[dict[str, Any]] = []
+    for i, t in enumerate(tools):
+        path = f"tools[{i}]"
+        if not isinstance(t, dict):
+            fail(path, "expected an object")
+        tt = t.get("type")
+        if tt == "function":
+            params = t.get("parameters")
+            if params is not None and not isinstance(params, dict):
+                fail(path + ".parameters", "expected an object")
+            req.tools.append(Tool(
+                name=_str(t.get("name"), path + ".name"),
+                description=_str(t.get("description"), path + ".description", False),
+                parameters=params,
+                strict=_boolv(t.get("strict"), path + ".strict"),
+            ))
+        elif tt == "custom":
+            fmt = t.get("format")
+            if fmt is not None and not isinstance(fmt, dict):
+                fail(path + ".format", "expected an object")
+            req.tools.append(Tool(
+                name=_str(t.get("name"), path + ".name"),
+                description=_str(t.get("description"), path + ".description", False),
+                kind="custom", format=fmt,
+            ))
+        elif isinstance(tt, str) and tt:
+            server.append(t)
+        else:
+            fail(path + ".type", f"unknown tool type {tt!r}")
+    if server:
+        req.extra["server_tools"] = server
+
+
+def _decode_tool_choice(tc: Any, req: Request) -> None:
+    if tc is None:
+        return
+    if isinstance(tc, str):
+        if tc not in ("none", "auto", "required"):
+            fail("tool_choice", f"unknown tool_choice {tc!r}")
+        req.tool_choice = ToolChoice(mode=tc)  # type: ignore[arg-type]
+        return
+    if not isinstance(tc, dict):
+        fail("tool_choice", "expected a string or an object")
+    t = tc.get("type")
+    if t == "function" or t == "custom":
+        req.tool_choice = ToolChoice(mode="tool", name=_str(tc.get("name"), "tool_choice.name"), kind=t)
+    elif t == "allowed_tools":
+        mode = tc.get("mode")
+        if mode not in ("auto", "required"):
+            fail("tool_choice.mode", f"expected 'auto' or 'required', got {mode!r}")
+        tools = tc.get("tools")
+        if not isinstance(tools, list):
+            fail("tool_choice.tools", "expected a list")
+        names: list[str] = []
+        hosted = False
+        for i, x in enumerate(tools):
+            if not isinstance(x, dict):
+                fail(f"tool_choice.tools[{i}]", "expected an object")
+            if x.get("type") in ("function", "custom"):
+                names.append(_str(x.get("name"), f"tool_choice.tools[{i}].name"))
+            else:
+                hosted = True
+        if hosted:
+            req.extra["server_tool_choice"] = tc
+        req.tool_choice = ToolChoice(mode="allowed", allowed=names, allowed_required=mode == "required")
+    elif isinstance(t, str) and t:  # hosted tool (web_search, mcp, ...)
+        req.extra["server_tool_choice"] = tc
+    else:
+        fail("tool_choice.type", f"unknown tool_choice type {t!r}")
+
+
+def _decode_text(text: Any, req: Request) -> None:
+    if text is None:
+        return
+    if not isinstance(text, dict):
+        fail("text", "expected an object")
+    fmt = text.get("format")
+    if fmt is not None:
+        if not isinstance(fmt, dict):
+            fail("text.format", "expected an object")
+        ft = fmt.get("type")
+        if ft == "text" or ft == "json_object":
+            req.output_format = OutputFormat(type=ft)
+        elif ft == "json_schema":
+            schema = fmt.get("schema")
+            if not isinstance(schema, dict):
+                fail("text.format.schema", "expected an object")
+            req.output_format = OutputFormat(
+                type="json_schema", schema=schema,
+                name=_str(fmt.get("name"), "text.format.name", False),
+                strict=_boolv(fmt.get("strict"), "text.format.strict"),
+                description=_str(fmt.get("description"), "text.format.description", False),
+            )
+        else:
+            fail("text.format.type", f"unknown format type {ft!r}")
+    verb = text.get("verbosity")
+    if verb is not None:
+        req.extra["verbosity"] = _str(verb, "text.verbosity")
+
+
+def _decode_reasoning(r: Any, req: Request) -> None:
+    if r is None:
+        return
+    if not isinstance(r, dict):
+        fail("reasoning", "expected an object")
+    effort = _str(r.get("effort"), "reasoning.effort", False)
+    summary = _str(r.get("summary"), "reasoning.summary", False)
+    if summary is None:
+        summary = _str(r.get("generate_summary"), "reasoning.generate_summary", False)
+    if effort is None and summary is None:
+        return
+    req.reasoning = ReasoningConfig(effort=effort, summary=summary, disabled=effort == "none")
+
+
+def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
+    if not isinstance(body, dict):
+        fail("body", "request body must be a JSON object")
+    w = warnings
+    req = Request()
+    req.model = _str(body.get("model"), "model", False)
+    instr = body.get("instructions")
+    if instr is not None:
+        if isinstance(instr, str):
+            if instr:
+                req.system.append(Text(instr))
+        elif isinstance(instr, list):
+            for m in _decode_input(instr, w):
+                for p in m.parts:
+                    if isinstance(p, Text):
+                        req.system.append(p)
+        else:
+            fail("instructions", "expected a string")
+    req.messages = _decode_input(body.get("input"), w)
+    _decode_tools(body.get("tools"), req)
+    _decode_tool_choice(body.get("tool_choice"), req)
+    req.parallel_tool_calls = _boolv(body.get("parallel_tool_calls"), "parallel_tool_calls")
+    req.max_output_tokens = _intv(body.get("max_output_tokens"), "max_output_tokens")
+    req.temperature = _num(body.get("temperature"), "temperature")
+    req.top_p = _num(body.get("top_p"), "top_p")
+    _decode_reasoning(body.get("reasoning"), req)
+    _decode_text(body.get("text"), req)
+    req.stream = bool(_boolv(body.get("stream"), "stream"))
+    sid = _str(body.get("safety_identifier"), "safety_identifier", False)
+    user = _str(body.get("user"), "user", False)
+    req.user = sid or user
+    if user is not None and sid is not None and user != sid:
+        req.extra["user"] = user
+    md = body.get("metadata")
+    if md is not None:
+        if not isinstance(md, dict):
+            fail("metadata", "expected an object")
+        req.metadata = md
+    for k in _EXTRA_PASS:
+        v = body.get(k)
+        if v is not None:
+            req.extra[k] = v
+    for k in body:
+        if k not in _KNOWN:
+            w.append(f"unknown request field {k!r} ignored")
+    return req
+
+
+# ============================================================================= encode
+def _img(p: Image) -> dict[str, Any]:
+    d: dict[str, Any] = {"type": "input_image", "detail": p.detail or "auto"}
+    if p.source == "base64":
+        d["image_url"] = data_url(p.media_type or "image/png", p.data or "")
+    elif p.source == "url":
+        d["image_url"] = p.url or ""
+    else:
+        d["file_id"] = p.file_id
+    return d
+
+
+def _doc(p: Document) -> dict[str, Any]:
+    if p.source == "text":
+        return {"type": "input_text", "text": p.data or ""}
+    d: dict[str, Any] = {"type": "input_file"}
+    if p.source == "base64":
+        d["file_data"] = data_url(p.media_type, p.data or "") if p.media_type else (p.data or "")
+        d["filename"] = p.filename or p.title or default_filename(p.media_type)
+        return d
+    if p.source == "url":
+        d["file_url"] = p.url
+    else:
+        d["file_id"] = p.file_id
+    if p.filename:
+        d["filename"] = p.filename
+    return d
+
+
+def _input_part(p: Part) -> dict[str, Any] | None:
+    if isinstance(p, Text):
+        return {"type": "input_text", "text": p.text}
+    if isinstance(p, Image):
+        return _img(p)
+    if isinstance(p, Document):
+        return _doc(p)
+    return None
+
+
+def _tool_result(p: ToolResult, w: list[str]) -> dict[str, Any]:
+    t = "custom_tool_call_output" if p.kind == "custom" else "function_call_output"
+    out: Any
+    if all(isinstance(c, Text) for c in p.content):
+        out = "".join(c.text for c in p.content)  # type: ignore[union-attr]
+    else:
+        out = [x for x in (_input_part(c) for c in p.content) if x is not None]
+    if p.is_error:
+        w.append(f"tool result {p.call_id}: is_error dropped (Responses tool outputs have no error flag)")
+    return {"type": t, "call_id": p.call_id, "output": out}
+
+
+def _tool_call(p: ToolCall) -> dict[str, Any]:
+    name = short_tool_name(p.name)
+    if p.kind == "custom":
+        d = {"type": "custom_tool_call", "call_id": p.id, "name": name, "input": p.arguments}
+        if p.item_id and p.item_id.startswith("ctc_"):
+            d["id"] = p.item_id
+        return d
+    d = {"type": "function_call", "call_id": p.id, "name": name, "arguments": p.arguments or "{}"}
+    if p.item_id and p.item_id.startswith("fc_"):
+        d["id"] = p.item_id
+    return d
+
+
+def _reasoning_item(p: Reasoning) -> dict[str, Any] | None:
+    op = p.opaque
+    if not op or op.get("protocol") != PROTOCOL or not isinstance(op.get("id"), str):
+        return None
+    d: dict[str, Any] = {"type": "reasoning", "id": op["id"]}
+    if p.summary is not None:
+        d["summary"] = [{"type": "summary_text", "text": s} for s in p.summary]
+    else:
+        d["summary"] = []
+        if p.text:
+            d["content"] = [{"type": "reasoning_text", "text": p.text}]
+    enc = op.get("encrypted_content")
+    if isinstance(enc, str):
+        d["encrypted_content"] = enc
+    return d
+
+
+def _encode_messages(req: Request, w: list[str]) -> tuple[list[dict[str, Any]], bool]:
+    items: list[dict[str, Any]] = []
+    dropped_reasoning = 0
+    dropped_opaque: list[str] = []
+    had_reasoning = False
+    for mi, m in enumerate(req.messages):
+        role = m.role
+        if role in ("system", "developer"):
+            content = []
+            for p in m.parts:
+                if isinstance(p, Text):
+                    content.append({"type": "input_text", "text": p.text})
+                else:
+                    w.append(f"messages[{mi}]: {p.type} part in a {role} message dropped")
+            if content:
+                items.append({"type": "message", "role": role, "content": content})
+            continue
+        if role == "user":
+            buf: list[dict[str, Any]] = []
+            for p in m.parts:
+                x = _input_part(p)
+                if x is not None:
+                    buf.append(x)
+                    continue
+                if buf and isinstance(p, (ToolResult, Opaque)):
+                    items.append({"type": "message", "role": "user", "content": buf})
+                    buf = []
+                if isinstance(p, ToolResult):
+                    items.append(_tool_result(p, w))
+                elif isinstance(p, Opaque):
+                    if p.protocol == PROTOCOL:
+                        items.append(p.raw)
+                    else:
+                        dropped_opaque.append(p.label or p.protocol)
+                else:
+                    w.append(f"messages[{mi}]: {p.type} part in a user message dropped")
+            if buf:
+                items.append({"type": "message", "role": "user", "content": buf})
+            continue
+        # assistant
+        start = len(items)
+        content: list[dict[str, Any]] = []
+
+        def flush() -> None:
+            nonlocal content
+            if content:
+                items.append({"type": "message", "role": "assistant", "content": content})
+                content = []
+
+        for p in m.parts:
+            if isinstance(p, Text):
+                content.append({"type": "output_text", "text": p.text,
+                                "annotations": citations_to_annotations(p.citations, p.text, w)})
+            elif isinstance(p, Refusal):
+                content.append({"type": "refusal", "refusal": p.text})
+            elif isinstance(p, ToolCall):
+                flush()
+                items.append(_tool_call(p))
+            elif isinstance(p, Reasoning):
+                it = _reasoning_item(p)
+                if it is None:
+                    dropped_reasoning += 1
+                else:
+                    flush()
+                    items.append(it)
+                    had_reasoning = True
+            elif isinstance(p, Opaque):
+                if p.protocol == PROTOCOL:
+                    flush()
+                    items.append(p.raw)
+                else:
+                    dropped_opaque.append(p.label or p.protocol)
+            elif isinstance(p, ToolResult):
+                flush()
+                items.append(_tool_result(p, w))
+            else:
+                w.append(f"messages[{mi}]: {p.type} part in an assistant message dropped")
+        flush()
+        # lesson #32: a reasoning item must be followed by the item it produced
+        while len(items) > start and items[-1].get("type") == "reasoning":
+            items.pop()
+            w.append(f"messages[{mi}]: reasoning item without a following output item dropped")
+    if dropped_reasoning:
+        w.append(f"{dropped_reasoning} reasoning part(s) not issued by OpenAI Responses dropped "
+                 "(their continuity payload cannot be forwarded)")
+    if dropped_opaque:
+        w.append("parts only their own protocol understands dropped: " + ", ".join(sorted(set(dropped_opaque))))
+    return items, had_reasoning
+
+
+def _encode_tools(req: Request, w: list[str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for t in req.tools:
+        name = short_tool_name(t.name)
+        if t.kind == "custom":
+            d: dict[str, Any] = {"type": "custom", "name": name}
+            if t.description:
+                d["description"] = t.description
+            if t.format:
+                d["format"] = t.format
+        else:
+            d = {"type": "function", "name": name,
+                 "parameters": t.parameters if t.parameters is not None else {"type": "object", "properties": {}},
+                 "strict": bool(t.strict)}
+            if t.description:
+                d["description"] = t.description
+        out.append(d)
+    server = req.extra.get("server_tools")
+    if isinstance(server, list):
+        out.extend(x for x in server if isinstance(x, dict))
+    return out
+
+
+def _encode_tool_choice(req: Request) -> Any:
+    tc = req.tool_choice
+    raw = req.extra.get("server_tool_choice")
+    if isinstance(raw, dict) and (tc is None or tc.mode == "allowed"):
+        return raw
+    if tc is None:
+        return None
+    if tc.mode in ("auto", "none", "required"):
+        return tc.mode
+    kinds = {t.name: t.kind for t in req.tools}
+    if tc.mode == "tool":
+        kind = "custom" if tc.kind == "custom" or kinds.get(tc.name or "") == "custom" else "function"
+        return {"type": kind, "name": short_tool_name(tc.name or "")}
+    tools = [{"type": "custom" if kinds.get(n) == "custom" else "function", "name": short_tool_name(n)}
+             for n in (tc.allowed or [])]
+    return {"type": "allowed_tools", "mode": "required" if tc.allowed_required else "auto", "tools": tools}
+
+
+def _effort_for_budget(budget: int) -> str:
+    for limit, name in _EFFORT_TABLE:
+        if budget >= limit:
+            return name
+    return "minimal"
+
+
+def _encode_reasoning(rc: ReasoningConfig, w: list[str]) -> tuple[dict[str, Any] | None, bool]:
+    """(reasoning object, whether reasoning is on)."""
+    d: dict[str, Any] = {}
+    effort = rc.effort
+    if effort == "max":
+        w.append("reasoning effort 'max' sent as 'xhigh'")
+        effort = "xhigh"
+    if effort is not None and effort not in _EFFORTS:
+        w.append(f"reasoning effort {effort!r} unknown to Responses: omitted")
+        effort = None
+    if effort is None and rc.budget_tokens is not None and not rc.disabled:
+        effort = _effort_for_budget(rc.budget_tokens)
+        w.append(f"thinking budget {rc.budget_tokens} sent as reasoning effort {effort!r}")
+    if rc.disabled and effort is None:
+        w.append("reasoning disabled: Responses has no off switch valid for every model; effort omitted")
+    if effort is not None:
+        d["effort"] = effort
+    if rc.summary is not None:
+        d["summary"] = rc.summary
+    on = not rc.disabled and effort != "none" and (effort is not None or rc.adaptive or rc.budget_tokens is not None)
+    return (d or None), on
+
+
+def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
+    w = warnings
+    body: dict[str, Any] = {}
+    if req.model is not None:
+        body["model"] = req.model
+    if req.system:
+        body["instructions"] = "\n\n".join(t.text for t in req.system)
+    items, had_reasoning = _encode_messages(req, w)
+    body["input"] = items
+    tools = _encode_tools(req, w)
+    if tools:
+        body["tools"] = tools
+    tc = _encode_tool_choice(req)
+    if tc is not None:
+        body["tool_choice"] = tc
+    if req.parallel_tool_calls is not None:
+        body["parallel_tool_calls"] = req.parallel_tool_calls
+    if req.max_output_tokens is not None:
+        mot = req.max_output_tokens
+        if mot < 16:
+            w.append(f"max_output_tokens {mot} raised to 16 (the Responses minimum)")
+            mot = 16
+        body["max_output_tokens"] = mot
+    if req.temperature is not None:
+        body["temperature"] = req.temperature
+    if req.top_p is not None:
+        body["top_p"] = req.top_p
+    if req.top_k is not None:
+        w.append("top_k dropped (Responses has no top_k)")
+    if req.stop:
+        w.append("stop sequences dropped (Responses has no stop parameter; the answer may run past them)")
+    if req.seed is not None:
+        w.append("seed dropped (Responses has no seed parameter)")
+    reasoning_on = False
+    if req.reasoning is not None:
+        r, reasoning_on = _encode_reasoning(req.reasoning, w)
+        if r:
+            body["reasoning"] = r
+    text: dict[str, Any] = {}
+    of = req.output_format
+    if of is not None:
+        if of.type == "json_schema":
+            f: dict[str, Any] = {"type": "json_schema", "name": of.name or "response",
+                                 "schema": of.schema or {"type": "object"}}
+            if of.strict is not None:
+                f["strict"] = of.strict
+            if of.description:
+                f["description"] = of.description
+            text["format"] = f
+        elif of.type in ("text", "json_object"):
+            text["format"] = {"type": of.type}
+        else:
+            w.append(f"output format {of.type!r} unknown to Responses: dropped")
+    verb = req.extra.get("verbosity")
+    if isinstance(verb, str):
+        text["verbosity"] = verb
+    if text:
+        body["text"] = text
+    if req.stream:
+        body["stream"] = True
+    if req.user:
+        body["safety_identifier"] = req.user[:128]
+    if req.metadata:
+        md: dict[str, str] = {}
+        for k, v in req.metadata.items():
+            if isinstance(v, str):
+                md[str(k)] = v
+            elif v is not None:
+                md[str(k)] = str(v)
+        body["metadata"] = md
+    ex = req.extra
+    for k in _EXTRA_PASS:
+        v = ex.get(k)
+        if v is None:
+            continue
+        if k == "service_tier" and v not in _SERVICE_TIERS:
+            w.append(f"service_tier {v!r} unknown to Responses: dropped")
+            continue
+        if k == "store" and not isinstance(v, bool):
+            continue
+        if k == "top_logprobs" and not isinstance(v, int):
+            continue
+        body[k] = v
+    if reasoning_on or had_reasoning:
+        if "store" not in body:
+            body["store"] = False
+        inc = body.get("include")
+        inc = list(inc) if isinstance(inc, list) else []
+        if "reasoning.encrypted_content" not in inc:
+            inc.append("reasoning.encrypted_content")
+        body["include"] = inc
+    return body

@@ -1,0 +1,859 @@
+"""Anthropic Messages codec (``anthropic_messages``): requests, complete responses, SSE streams.
+
+See :mod:`proxai_core.codecs.base` for the contract. Choices documented here:
+
+* ``max_tokens`` is required upstream: ``Request.max_output_tokens`` or 8192 (with a warning).
+* Reasoning effort -> thinking ``budget_tokens``: minimal 1024, low 2048, medium 8192,
+  high 16384, xhigh/max 32768; effort ``none`` -> thinking disabled; adaptive kept (its effort goes
+  to ``output_config.effort``). ``max_tokens`` is raised above the budget when needed (warning).
+* Toward an Anthropic client the stop maps as: REFUSAL -> ``refusal`` + ``stop_details``
+  (category only when it is one of Anthropic's), MAX_OUTPUT -> ``max_tokens``, CONTEXT_FULL ->
+  ``model_context_window_exceeded``, PAUSED -> ``pause_turn``, TOOL_USE -> ``tool_use``, END_TURN ->
+  ``end_turn`` / ``stop_sequence``, INTERRUPTED -> ``end_turn`` + warning, OTHER -> null + warning.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from .. import reasoning as rz
+from ..errors import anthropic_error_body, parse_error
+from ..neutral import (
+    BlockEnd,
+    BlockStart,
+    Delta,
+    Document,
+    End,
+    Error,
+    ErrorEvent,
+    Event,
+    Image,
+    Opaque,
+    Reasoning,
+    Refusal,
+    Response,
+    Start,
+    Stop,
+    Text,
+    ToolCall,
+    ToolResult,
+    Usage,
+    UsageEvent,
+)
+from ..sse import frame
+from ..stop import StopInfo, StopReason, classify_stop
+from ._anthropic_common import (
+    FALLBACK_REFUSAL_TEXT,
+    PROTOCOL,
+    citation_from_neutral,
+    citation_to_neutral,
+    msg_id,
+    stop_from_wire,
+    stop_to_wire,
+    usage_from_wire,
+    usage_to_wire,
+    warn_once,
+)
+from ._anthropic_request import decode_request, encode_request
+
+__all__ = [
+    "StreamDecoder",
+    "StreamEncoder",
+    "decode_request",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "error_frame",
+]
+
+#: Opaque block types whose ``input`` streams as ``input_json_delta``.
+_INPUT_STREAMED = frozenset({"server_tool_use", "mcp_tool_use"})
+
+
+# ============================================================================= responses
+def _dec_block(b: Any, warnings: list[str]) -> Any:
+    if not isinstance(b, dict):
+        warnings.append("a non-object content block in the upstream response was skipped")
+        return None
+    t = b.get("type")
+    if t == "text":
+        text = b.get("text")
+        cits = b.get("citations")
+        citations = [citation_to_neutral(c) for c in cits if isinstance(c, dict)] if isinstance(cits, list) else None
+        return Text(text if isinstance(text, str) else "", citations or None)
+    if t == "thinking":
+        text = b.get("thinking")
+        sig = b.get("signature")
+        opaque: dict[str, Any] = {"protocol": PROTOCOL}
+        if isinstance(sig, str):
+            opaque["signature"] = sig
+        return Reasoning(text=text if isinstance(text, str) else "", opaque=opaque)
+    if t == "redacted_thinking":
+        return Reasoning(text="", redacted=True, opaque={"protocol": PROTOCOL, "data": b.get("data")})
+    if t == "tool_use":
+        inp = b.get("input")
+        return ToolCall(str(b.get("id") or ""), str(b.get("name") or ""),
+                        orjson.dumps(inp if inp is not None else {}).decode())
+    if not isinstance(t, str):
+        warnings.append("a content block without a type in the upstream response was skipped")
+        return None
+    return Opaque(PROTOCOL, b, t)
+
+
+def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
+    resp = Response()
+    if not isinstance(body, dict):
+        err = parse_error(None, body)  # type: ignore[arg-type]
+        resp.extra["error"] = err
+        resp.stop = classify_stop("error", category=err.kind, message=err.message)
+        return resp
+    if body.get("type") == "error" or (isinstance(body.get("error"), dict) and "content" not in body):
+        err = parse_error(None, body)
+        resp.extra["error"] = err
+        resp.stop = classify_stop("error", category=err.kind, message=err.message)
+        return resp
+    rid = body.get("id")
+    resp.id = rid if isinstance(rid, str) else None
+    model = body.get("model")
+    resp.model = model if isinstance(model, str) else None
+    content = body.get("content")
+    if not isinstance(content, list):
+        if content is not None:
+            warnings.append("upstream response content is not an array; read as empty")
+        content = []
+    parts = []
+    for b in content:
+        p = _dec_block(b, warnings)
+        if p is not None:
+            parts.append(p)
+    resp.parts = parts
+    has_tools = any(isinstance(p, ToolCall) for p in parts)
+    resp.stop = stop_from_wire(body.get("stop_reason"), body.get("stop_details"), has_tools)
+    seq = body.get("stop_sequence")
+    resp.stop_sequence = seq if isinstance(seq, str) else None
+    u = body.get("usage")
+    if isinstance(u, dict):
+        resp.usage = usage_from_wire(u)
+    for k in ("container", "context_management"):
+        if body.get(k) is not None:
+            resp.extra[k] = body[k]
+    return resp
+
+
+def _packed_signature(p: Reasoning, text: str) -> str:
+    payload = dict(p.opaque or {})
+    payload["text"] = text
+    payload["summary"] = p.summary
+    payload["redacted"] = p.redacted
+    return rz.pack(payload)
+
+
+def _enc_reasoning_block(p: Reasoning) -> dict[str, Any]:
+    op = p.opaque
+    if op and op.get("protocol") == PROTOCOL:
+        if p.redacted and isinstance(op.get("data"), str):
+            return {"type": "redacted_thinking", "data": op["data"]}
+        sig = op.get("signature")
+        return {"type": "thinking", "thinking": p.text, "signature": sig if isinstance(sig, str) else ""}
+    return {"type": "thinking", "thinking": p.text, "signature": _packed_signature(p, p.text)}
+
+
+def _tool_input(p: ToolCall, warnings: list[str]) -> dict[str, Any]:
+    if p.kind == "custom":
+        return {"input": p.arguments}
+    if not p.arguments.strip():
+        return {}
+    try:
+        v = orjson.loads(p.arguments)
+    except orjson.JSONDecodeError:
+        warnings.append(f"tool call {p.id} had invalid JSON arguments; sent with an empty input")
+        return {}
+    if not isinstance(v, dict):
+        warnings.append(f"tool call {p.id} arguments are not a JSON object; wrapped as {{\"value\": ...}}")
+        return {"value": v}
+    return v
+
+
+def _enc_citations(cits: list[dict[str, Any]] | None, warnings: list[str]) -> list[dict[str, Any]] | None:
+    if not cits:
+        return None
+    out = [c for c in (citation_from_neutral(n, allow_synthetic=True) for n in cits) if c]
+    if len(out) < len(cits):
+        warn_once(warnings, "citations Anthropic cannot represent were dropped")
+    return out or None
+
+
+def _effective_stop(stop: StopInfo | None, has_tools: bool, refusal_text: str | None) -> StopInfo:
+    stop = stop or classify_stop(None, has_tool_calls=has_tools)
+    if refusal_text and stop.reason is StopReason.END_TURN:  # refusal outranks finish
+        stop = classify_stop("refusal", category="output-refusal", message=refusal_text)
+    return stop
+
+
+def encode_response(resp: Response, ctx: Any, warnings: list[str]) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    refusals: list[str] = []
+    has_text = False
+    has_tools = False
+    for p in resp.parts:
+        if isinstance(p, Text):
+            b: dict[str, Any] = {"type": "text", "text": p.text}
+            cits = _enc_citations(p.citations, warnings)
+            if cits:
+                b["citations"] = cits
+            elif not p.text:
+                continue  # an empty text block would be rejected when the client replays it
+            content.append(b)
+            has_text = has_text or bool(p.text)
+        elif isinstance(p, Refusal):
+            if p.text:
+                content.append({"type": "text", "text": p.text})
+                refusals.append(p.text)
+                has_text = True
+        elif isinstance(p, Reasoning):
+            content.append(_enc_reasoning_block(p))
+        elif isinstance(p, ToolCall):
+            content.append({"type": "tool_use", "id": p.id, "name": p.name, "input": _tool_input(p, warnings)})
+            has_tools = True
+        elif isinstance(p, Opaque):
+            if p.protocol == PROTOCOL:
+                content.append(p.raw)
+            else:
+                warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Anthropic "
+                          "clients cannot represent it")
+        elif isinstance(p, (Image, Document, ToolResult)):
+            warn_once(warnings, f"{p.type} part in a response dropped")
+    refusal_text = "".join(refusals) or None
+    stop = _effective_stop(resp.stop, has_tools, refusal_text)
+    if stop.reason is StopReason.REFUSAL and not has_text:
+        content.append({"type": "text", "text": stop.message or FALLBACK_REFUSAL_TEXT})
+    reason, seq, details = stop_to_wire(stop, resp.stop_sequence, refusal_text, warnings)
+    return {
+        "id": msg_id(resp.id),
+        "type": "message",
+        "role": "assistant",
+        "model": getattr(ctx, "model", None) or resp.model or "unknown",
+        "content": content,
+        "stop_reason": reason,
+        "stop_sequence": seq,
+        "stop_details": details,
+        "usage": usage_to_wire(resp.usage),
+    }
+
+
+def error_frame(err: Error) -> bytes:
+    return frame("error", anthropic_error_body(err))
+
+
+# ============================================================================= stream decode
+class _Blk:
+    __slots__ = ("buf", "extra", "kind", "n", "part", "sig")
+
+    def __init__(self, n: int, kind: str, part: Any = None):
+        self.n = n
+        self.kind = kind  # text | thinking | redacted | tool | opaque
+        self.buf: list[str] = []
+        self.sig: str | None = None
+        self.part = part
+        self.extra: Any = None
+
+
+_INTERRUPTED = "upstream stream ended before its terminal event"
+
+
+class StreamDecoder:
+    """Anthropic SSE events -> neutral events."""
+
+    def __init__(self, warnings: list[str]):
+        self.warnings = warnings
+        self.done = False
+        self._started = False
+        self._blocks: dict[int, _Blk] = {}
+        self._next = 0
+        self._stop_seen = False
+        self._has_tools = False
+        self._unknown: set[str] = set()
+        self._handlers = {
+            "message_start": self._message_start,
+            "content_block_start": self._block_start,
+            "content_block_delta": self._block_delta,
+            "content_block_stop": self._block_stop,
+            "message_delta": self._message_delta,
+            "message_stop": self._message_stop,
+            "ping": self._ping,
+            "error": self._error,
+        }
+        self._deltas = {
+            "text_delta": self._d_text,
+            "thinking_delta": self._d_thinking,
+            "signature_delta": self._d_signature,
+            "input_json_delta": self._d_json,
+            "citations_delta": self._d_citation,
+            "compaction_delta": self._d_compaction,
+        }
+
+    # ---- entry points
+    def feed(self, event: str | None, data: str) -> list[Event]:
+        if self.done:
+            return []
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            self.warnings.append(f"invalid JSON in an Anthropic stream event ({event or 'no name'}) ignored")
+            return []
+        if not isinstance(obj, dict):
+            self.warnings.append("non-object Anthropic stream event ignored")
+            return []
+        t = obj.get("type") or event
+        if not isinstance(t, str):
+            self.warnings.append("Anthropic stream event without a type ignored")
+            return []
+        if t == "content_block_delta":  # the hot path: most events are deltas
+            return self._block_delta(obj)
+        h = self._handlers.get(t)  # type: ignore[arg-type]
+        if h is None:
+            self._warn_unknown(f"event {t!r}")
+            return []
+        return h(obj)
+
+    def finish(self) -> list[Event]:
+        if self.done:
+            return []
+        self.done = True
+        if self._stop_seen:
+            return self._close_all() + [End()]
+        return [ErrorEvent(Error(kind="interrupted", message=_INTERRUPTED, status=502))]
+
+    # ---- helpers
+    def _warn_unknown(self, what: str) -> None:
+        if what not in self._unknown:
+            self._unknown.add(what)
+            self.warnings.append(f"unknown Anthropic stream {what} skipped")
+
+    def _ensure_start(self, out: list[Event]) -> None:
+        if not self._started:
+            self._started = True
+            self.warnings.append("Anthropic stream had no message_start before its content")
+            out.append(Start())
+
+    def _close_all(self) -> list[Event]:
+        out: list[Event] = []
+        for idx in list(self._blocks):
+            out.extend(self._block_stop({"index": idx}))
+        return out
+
+    # ---- events
+    def _ping(self, obj: dict[str, Any]) -> list[Event]:
+        return []
+
+    def _error(self, obj: dict[str, Any]) -> list[Event]:
+        self.done = True
+        return [ErrorEvent(parse_error(None, obj))]
+
+    def _message_start(self, obj: dict[str, Any]) -> list[Event]:
+        if self._started:
+            self.warnings.append("repeated message_start ignored")
+            return []
+        self._started = True
+        m = obj.get("message")
+        if not isinstance(m, dict):
+            return [Start()]
+        u = m.get("usage")
+        mid, model = m.get("id"), m.get("model")
+        out: list[Event] = [Start(mid if isinstance(mid, str) else None, model if isinstance(model, str) else None,
+                                  usage_from_wire(u) if isinstance(u, dict) else None)]
+        content = m.get("content")
+        if isinstance(content, list) and content:  # not sent by Anthropic; some proxies prefill
+            for i, b in enumerate(content):
+                out.extend(self._block_start({"index": -1 - i, "content_block": b}))
+                out.extend(self._block_stop({"index": -1 - i}))
+        return out
+
+    def _block_start(self, obj: dict[str, Any]) -> list[Event]:
+        out: list[Event] = []
+        self._ensure_start(out)
+        idx = obj.get("index")
+        cb = obj.get("content_block")
+        if not isinstance(idx, int) or not isinstance(cb, dict) or not isinstance(cb.get("type"), str):
+            self.warnings.append("malformed content_block_start ignored")
+            return out
+        if idx in self._blocks:
+            self.warnings.append(f"content block {idx} started twice; the first was closed")
+            out.extend(self._block_stop({"index": idx}))
+        n = self._next
+        self._next += 1
+        t = cb.get("type")
+        if t == "text":
+            blk = _Blk(n, "text")
+            cits = cb.get("citations")
+            if isinstance(cits, list) and cits:
+                blk.extra = list(cits)
+            out.append(BlockStart(n, Text("")))
+            text = cb.get("text")
+            if isinstance(text, str) and text:
+                out.append(Delta(n, "text", text))
+        elif t == "thinking":
+            blk = _Blk(n, "thinking")
+            out.append(BlockStart(n, Reasoning()))
+            text = cb.get("thinking")
+            if isinstance(text, str) and text:
+                blk.buf.append(text)
+                out.append(Delta(n, "reasoning", text))
+            sig = cb.get("signature")
+            if isinstance(sig, str) and sig:
+                blk.sig = sig
+        elif t == "redacted_thinking":
+            part = Reasoning(text="", redacted=True, opaque={"protocol": PROTOCOL, "data": cb.get("data")})
+            blk = _Blk(n, "redacted", part)
+            out.append(BlockStart(n, part))
+        elif t == "tool_use":
+            self._has_tools = True
+            tid, name = cb.get("id"), cb.get("name")
+            blk = _Blk(n, "tool", ToolCall(tid if isinstance(tid, str) else "", name if isinstance(name, str) else ""))
+            inp = cb.get("input")
+            if isinstance(inp, dict) and inp:
+                blk.extra = orjson.dumps(inp).decode()  # used only if no input_json_delta follows
+            out.append(BlockStart(n, ToolCall(blk.part.id, blk.part.name, "")))
+        else:
+            label = t if isinstance(t, str) else "unknown"
+            raw = dict(cb)
+            blk = _Blk(n, "opaque", raw)
+            out.append(BlockStart(n, Opaque(PROTOCOL, cb, label)))
+        self._blocks[idx] = blk
+        return out
+
+    def _block_delta(self, obj: dict[str, Any]) -> list[Event]:
+        idx = obj.get("index")
+        blk = self._blocks.get(idx) if isinstance(idx, int) else None
+        d = obj.get("delta")
+        if blk is None or not isinstance(d, dict):
+            self.warnings.append("content_block_delta for an unknown block ignored")
+            return []
+        dt = d.get("type")
+        if dt == "text_delta" and blk.kind == "text":
+            v = d.get("text")
+            return [Delta(blk.n, "text", v)] if isinstance(v, str) and v else []
+        h = self._deltas.get(dt) if isinstance(dt, str) else None
+        if h is None:
+            self._warn_unknown(f"delta {dt!r}")
+            return []
+        return h(blk, d)
+
+    def _d_text(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
+        v = d.get("text")
+        if blk.kind == "text" and isinstance(v, str) and v:
+            return [Delta(blk.n, "text", v)]
+        return []
+
+    def _d_thinking(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
+        v = d.get("thinking")
+        if blk.kind == "thinking" and isinstance(v, str) and v:
+            blk.buf.append(v)
+            return [Delta(blk.n, "reasoning", v)]
+        return []
+
+    def _d_signature(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
+        v = d.get("signature")
+        if isinstance(v, str):
+            blk.sig = v
+        return []
+
+    def _d_json(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
+        v = d.get("partial_json")
+        if not isinstance(v, str) or not v:
+            return []
+        blk.buf.append(v)
+        if blk.kind == "tool":
+            return [Delta(blk.n, "arguments", v)]
+        return []
+
+    def _d_citation(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
+        c = d.get("citation")
+        if blk.kind == "text" and isinstance(c, dict):
+            if blk.extra is None:
+                blk.extra = []
+            blk.extra.append(c)
+        return []
+
+    def _d_compaction(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
+        v = d.get("content")
+        if blk.kind == "opaque" and isinstance(v, str):
+            if blk.extra is None:
+                blk.extra = []
+            blk.extra.append(v)
+        return []
+
+    def _block_stop(self, obj: dict[str, Any]) -> list[Event]:
+        idx = obj.get("index")
+        blk = self._blocks.pop(idx, None) if isinstance(idx, int) else None
+        if blk is None:
+            self.warnings.append("content_block_stop for an unknown block ignored")
+            return []
+        k = blk.kind
+        n = blk.n
+        if k == "text":
+            if blk.extra:
+                return [BlockEnd(n, Text("", [citation_to_neutral(c) for c in blk.extra if isinstance(c, dict)]))]
+            return [BlockEnd(n)]
+        if k == "thinking":
+            opaque: dict[str, Any] = {"protocol": PROTOCOL}
+            if blk.sig is not None:
+                opaque["signature"] = blk.sig
+            return [BlockEnd(n, Reasoning(text="".join(blk.buf), opaque=opaque))]
+        if k == "redacted":
+            return [BlockEnd(n, blk.part)]
+        if k == "tool":
+            part: ToolCall = blk.part
+            out: list[Event] = []
+            if blk.buf:
+                part.arguments = "".join(blk.buf)
+            else:
+                part.arguments = blk.extra or "{}"
+                out.append(Delta(n, "arguments", part.arguments))
+            out.append(BlockEnd(n, part))
+            return out
+        raw: dict[str, Any] = blk.part
+        if blk.buf:
+            js = "".join(blk.buf)
+            try:
+                raw["input"] = orjson.loads(js)
+            except orjson.JSONDecodeError:
+                self.warnings.append(f"{raw.get('type')} block input was not valid JSON; kept as received")
+        if blk.extra is not None and raw.get("type") == "compaction":
+            raw["content"] = "".join(blk.extra)
+        t = raw.get("type")
+        return [BlockEnd(n, Opaque(PROTOCOL, raw, t if isinstance(t, str) else "unknown"))]
+
+    def _message_delta(self, obj: dict[str, Any]) -> list[Event]:
+        out: list[Event] = []
+        self._ensure_start(out)
+        u = obj.get("usage")
+        if isinstance(u, dict):
+            out.append(UsageEvent(usage_from_wire(u)))
+        d = obj.get("delta")
+        if isinstance(d, dict) and d.get("stop_reason") is not None:
+            seq = d.get("stop_sequence")
+            out.append(Stop(stop_from_wire(d.get("stop_reason"), d.get("stop_details"), self._has_tools),
+                            seq if isinstance(seq, str) else None))
+            self._stop_seen = True
+        return out
+
+    def _message_stop(self, obj: dict[str, Any]) -> list[Event]:
+        out: list[Event] = []
+        self._ensure_start(out)
+        out.extend(self._close_all())
+        if not self._stop_seen:
+            self._stop_seen = True
+            out.append(Stop(classify_stop(None, has_tool_calls=self._has_tools)))
+        out.append(End())
+        self.done = True
+        return out
+
+
+# ============================================================================= stream encode
+class _Out:
+    __slots__ = ("a", "buf", "kind", "part", "sent", "sig")
+
+    def __init__(self, a: int, kind: str, part: Any = None):
+        self.a = a  # Anthropic block index (-1: not yet emitted)
+        self.kind = kind  # text | refusal | thinking | redacted | tool | custom | opaque | drop
+        self.sent = False
+        self.buf: list[str] = []
+        self.part = part
+        self.sig: str | None = None
+
+
+def _ev(name: str, obj: dict[str, Any]) -> bytes:
+    return frame(name, obj)
+
+
+def _cb_start(a: int, block: dict[str, Any]) -> bytes:
+    return frame("content_block_start", {"type": "content_block_start", "index": a, "content_block": block})
+
+
+def _cb_delta(a: int, delta: dict[str, Any]) -> bytes:
+    return frame("content_block_delta", {"type": "content_block_delta", "index": a, "delta": delta})
+
+
+def _cb_stop(a: int) -> bytes:
+    return frame("content_block_stop", {"type": "content_block_stop", "index": a})
+
+
+_MESSAGE_STOP = frame("message_stop", {"type": "message_stop"})
+
+
+class StreamEncoder:
+    """Neutral events -> Anthropic SSE for the client (``event:`` lines, Anthropic lifecycle)."""
+
+    def __init__(self, ctx: Any, warnings: list[str]):
+        self.ctx = ctx
+        self.warnings = warnings
+        self.done = False
+        self._started = False
+        self._n = 0
+        self._open: dict[int, _Out] = {}
+        self._usage: Usage | None = None
+        self._stop: StopInfo | None = None
+        self._stop_seq: str | None = None
+        self._refusal: list[str] = []
+        self._text_sent = False
+        self._has_tools = False
+        self._model = getattr(ctx, "model", None)
+        self._handlers = {
+            Start: self._start,
+            BlockStart: self._block_start,
+            Delta: self._delta,
+            BlockEnd: self._block_end,
+            UsageEvent: self._usage_ev,
+            Stop: self._stop_ev,
+            End: self._end,
+            ErrorEvent: self._error,
+        }
+
+    def encode(self, ev: Event) -> bytes:
+        if self.done:
+            return b""
+        h = self._handlers.get(type(ev))
+        if h is None:
+            return b""
+        return h(ev)
+
+    # ---- lifecycle
+    def _message_start(self, sid: str | None, model: str | None) -> bytes:
+        self._started = True
+        return _ev("message_start", {
+            "type": "message_start",
+            "message": {
+                "id": msg_id(sid),
+                "type": "message",
+                "role": "assistant",
+                "model": self._model or model or "unknown",
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": usage_to_wire(self._usage),
+            },
+        })
+
+    def _pre(self) -> bytes:
+        return b"" if self._started else self._message_start(None, None)
+
+    def _start(self, ev: Start) -> bytes:
+        if self._started:
+            if ev.usage is not None:
+                self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
+            return b""
+        if ev.usage is not None:
+            self._usage = ev.usage
+        return self._message_start(ev.id, ev.model)
+
+    def _alloc(self) -> int:
+        a = self._n
+        self._n += 1
+        return a
+
+    # ---- blocks
+    def _block_start(self, ev: BlockStart) -> bytes:
+        pre = self._pre()
+        p = ev.part
+        i = ev.index
+        if isinstance(p, (Text, Refusal)):
+            # emitted on its first text: an empty text block would be rejected when replayed
+            o = self._open[i] = _Out(-1, "text" if isinstance(p, Text) else "refusal")
+            return pre + self._text_delta(o, p.text) if p.text else pre
+        if isinstance(p, Reasoning):
+            op = p.opaque
+            if p.redacted:
+                if op and op.get("protocol") == PROTOCOL and isinstance(op.get("data"), str):
+                    a = self._alloc()
+                    self._open[i] = _Out(a, "redacted")
+                    return pre + _cb_start(a, {"type": "redacted_thinking", "data": op["data"]})
+                self._open[i] = _Out(-1, "redacted", p)  # emitted at its end, once the payload is known
+                return pre
+            a = self._alloc()
+            o = self._open[i] = _Out(a, "thinking", p)
+            out = _cb_start(a, {"type": "thinking", "thinking": "", "signature": ""})
+            if p.text:
+                out += self._thinking_delta(o, p.text)
+            return pre + out
+        if isinstance(p, ToolCall):
+            self._has_tools = True
+            a = self._alloc()
+            o = self._open[i] = _Out(a, "custom" if p.kind == "custom" else "tool", p)
+            out = _cb_start(a, {"type": "tool_use", "id": p.id, "name": p.name, "input": {}})
+            if p.arguments:
+                out += self._args(o, p.arguments)
+            return pre + out
+        if isinstance(p, Opaque):
+            if p.protocol != PROTOCOL:
+                warn_once(self.warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Anthropic "
+                          "clients cannot represent it")
+                self._open[i] = _Out(-1, "drop")
+                return pre
+            raw = p.raw
+            t = raw.get("type")
+            t = t if isinstance(t, str) else ""
+            start = raw
+            if t in _INPUT_STREAMED and isinstance(raw.get("input"), dict):
+                start = dict(raw, input={})
+            elif t == "compaction":
+                start = dict(raw, content=None)
+            a = self._alloc()
+            self._open[i] = _Out(a, "opaque", p)
+            return pre + _cb_start(a, start)
+        warn_once(self.warnings, f"{getattr(p, 'type', 'unknown')} part in a response dropped")
+        self._open[i] = _Out(-1, "drop")
+        return pre
+
+    def _text_start(self, o: _Out) -> bytes:
+        a = o.a = self._alloc()
+        return _cb_start(a, {"type": "text", "text": ""})
+
+    def _text_delta(self, o: _Out, v: str) -> bytes:
+        pre = self._text_start(o) if o.a < 0 else b""
+        o.sent = True
+        self._text_sent = True
+        if o.kind == "refusal":
+            self._refusal.append(v)
+        return pre + _cb_delta(o.a, {"type": "text_delta", "text": v})
+
+    def _thinking_delta(self, o: _Out, v: str) -> bytes:
+        o.sent = True
+        o.buf.append(v)
+        return _cb_delta(o.a, {"type": "thinking_delta", "thinking": v})
+
+    def _args(self, o: _Out, v: str) -> bytes:
+        o.sent = True
+        if o.kind == "custom":
+            o.buf.append(v)
+            return b""
+        return _cb_delta(o.a, {"type": "input_json_delta", "partial_json": v})
+
+    def _delta(self, ev: Delta) -> bytes:
+        o = self._open.get(ev.index)
+        if o is None or not ev.value:
+            return b""
+        k = ev.kind
+        ok = o.kind
+        if ok == "text" or ok == "refusal":
+            if k == "text" or k == "refusal":
+                return self._text_delta(o, ev.value)
+        elif ok == "thinking":
+            if k == "reasoning" or k == "summary":
+                return self._thinking_delta(o, ev.value)
+            if k == "signature":
+                o.sig = (o.sig or "") + ev.value
+        elif ok == "tool" or ok == "custom":
+            if k == "arguments":
+                return self._args(o, ev.value)
+        elif ok == "redacted" and o.a < 0 and (k == "reasoning" or k == "summary"):
+            o.buf.append(ev.value)
+        return b""
+
+    def _block_end(self, ev: BlockEnd) -> bytes:
+        o = self._open.pop(ev.index, None)
+        if o is None:
+            return b""
+        return self._close(o, ev.part)
+
+    def _close(self, o: _Out, final: Any) -> bytes:
+        k = o.kind
+        if k == "drop":
+            return b""
+        out = b""
+        if k == "text" or k == "refusal":
+            if isinstance(final, (Text, Refusal)):
+                if final.text and not o.sent:
+                    out += self._text_delta(o, final.text)
+                if isinstance(final, Text) and final.citations:
+                    cits = _enc_citations(final.citations, self.warnings)
+                    if cits and o.a < 0:
+                        out += self._text_start(o)
+                    for c in cits or ():
+                        out += _cb_delta(o.a, {"type": "citations_delta", "citation": c})
+            return out + _cb_stop(o.a) if o.a >= 0 else out
+        if k == "thinking" or (k == "redacted" and o.a < 0):
+            part: Reasoning = final if isinstance(final, Reasoning) else o.part
+            op = part.opaque or o.part.opaque
+            text = "".join(o.buf)
+            if part.text and not text:
+                text = part.text
+            if k == "redacted":
+                a = o.a = self._alloc()
+                if op and op.get("protocol") == PROTOCOL and isinstance(op.get("data"), str):
+                    return _cb_start(a, {"type": "redacted_thinking", "data": op["data"]}) + _cb_stop(a)
+                out = _cb_start(a, {"type": "thinking", "thinking": "", "signature": ""})
+                if text:
+                    out += self._thinking_delta(o, text)
+            elif part.text and not o.sent:
+                out += self._thinking_delta(o, part.text)
+            if op and op.get("protocol") == PROTOCOL:
+                sig = op.get("signature") if isinstance(op.get("signature"), str) else o.sig
+            else:
+                sig = _packed_signature(Reasoning(text, part.summary or o.part.summary, op,
+                                                  part.redacted or o.part.redacted), text)
+            if sig:
+                out += _cb_delta(o.a, {"type": "signature_delta", "signature": sig})
+            return out + _cb_stop(o.a)
+        if k == "redacted":
+            return _cb_stop(o.a)
+        if k == "tool":
+            if not o.sent and isinstance(final, ToolCall) and final.arguments:
+                out += _cb_delta(o.a, {"type": "input_json_delta", "partial_json": final.arguments})
+            return out + _cb_stop(o.a)
+        if k == "custom":
+            text = "".join(o.buf)
+            if not text and isinstance(final, ToolCall):
+                text = final.arguments
+            out += _cb_delta(o.a, {"type": "input_json_delta",
+                                   "partial_json": orjson.dumps({"input": text}).decode()})
+            return out + _cb_stop(o.a)
+        # opaque (Anthropic's own)
+        part_o: Opaque = final if isinstance(final, Opaque) else o.part
+        raw = part_o.raw
+        t = raw.get("type")
+        if not isinstance(t, str):
+            t = ""
+        if t in _INPUT_STREAMED and isinstance(raw.get("input"), dict) and raw["input"]:
+            out += _cb_delta(o.a, {"type": "input_json_delta", "partial_json": orjson.dumps(raw["input"]).decode()})
+        elif t == "compaction" and isinstance(raw.get("content"), str):
+            out += _cb_delta(o.a, {"type": "compaction_delta", "content": raw["content"]})
+        return out + _cb_stop(o.a)
+
+    # ---- terminal
+    def _usage_ev(self, ev: UsageEvent) -> bytes:
+        self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
+        return b""
+
+    def _stop_ev(self, ev: Stop) -> bytes:
+        self._stop = ev.stop
+        self._stop_seq = ev.stop_sequence
+        return b""
+
+    def _end(self, ev: End) -> bytes:
+        out = [self._pre()]
+        for i in list(self._open):
+            out.append(self._close(self._open.pop(i), None))
+        refusal_text = "".join(self._refusal) or None
+        stop = _effective_stop(self._stop, self._has_tools, refusal_text)
+        if stop.reason is StopReason.REFUSAL and not self._text_sent:
+            a = self._alloc()
+            out.append(_cb_start(a, {"type": "text", "text": ""}))
+            out.append(_cb_delta(a, {"type": "text_delta", "text": stop.message or FALLBACK_REFUSAL_TEXT}))
+            out.append(_cb_stop(a))
+        reason, seq, details = stop_to_wire(stop, self._stop_seq, refusal_text, self.warnings)
+        out.append(_ev("message_delta", {
+            "type": "message_delta",
+            "delta": {"stop_reason": reason, "stop_sequence": seq, "stop_details": details},
+            "usage": usage_to_wire(self._usage, delta=True),
+        }))
+        out.append(_MESSAGE_STOP)
+        self.done = True
+        return b"".join(out)
+
+    def _error(self, ev: ErrorEvent) -> bytes:
+        self.done = True
+        return error_frame(ev.error)
+

@@ -1,0 +1,1270 @@
+"""OpenAI Responses codec (``openai_responses``): requests, complete responses and SSE streams.
+
+Contract: :mod:`proxai_core.codecs.base`. Requests live in ``_responses_request``; shared helpers
+(usage, citations, the seed 000 status tables, ids) in ``_responses_common``.
+
+Decisions worth knowing (see also the codec brief):
+
+* Client-side status (seed 000): END_TURN / TOOL_USE / PAUSED -> ``completed``; MAX_OUTPUT and
+  CONTEXT_FULL -> ``incomplete`` {max_output_tokens}; a model refusal -> ``completed`` with a refusal
+  part (never ``failed``); a provider filter refusal (Chat ``content_filter``, ...) -> ``incomplete``
+  {content_filter} plus a refusal part; INTERRUPTED ``cancelled`` -> ``cancelled``, other
+  INTERRUPTED -> ``failed`` with error ``server_error``; OTHER -> ``completed`` + a warning.
+* Streams: ``response.completed`` for completed, ``response.incomplete`` for incomplete (and for
+  cancelled: there is no ``response.cancelled`` event), ``response.failed`` for failed.
+* Ids are derived from the source ids: ``resp_<base>``, message ``msg_<base>_<output_index>``,
+  reasoning ``rs_<base>_<output_index>``, tool calls ``fc_``/``ctc_`` + the call id without its
+  prefix. Consecutive text/refusal parts share one message item (streaming and non-streaming alike).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from .. import reasoning as rz
+from ..context import ClientContext
+from ..errors import TranslationError, parse_error
+from ..neutral import (
+    BlockEnd,
+    BlockStart,
+    Delta,
+    End,
+    Error,
+    ErrorEvent,
+    Event,
+    Opaque,
+    Part,
+    Reasoning,
+    Refusal,
+    Response,
+    Start,
+    Stop,
+    Text,
+    ToolCall,
+    Usage,
+    UsageEvent,
+)
+from ..sse import frame
+from ..stop import StopInfo, StopReason
+from ._responses_common import (
+    PROTOCOL,
+    annotations_to_citations,
+    citations_to_annotations,
+    decode_usage,
+    encode_usage,
+    error_event_payload,
+    id_base,
+    is_filter_refusal,
+    refusal_fallback,
+    response_error,
+    response_error_object,
+    stop_from_status,
+    terminal_status,
+    tool_item_id,
+)
+from ._responses_request import decode_request, encode_request
+
+__all__ = [
+    "StreamDecoder",
+    "StreamEncoder",
+    "decode_request",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "error_frame",
+]
+
+
+# ============================================================================= response decode
+def _reasoning_from_item(item: dict[str, Any]) -> Reasoning:
+    summ = item.get("summary")
+    texts = [s["text"] for s in summ if isinstance(s, dict) and isinstance(s.get("text"), str)] \
+        if isinstance(summ, list) else []
+    cont = item.get("content")
+    ctexts = [s["text"] for s in cont if isinstance(s, dict) and isinstance(s.get("text"), str)] \
+        if isinstance(cont, list) else []
+    enc = item.get("encrypted_content")
+    rid = item.get("id")
+    return Reasoning(
+        text="\n\n".join(texts) if texts else "\n\n".join(ctexts),
+        summary=texts or None,
+        opaque={"protocol": PROTOCOL, "id": rid if isinstance(rid, str) else None,
+                "encrypted_content": enc if isinstance(enc, str) else None},
+    )
+
+
+def _tool_from_item(item: dict[str, Any]) -> ToolCall:
+    custom = item.get("type") == "custom_tool_call"
+    args = item.get("input" if custom else "arguments")
+    call_id = item.get("call_id")
+    name = item.get("name")
+    iid = item.get("id")
+    return ToolCall(
+        id=call_id if isinstance(call_id, str) else "",
+        name=name if isinstance(name, str) else "",
+        arguments=args if isinstance(args, str) else ("" if args is None else orjson.dumps(args).decode()),
+        kind="custom" if custom else "function",
+        item_id=iid if isinstance(iid, str) else None,
+    )
+
+
+def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
+    if not isinstance(body, dict):
+        raise TranslationError("response body must be a JSON object", field="body")
+    w = warnings
+    resp = Response()
+    if "output" not in body and isinstance(body.get("error"), (dict, str)):
+        # an HTTP error body handed over as a response
+        resp.extra["error"] = parse_error(None, body)
+        resp.stop = StopInfo(StopReason.INTERRUPTED, raw="error", category=resp.extra["error"].kind,
+                             message=resp.extra["error"].message)
+        return resp
+    rid = body.get("id")
+    resp.id = rid if isinstance(rid, str) else None
+    model = body.get("model")
+    resp.model = model if isinstance(model, str) else None
+    created = body.get("created_at")
+    if isinstance(created, (int, float)) and not isinstance(created, bool):
+        resp.created = int(created)
+    has_tools = False
+    refusal: list[str] = []
+    produced = False
+    output = body.get("output")
+    if output is not None and not isinstance(output, list):
+        raise TranslationError("output: expected a list", field="output")
+    for i, item in enumerate(output or []):
+        if not isinstance(item, dict):
+            w.append(f"output[{i}]: not an object, ignored")
+            continue
+        t = item.get("type")
+        if t == "message":
+            content = item.get("content")
+            for j, c in enumerate(content if isinstance(content, list) else []):
+                ct = c.get("type") if isinstance(c, dict) else None
+                if ct == "output_text":
+                    text = c.get("text") if isinstance(c.get("text"), str) else ""
+                    resp.parts.append(Text(text, citations=annotations_to_citations(c.get("annotations"))))
+                    produced = produced or bool(text)
+                elif ct == "refusal":
+                    r = c.get("refusal") if isinstance(c.get("refusal"), str) else ""
+                    resp.parts.append(Refusal(r))
+                    if r:
+                        refusal.append(r)
+                        produced = True
+                else:
+                    w.append(f"output[{i}].content[{j}]: content type {ct!r} ignored")
+        elif t == "function_call" or t == "custom_tool_call":
+            resp.parts.append(_tool_from_item(item))
+            has_tools = True
+            produced = True
+        elif t == "reasoning":
+            resp.parts.append(_reasoning_from_item(item))
+        elif isinstance(t, str):
+            resp.parts.append(Opaque(PROTOCOL, item, t))
+            produced = True
+        else:
+            w.append(f"output[{i}]: item without a type ignored")
+    status = body.get("status")
+    resp.stop = stop_from_status(status, body.get("incomplete_details"), body.get("error"),
+                                 has_tools=has_tools, refusal="\n".join(refusal) if refusal else None,
+                                 produced=produced, warnings=w)
+    if status == "failed":
+        resp.extra["error"] = response_error(body.get("error"))
+    resp.usage = decode_usage(body.get("usage"))
+    return resp
+
+
+# ============================================================================= response encode
+def _text_part(text: str, annotations: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": annotations, "logprobs": []}
+
+
+def _reasoning_out(p: Reasoning, rid: str, own_ok: bool) -> dict[str, Any]:
+    """The client-facing reasoning item. ``own_ok``: the payload was issued by OpenAI Responses, so it
+    goes out natively (never packed: a same-protocol request is passed through unchanged later)."""
+    op = p.opaque
+    d: dict[str, Any] = {"id": rid, "type": "reasoning"}
+    if own_ok and op is not None:
+        if p.summary is not None:
+            d["summary"] = [{"type": "summary_text", "text": s} for s in p.summary]
+        else:
+            d["summary"] = []
+            if p.text:
+                d["content"] = [{"type": "reasoning_text", "text": p.text}]
+        enc = op.get("encrypted_content")
+        if isinstance(enc, str):
+            d["encrypted_content"] = enc
+        return d
+    d["summary"] = [{"type": "summary_text", "text": p.text}] if p.text else []
+    d["encrypted_content"] = rz.pack(dict(op or {}, text=p.text, summary=p.summary, redacted=p.redacted))
+    return d
+
+
+def _own_reasoning_id(p: Reasoning) -> str | None:
+    op = p.opaque
+    if op and op.get("protocol") == PROTOCOL and isinstance(op.get("id"), str) and op["id"]:
+        return op["id"]
+    return None
+
+
+def _is_own(p: Reasoning) -> bool:
+    op = p.opaque
+    return bool(op) and op.get("protocol") == PROTOCOL
+
+
+def _response_shell(rid: str, model: str | None, created: int, status: str, output: list[Any],
+                    usage: dict[str, Any] | None, error: dict[str, Any] | None,
+                    incomplete: dict[str, Any] | None) -> dict[str, Any]:
+    return {
+        "id": rid,
+        "object": "response",
+        "created_at": created,
+        "status": status,
+        "background": False,
+        "error": error,
+        "incomplete_details": incomplete,
+        "instructions": None,
+        "max_output_tokens": None,
+        "model": model or "",
+        "output": output,
+        "parallel_tool_calls": True,
+        "previous_response_id": None,
+        "temperature": None,
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": None,
+        "metadata": {},
+        "usage": usage,
+    }
+
+
+def _apply_refusal_rule(parts: list[Part], stop: StopInfo | None) -> list[Part]:
+    """Seed 000 refusal rules for a complete response toward a Responses client."""
+    if stop is None or stop.reason is not StopReason.REFUSAL:
+        return parts
+    if any(isinstance(p, Refusal) for p in parts):
+        return parts
+    if not is_filter_refusal(stop):
+        texts = [p for p in parts if isinstance(p, Text) and p.text]
+        if texts:
+            # a model refusal whose visible text is the refusal (Anthropic): it becomes the refusal part
+            out: list[Part] = []
+            done = False
+            for p in parts:
+                if isinstance(p, Text):
+                    if not done:
+                        out.append(Refusal("".join(t.text for t in texts)))
+                        done = True
+                    continue
+                out.append(p)
+            return out
+    return list(parts) + [Refusal(refusal_fallback(stop))]
+
+
+def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> dict[str, Any]:
+    w = warnings
+    base = id_base(resp.id)
+    err = resp.extra.get("error")
+    if isinstance(err, Error):
+        status, incomplete, error = "failed", None, response_error_object(err)
+    else:
+        status, incomplete, error = terminal_status(resp.stop, w)
+    parts = _apply_refusal_rule(resp.parts, resp.stop)
+    output: list[dict[str, Any]] = []
+    msg: dict[str, Any] | None = None
+    dropped: list[str] = []
+    for p in parts:
+        if isinstance(p, (Text, Refusal)):
+            if msg is None:
+                msg = {"id": f"msg_{base}_{len(output)}", "type": "message", "role": "assistant",
+                       "status": "completed", "content": []}
+                output.append(msg)
+            if isinstance(p, Text):
+                msg["content"].append(_text_part(p.text, citations_to_annotations(p.citations, p.text, w)))
+            else:
+                msg["content"].append({"type": "refusal", "refusal": p.text})
+            continue
+        msg = None
+        if isinstance(p, ToolCall):
+            iid = tool_item_id(p.id, p.kind, p.item_id)
+            if p.kind == "custom":
+                output.append({"id": iid, "type": "custom_tool_call", "call_id": p.id, "name": p.name,
+                               "input": p.arguments, "status": "completed"})
+            else:
+                output.append({"id": iid, "type": "function_call", "call_id": p.id, "name": p.name,
+                               "arguments": p.arguments, "status": "completed"})
+        elif isinstance(p, Reasoning):
+            own = _own_reasoning_id(p)
+            output.append(_reasoning_out(p, own or f"rs_{base}_{len(output)}", _is_own(p)))
+        elif isinstance(p, Opaque):
+            if p.protocol == PROTOCOL and isinstance(p.raw, dict):
+                output.append(p.raw)
+            else:
+                dropped.append(p.label or p.protocol)
+        else:
+            dropped.append(p.type)
+    if dropped:
+        w.append("parts a Responses client cannot receive dropped: " + ", ".join(sorted(set(dropped))))
+    if status == "incomplete" and output and output[-1].get("type") == "message":
+        output[-1]["status"] = "incomplete"
+    created = resp.created if resp.created is not None else int(time.time())
+    return _response_shell("resp_" + base, ctx.model or resp.model, created, status, output,
+                           encode_usage(resp.usage), error, incomplete)
+
+
+# ============================================================================= stream decode
+class _Item:
+    __slots__ = (
+        "call_id",
+        "closed",
+        "final",
+        "has_delta",
+        "id",
+        "index",
+        "kind",
+        "mode",
+        "name",
+        "oi",
+        "parts",
+        "si",
+    )
+
+    def __init__(self, kind: str, oi: Any, iid: Any):
+        self.kind = kind  # message | function | custom | reasoning | hosted
+        self.oi = oi
+        self.id = iid if isinstance(iid, str) else None
+        self.index = -1  # neutral index (tool calls, reasoning, hosted)
+        self.parts: dict[Any, _MPart] | None = None  # message content parts by content_index
+        self.has_delta = False
+        self.final: str | None = None  # arguments / input from a .done event
+        self.call_id = ""
+        self.name = ""
+        self.si = 0  # current summary / content index of a reasoning item
+        self.mode: str | None = None  # reasoning: "summary" or "text" deltas
+        self.closed = False
+
+
+class _MPart:
+    __slots__ = ("anns", "closed", "final", "has_delta", "index", "kind")
+
+    def __init__(self, index: int, kind: str):
+        self.index = index
+        self.kind = kind  # text | refusal
+        self.anns: list[Any] | None = None
+        self.final: str | None = None
+        self.has_delta = False
+        self.closed = False
+
+
+_TOOL_KINDS = {"function_call": "function", "custom_tool_call": "custom"}
+
+# Intermediate events of hosted tools: their item arrives complete at output_item.done.
+_HOSTED_EVENT_PREFIXES = (
+    "response.web_search_call.", "response.file_search_call.", "response.code_interpreter_call",
+    "response.image_generation_call.", "response.mcp_call", "response.mcp_list_tools.",
+    "response.shell_call", "response.compaction.", "response.apply_patch_call", "response.local_shell_call",
+    "response.computer_call", "response.tool_search_call",
+)
+_IGNORED_EVENTS = (
+    "response.queued", "response.reasoning_summary_text.done",
+    "response.reasoning_summary_part.done", "response.reasoning_text.done", "response.steer",
+    "response.steer.accepted", "response.steer.pending", "response.steer.failed",
+)
+
+
+class StreamDecoder:
+    """Responses SSE events -> neutral events."""
+
+    def __init__(self, warnings: list[str]):
+        self.warnings = warnings
+        self.done = False
+        self._started = False
+        self._stopped = False
+        self._next = 0
+        self._items: dict[Any, _Item] = {}
+        self._by_id: dict[str, _Item] = {}
+        self._open: dict[int, tuple[_Item, _MPart | None]] = {}
+        self._has_tools = False
+        self._refusal: list[str] | None = None
+        self._produced = False
+        self._warned: set[str] = set()
+        nothing = self._nothing
+        self._dispatch = {
+            "response.created": self._created,
+            "response.in_progress": self._created,
+            "response.output_item.added": self._item_added,
+            "response.content_part.added": self._part_added,
+            "response.output_text.delta": self._text_delta,
+            "response.refusal.delta": self._refusal_delta,
+            "response.output_text.done": self._text_done,
+            "response.refusal.done": self._refusal_done,
+            "response.output_text.annotation.added": self._annotation,
+            "response.content_part.done": self._part_done,
+            "response.function_call_arguments.delta": self._args_delta,
+            "response.function_call_arguments.done": self._args_done,
+            "response.custom_tool_call_input.delta": self._args_delta,
+            "response.custom_tool_call_input.done": self._input_done,
+            "response.reasoning_summary_part.added": self._summary_part,
+            "response.reasoning_summary_text.delta": self._summary_delta,
+            "response.reasoning_text.delta": self._rtext_delta,
+            "response.output_item.done": self._item_done,
+            "response.completed": self._terminal,
+            "response.incomplete": self._terminal,
+            "response.failed": self._failed,
+            "error": self._error,
+        }
+        for t in _IGNORED_EVENTS:
+            self._dispatch[t] = nothing
+
+    # ------------------------------------------------------------------ plumbing
+    def feed(self, event: str | None, data: str) -> list[Event]:
+        if self.done:
+            return []
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            if data.strip() != "[DONE]":
+                self.warnings.append(f"invalid JSON in a Responses SSE event ({event or 'message'}) ignored")
+            return []
+        if not isinstance(obj, dict):
+            self.warnings.append("Responses SSE event data is not an object: ignored")
+            return []
+        t = obj.get("type")
+        if not isinstance(t, str):
+            t = event or ""
+        h = self._dispatch.get(t)
+        if h is None:
+            h = self._nothing
+            if not t.startswith(_HOSTED_EVENT_PREFIXES):
+                self.warnings.append(f"unknown Responses stream event {t!r} skipped")
+            self._dispatch[t] = h
+        return h(obj)
+
+    def finish(self) -> list[Event]:
+        if self.done:
+            return []
+        self.done = True
+        if self._stopped:
+            return [End()]
+        return [ErrorEvent(Error(kind="interrupted", message="upstream stream ended before its terminal event",
+                                 status=502))]
+
+    def _nothing(self, obj: dict[str, Any]) -> list[Event]:
+        return []
+
+    def _start(self, out: list[Event], resp: Any = None) -> None:
+        self._started = True
+        if not isinstance(resp, dict):
+            out.append(Start())
+            return
+        rid = resp.get("id")
+        model = resp.get("model")
+        created = resp.get("created_at")
+        out.append(Start(
+            id=rid if isinstance(rid, str) else None,
+            model=model if isinstance(model, str) else None,
+            usage=decode_usage(resp.get("usage")),
+            created=int(created) if isinstance(created, (int, float)) and not isinstance(created, bool) else None,
+        ))
+
+    def _alloc(self) -> int:
+        i = self._next
+        self._next = i + 1
+        return i
+
+    def _lookup(self, obj: dict[str, Any]) -> _Item | None:
+        oi = obj.get("output_index")
+        st = self._items.get(oi) if oi is not None else None
+        if st is None:
+            iid = obj.get("item_id")
+            if isinstance(iid, str):
+                st = self._by_id.get(iid)
+        return st
+
+    def _register(self, st: _Item) -> None:
+        if st.oi is not None:
+            self._items[st.oi] = st
+        if st.id is not None:
+            self._by_id[st.id] = st
+
+    def _warn_once(self, key: str, msg: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            self.warnings.append(msg)
+
+    # ------------------------------------------------------------------ lifecycle
+    def _created(self, obj: dict[str, Any]) -> list[Event]:
+        if self._started:
+            return []
+        out: list[Event] = []
+        self._start(out, obj.get("response"))
+        return out
+
+    # ------------------------------------------------------------------ items
+    def _new_item(self, item: dict[str, Any], oi: Any, out: list[Event]) -> _Item:
+        t = item.get("type")
+        if t == "message":
+            st = _Item("message", oi, item.get("id"))
+            st.parts = {}
+        elif t in _TOOL_KINDS:
+            st = _Item(_TOOL_KINDS[t], oi, item.get("id"))
+            tc = _tool_from_item(item)
+            st.call_id, st.name = tc.id, tc.name
+            st.index = self._alloc()
+            out.append(BlockStart(st.index, ToolCall(tc.id, tc.name, "", tc.kind, tc.item_id)))
+            self._open[st.index] = (st, None)
+            self._has_tools = True
+            if tc.arguments:
+                st.has_delta = True
+                out.append(Delta(st.index, "arguments", tc.arguments))
+        elif t == "reasoning":
+            st = _Item("reasoning", oi, item.get("id"))
+            st.index = self._alloc()
+            out.append(BlockStart(st.index, Reasoning()))
+            self._open[st.index] = (st, None)
+        else:
+            st = _Item("hosted", oi, item.get("id"))
+        self._register(st)
+        return st
+
+    def _item_added(self, obj: dict[str, Any]) -> list[Event]:
+        out: list[Event] = []
+        if not self._started:
+            self._start(out)
+        item = obj.get("item")
+        if not isinstance(item, dict):
+            return out
+        self._new_item(item, obj.get("output_index"), out)
+        return out
+
+    def _message(self, obj: dict[str, Any], out: list[Event]) -> _Item:
+        st = self._lookup(obj)
+        if st is None:
+            if not self._started:
+                self._start(out)
+            st = _Item("message", obj.get("output_index"), obj.get("item_id"))
+            st.parts = {}
+            self._register(st)
+        return st
+
+    def _part(self, st: _Item, ci: Any, kind: str, out: list[Event]) -> _MPart:
+        parts = st.parts
+        if parts is None:
+            parts = st.parts = {}
+        mp = parts.get(ci)
+        if mp is None:
+            mp = _MPart(self._alloc(), kind)
+            parts[ci] = mp
+            out.append(BlockStart(mp.index, Text("") if kind == "text" else Refusal("")))
+            self._open[mp.index] = (st, mp)
+        return mp
+
+    def _part_added(self, obj: dict[str, Any]) -> list[Event]:
+        out: list[Event] = []
+        part = obj.get("part")
+        pt = part.get("type") if isinstance(part, dict) else None
+        if pt == "output_text" or pt == "refusal":
+            st = self._message(obj, out)
+            if st.kind == "message":
+                self._part(st, obj.get("content_index"), "text" if pt == "output_text" else "refusal", out)
+        elif pt == "reasoning_text":
+            st = self._lookup(obj)
+            if st is not None and st.kind == "reasoning":
+                self._sep(st, obj.get("content_index"), "text", out)
+        return out
+
+    def _text_delta(self, obj: dict[str, Any]) -> list[Event]:
+        out: list[Event] = []
+        st = self._message(obj, out)
+        if st.kind != "message":
+            return out
+        mp = self._part(st, obj.get("content_index"), "text", out)
+        d = obj.get("delta")
+        if isinstance(d, str) and d:
+            mp.has_delta = True
+            self._produced = True
+            out.append(Delta(mp.index, "text", d))
+        return out
+
+    def _refusal_delta(self, obj: dict[str, Any]) -> list[Event]:
+        out: list[Event] = []
+        st = self._message(obj, out)
+        if st.kind != "message":
+            return out
+        mp = self._part(st, obj.get("content_index"), "refusal", out)
+        d = obj.get("delta")
+        if self._refusal is None:
+            self._refusal = []
+        if isinstance(d, str) and d:
+            mp.has_delta = True
+            self._produced = True
+            self._refusal.append(d)
+            out.append(Delta(mp.index, "refusal", d))
+        return out
+
+    def _text_done(self, obj: dict[str, Any]) -> list[Event]:
+        st = self._lookup(obj)
+        if st is not None and st.parts is not None:
+            mp = st.parts.get(obj.get("content_index"))
+            t = obj.get("text")
+            if mp is not None and isinstance(t, str):
+                mp.final = t
+        return []
+
+    def _refusal_done(self, obj: dict[str, Any]) -> list[Event]:
+        out: list[Event] = []
+        st = self._message(obj, out)
+        if st.kind != "message":
+            return out
+        mp = self._part(st, obj.get("content_index"), "refusal", out)
+        r = obj.get("refusal")
+        if isinstance(r, str):
+            mp.final = r
+            if not mp.has_delta:
+                self._refusal = (self._refusal or []) + [r]
+        elif self._refusal is None:
+            self._refusal = []
+        return out
+
+    def _annotation(self, obj: dict[str, Any]) -> list[Event]:
+        st = self._lookup(obj)
+        if st is not None and st.parts is not None:
+            mp = st.parts.get(obj.get("content_index"))
+            ann = obj.get("annotation")
+            if mp is not None and isinstance(ann, dict):
+                if mp.anns is None:
+                    mp.anns = []
+                mp.anns.append(ann)
+        return []
+
+    def _close_part(self, mp: _MPart, part: Any, out: list[Event]) -> None:
+        if mp.closed:
+            return
+        mp.closed = True
+        self._open.pop(mp.index, None)
+        if mp.kind == "text":
+            text = part.get("text") if isinstance(part, dict) else None
+            if not isinstance(text, str):
+                text = mp.final
+            anns = part.get("annotations") if isinstance(part, dict) else None
+            if not anns:
+                anns = mp.anns
+            if not mp.has_delta and text:
+                self._produced = True
+                out.append(Delta(mp.index, "text", text))
+            out.append(BlockEnd(mp.index, Text(text or "", citations=annotations_to_citations(anns))))
+        else:
+            text = part.get("refusal") if isinstance(part, dict) else None
+            if not isinstance(text, str):
+                text = mp.final
+            if not mp.has_delta and text:
+                self._produced = True
+                if mp.final is None:
+                    self._refusal = (self._refusal or []) + [text]
+                out.append(Delta(mp.index, "refusal", text))
+            if self._refusal is None:
+                self._refusal = []
+            out.append(BlockEnd(mp.index, Refusal(text or "")))
+
+    def _part_done(self, obj: dict[str, Any]) -> list[Event]:
+        out: list[Event] = []
+        part = obj.get("part")
+        pt = part.get("type") if isinstance(part, dict) else None
+        if pt != "output_text" and pt != "refusal":
+            return out
+        st = self._message(obj, out)
+        if st.kind != "message":
+            return out
+        mp = self._part(st, obj.get("content_index"), "text" if pt == "output_text" else "refusal", out)
+        self._close_part(mp, part, out)
+        return out
+
+    def _args_delta(self, obj: dict[str, Any]) -> list[Event]:
+        st = self._lookup(obj)
+        d = obj.get("delta")
+        if st is None or st.index < 0 or st.closed or not isinstance(d, str) or not d:
+            return []
+        st.has_delta = True
+        return [Delta(st.index, "arguments", d)]
+
+    def _args_done(self, obj: dict[str, Any]) -> list[Event]:
+        st = self._lookup(obj)
+        a = obj.get("arguments")
+        if st is not None and isinstance(a, str):
+            st.final = a
+        return []
+
+    def _input_done(self, obj: dict[str, Any]) -> list[Event]:
+        st = self._lookup(obj)
+        a = obj.get("input")
+        if st is not None and isinstance(a, str):
+            st.final = a
+        return []
+
+    def _sep(self, st: _Item, idx: Any, mode: str, out: list[Event]) -> bool:
+        """Reasoning: whether deltas of ``mode`` go out; emits the "\\n\\n" between summary parts."""
+        if st.mode is None:
+            st.mode = mode
+        elif st.mode != mode:
+            return False
+        if isinstance(idx, int) and idx > st.si:
+            if st.has_delta:
+                out.append(Delta(st.index, "reasoning", "\n\n" * (idx - st.si)))
+            else:
+                st.final = "\n\n" * (idx - st.si)  # pending separators before the first delta
+            st.si = idx
+        return True
+
+    def _summary_part(self, obj: dict[str, Any]) -> list[Event]:
+        st = self._lookup(obj)
+        out: list[Event] = []
+        if st is not None and st.kind == "reasoning" and not st.closed:
+            self._sep(st, obj.get("summary_index"), "summary", out)
+        return out
+
+    def _reasoning_delta(self, obj: dict[str, Any], idx_key: str, mode: str) -> list[Event]:
+        st = self._lookup(obj)
+        d = obj.get("delta")
+        if st is None or st.kind != "reasoning" or st.closed or not isinstance(d, str):
+            return []
+        out: list[Event] = []
+        if self._sep(st, obj.get(idx_key), mode, out) and d:
+            if not st.has_delta and st.final:
+                d = st.final + d
+                st.final = None
+            st.has_delta = True
+            out.append(Delta(st.index, "reasoning", d))
+        return out
+
+    def _summary_delta(self, obj: dict[str, Any]) -> list[Event]:
+        return self._reasoning_delta(obj, "summary_index", "summary")
+
+    def _rtext_delta(self, obj: dict[str, Any]) -> list[Event]:
+        return self._reasoning_delta(obj, "content_index", "text")
+
+    def _item_done(self, obj: dict[str, Any]) -> list[Event]:
+        out: list[Event] = []
+        item = obj.get("item")
+        if not isinstance(item, dict):
+            return out
+        if not self._started:
+            self._start(out)
+        oi = obj.get("output_index")
+        st = self._items.get(oi) if oi is not None else None
+        if st is None:
+            iid = item.get("id")
+            st = self._by_id.get(iid) if isinstance(iid, str) else None
+        if st is None:
+            st = self._new_item(item, oi, out)
+        if st.closed:
+            return out
+        st.closed = True
+        kind = st.kind
+        if kind == "message":
+            content = item.get("content")
+            content = content if isinstance(content, list) else []
+            for ci, c in enumerate(content):
+                if not isinstance(c, dict):
+                    continue
+                ct = c.get("type")
+                if ct != "output_text" and ct != "refusal":
+                    continue
+                mp = self._part(st, ci, "text" if ct == "output_text" else "refusal", out)
+                self._close_part(mp, c, out)
+            for mp in (st.parts or {}).values():
+                if not mp.closed:
+                    self._close_part(mp, None, out)
+        elif kind == "function" or kind == "custom":
+            self._open.pop(st.index, None)
+            tc = _tool_from_item(item)
+            if not tc.arguments and st.final:
+                tc.arguments = st.final
+            if not tc.id:
+                tc.id = st.call_id
+            if not tc.name:
+                tc.name = st.name
+            self._produced = True
+            out.append(BlockEnd(st.index, tc))
+        elif kind == "reasoning":
+            self._open.pop(st.index, None)
+            r = _reasoning_from_item(item)
+            if not st.has_delta and r.text:
+                out.append(Delta(st.index, "reasoning", r.text))
+            out.append(BlockEnd(st.index, r))
+        else:
+            st.index = self._alloc()
+            t = item.get("type")
+            op = Opaque(PROTOCOL, item, t if isinstance(t, str) else "")
+            self._produced = True
+            out.append(BlockStart(st.index, op))
+            out.append(BlockEnd(st.index, op))
+        return out
+
+    # ------------------------------------------------------------------ terminals
+    def _close_all(self, out: list[Event]) -> None:
+        for idx in sorted(self._open):
+            st, mp = self._open[idx]
+            if mp is not None:
+                self._close_part(mp, None, out)
+            else:
+                st.closed = True
+                if st.kind in ("function", "custom"):
+                    out.append(BlockEnd(idx, ToolCall(st.call_id, st.name, st.final or "", st.kind, st.id)))
+                else:
+                    out.append(BlockEnd(idx))
+        self._open.clear()
+
+    def _terminal(self, obj: dict[str, Any]) -> list[Event]:
+        out: list[Event] = []
+        resp = obj.get("response")
+        resp = resp if isinstance(resp, dict) else {}
+        if not self._started:
+            self._start(out, resp)
+        self._close_all(out)
+        status = resp.get("status")
+        if not isinstance(status, str):
+            status = "incomplete" if obj.get("type") == "response.incomplete" else "completed"
+        has_tools = self._has_tools
+        refusal = "".join(self._refusal) if self._refusal else ""
+        produced = self._produced
+        output = resp.get("output")
+        if isinstance(output, list) and output:
+            # the snapshot is authoritative for what was produced
+            snap_refusal: list[str] = []
+            for item in output:
+                if not isinstance(item, dict):
+                    continue
+                t = item.get("type")
+                if t in _TOOL_KINDS:
+                    has_tools = True
+                    produced = True
+                elif t == "message":
+                    content = item.get("content")
+                    for c in content if isinstance(content, list) else []:
+                        if isinstance(c, dict) and c.get("type") == "refusal" and isinstance(c.get("refusal"), str):
+                            snap_refusal.append(c["refusal"])
+            if not refusal and snap_refusal:
+                refusal = "\n".join(snap_refusal)
+        refusal = refusal or None
+        usage = decode_usage(resp.get("usage"))
+        if usage is not None:
+            out.append(UsageEvent(usage))
+        if status == "failed":
+            out.append(ErrorEvent(response_error(resp.get("error"))))
+            self.done = True
+            return out
+        out.append(Stop(stop_from_status(status, resp.get("incomplete_details"), resp.get("error"),
+                                         has_tools=has_tools, refusal=refusal, produced=produced,
+                                         warnings=self.warnings)))
+        out.append(End())
+        self._stopped = True
+        self.done = True
+        return out
+
+    def _failed(self, obj: dict[str, Any]) -> list[Event]:
+        resp = obj.get("response")
+        err = resp.get("error") if isinstance(resp, dict) else None
+        self.done = True
+        return [ErrorEvent(response_error(err))]
+
+    def _error(self, obj: dict[str, Any]) -> list[Event]:
+        self.done = True
+        e = parse_error(None, obj)
+        return [ErrorEvent(e)]
+
+
+# ============================================================================= stream encode
+class _Msg:
+    __slots__ = ("closed", "item", "joinable", "oi", "open_parts")
+
+    def __init__(self, oi: int, item: dict[str, Any]):
+        self.oi = oi
+        self.item = item
+        self.open_parts = 0
+        self.joinable = True
+        self.closed = False
+
+
+class _Blk:
+    __slots__ = ("acc", "ci", "iid", "item", "kind", "msg", "oi", "part", "summary_open")
+
+    def __init__(self, kind: str, oi: int, iid: str):
+        self.kind = kind  # text | refusal | tool | custom | reasoning | opaque | skip
+        self.oi = oi
+        self.ci = 0
+        self.iid = iid
+        self.acc: list[str] = []
+        self.msg: _Msg | None = None
+        self.item: dict[str, Any] | None = None
+        self.summary_open = False
+        self.part: Any = None
+
+
+_SKIP = _Blk("skip", -1, "")
+
+
+class StreamEncoder:
+    """Neutral events -> a Responses SSE stream for the client (``event:`` lines and ``type`` in every
+    payload, ``sequence_number`` from 0, one terminal carrying the full snapshot)."""
+
+    def __init__(self, ctx: ClientContext, warnings: list[str]):
+        self.ctx = ctx
+        self.warnings = warnings
+        self._seq = 0
+        self._started = False
+        self._finished = False
+        self._rid = ""
+        self._base = ""
+        self._model: str | None = ctx.model
+        self._created = 0
+        self._items: list[dict[str, Any]] = []
+        self._blocks: dict[int, _Blk] = {}
+        self._msg: _Msg | None = None
+        self._usage: Usage | None = None
+        self._stop: StopInfo | None = None
+        self._refusal_sent = False
+        self._dropped: set[str] = set()
+
+    # ------------------------------------------------------------------ plumbing
+    def _emit(self, out: list[bytes], t: str, d: dict[str, Any]) -> None:
+        d = {"type": t, "sequence_number": self._seq, **d}
+        self._seq += 1
+        out.append(frame(t, d))
+
+    def _snapshot(self, status: str, usage: dict[str, Any] | None = None, error: dict[str, Any] | None = None,
+                  incomplete: dict[str, Any] | None = None) -> dict[str, Any]:
+        return _response_shell(self._rid, self._model, self._created, status, self._items, usage, error,
+                               incomplete)
+
+    def _begin(self, out: list[bytes], ev: Start | None) -> None:
+        self._started = True
+        src_id = ev.id if ev is not None else None
+        self._base = id_base(src_id)
+        self._rid = "resp_" + self._base
+        if self._model is None and ev is not None:
+            self._model = ev.model
+        self._created = ev.created if ev is not None and ev.created is not None else int(time.time())
+        if ev is not None and ev.usage is not None:
+            self._usage = ev.usage
+        snap = self._snapshot("in_progress")
+        self._emit(out, "response.created", {"response": snap})
+        self._emit(out, "response.in_progress", {"response": snap})
+
+    def encode(self, ev: Event) -> bytes:
+        if self._finished:
+            return b""
+        out: list[bytes] = []
+        if not self._started:
+            self._begin(out, ev if isinstance(ev, Start) else None)
+            if isinstance(ev, Start):
+                return b"".join(out)
+        if isinstance(ev, Delta):
+            self._delta(ev, out)
+        elif isinstance(ev, BlockStart):
+            self._block_start(ev.index, ev.part, out)
+        elif isinstance(ev, BlockEnd):
+            self._block_end(ev.index, ev.part, out)
+        elif isinstance(ev, UsageEvent):
+            self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
+        elif isinstance(ev, Stop):
+            self._on_stop(ev.stop, out)
+        elif isinstance(ev, End):
+            self._on_end(out)
+        elif isinstance(ev, ErrorEvent):
+            self._on_error(ev.error, out)
+        elif isinstance(ev, Start) and ev.usage is not None:
+            self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
+        return b"".join(out)
+
+    # ------------------------------------------------------------------ items
+    def _new_oi(self, item: dict[str, Any]) -> int:
+        oi = len(self._items)
+        self._items.append(item)
+        return oi
+
+    def _close_msg(self, m: _Msg, out: list[bytes], status: str = "completed") -> None:
+        if m.closed:
+            return
+        m.closed = True
+        m.item["status"] = status
+        self._emit(out, "response.output_item.done", {"output_index": m.oi, "item": m.item})
+
+    def _detach_msg(self, out: list[bytes], status: str = "completed") -> None:
+        m = self._msg
+        if m is None:
+            return
+        self._msg = None
+        m.joinable = False
+        if m.open_parts == 0:
+            self._close_msg(m, out, status)
+
+    def _block_start(self, index: int, part: Part, out: list[bytes]) -> None:
+        if isinstance(part, (Text, Refusal)):
+            self._open_part(index, isinstance(part, Text), out)
+            return
+        if isinstance(part, ToolCall):
+            self._detach_msg(out)
+            custom = part.kind == "custom"
+            iid = tool_item_id(part.id, part.kind, part.item_id)
+            if custom:
+                item = {"id": iid, "type": "custom_tool_call", "status": "in_progress", "call_id": part.id,
+                        "name": part.name, "input": ""}
+            else:
+                item = {"id": iid, "type": "function_call", "status": "in_progress", "call_id": part.id,
+                        "name": part.name, "arguments": ""}
+            b = _Blk("custom" if custom else "tool", self._new_oi(item), iid)
+            b.item = item
+            b.part = part
+            self._blocks[index] = b
+            self._emit(out, "response.output_item.added", {"output_index": b.oi, "item": item})
+            return
+        if isinstance(part, Reasoning):
+            self._detach_msg(out)
+            own = _own_reasoning_id(part)
+            oi = len(self._items)
+            iid = own or f"rs_{self._base}_{oi}"
+            item = {"id": iid, "type": "reasoning", "summary": []}
+            b = _Blk("reasoning", self._new_oi(item), iid)
+            b.item = item
+            b.part = part
+            self._blocks[index] = b
+            self._emit(out, "response.output_item.added", {"output_index": b.oi, "item": item})
+            return
+        if isinstance(part, Opaque) and part.protocol == PROTOCOL and isinstance(part.raw, dict):
+            self._detach_msg(out)
+            item = part.raw
+            b = _Blk("opaque", self._new_oi(item), str(item.get("id") or ""))
+            b.item = item
+            self._blocks[index] = b
+            self._emit(out, "response.output_item.added", {"output_index": b.oi, "item": item})
+            return
+        label = part.label if isinstance(part, Opaque) else part.type
+        if label not in self._dropped:
+            self._dropped.add(label or "opaque")
+            self.warnings.append(f"{label or 'opaque'} part dropped (a Responses client cannot receive it)")
+        self._blocks[index] = _SKIP
+
+    def _open_part(self, index: int, is_text: bool, out: list[bytes]) -> _Blk:
+        m = self._msg
+        if m is None:
+            oi = len(self._items)
+            item = {"id": f"msg_{self._base}_{oi}", "type": "message", "status": "in_progress",
+                    "role": "assistant", "content": []}
+            m = _Msg(self._new_oi(item), item)
+            self._msg = m
+            self._emit(out, "response.output_item.added",
+                       {"output_index": oi, "item": {"id": item["id"], "type": "message", "status": "in_progress",
+                                                     "role": "assistant", "content": []}})
+        ci = len(m.item["content"])
+        part = _text_part("", []) if is_text else {"type": "refusal", "refusal": ""}
+        m.item["content"].append(part)
+        m.open_parts += 1
+        b = _Blk("text" if is_text else "refusal", m.oi, m.item["id"])
+        b.ci = ci
+        b.msg = m
+        if index is not None:
+            self._blocks[index] = b
+        if not is_text:
+            self._refusal_sent = True
+        self._emit(out, "response.content_part.added",
+                   {"item_id": b.iid, "output_index": m.oi, "content_index": ci, "part": part})
+        return b
+
+    # ------------------------------------------------------------------ deltas
+    def _delta(self, ev: Delta, out: list[bytes]) -> None:
+        b = self._blocks.get(ev.index)
+        if b is None or not ev.value:
+            return
+        k = b.kind
+        if k == "text":
+            if ev.kind == "text":
+                b.acc.append(ev.value)
+                self._emit(out, "response.output_text.delta",
+                           {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "delta": ev.value,
+                            "logprobs": []})
+        elif k == "refusal":
+            if ev.kind == "refusal" or ev.kind == "text":
+                b.acc.append(ev.value)
+                self._emit(out, "response.refusal.delta",
+                           {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "delta": ev.value})
+        elif k == "tool" or k == "custom":
+            if ev.kind == "arguments":
+                b.acc.append(ev.value)
+                self._emit(out, "response.function_call_arguments.delta" if k == "tool"
+                           else "response.custom_tool_call_input.delta",
+                           {"item_id": b.iid, "output_index": b.oi, "delta": ev.value})
+        elif k == "reasoning" and (ev.kind == "reasoning" or ev.kind == "summary"):
+            self._summary_delta(b, ev.value, out)
+
+    def _summary_delta(self, b: _Blk, value: str, out: list[bytes]) -> None:
+        if not b.summary_open:
+            b.summary_open = True
+            self._emit(out, "response.reasoning_summary_part.added",
+                       {"item_id": b.iid, "output_index": b.oi, "summary_index": 0,
+                        "part": {"type": "summary_text", "text": ""}})
+        b.acc.append(value)
+        self._emit(out, "response.reasoning_summary_text.delta",
+                   {"item_id": b.iid, "output_index": b.oi, "summary_index": 0, "delta": value})
+
+    # ------------------------------------------------------------------ block end
+    def _block_end(self, index: int, final: Part | None, out: list[bytes]) -> None:
+        b = self._blocks.pop(index, None)
+        if b is None or b is _SKIP:
+            return
+        self._finish_block(b, final, out)
+
+    def _finish_block(self, b: _Blk, final: Part | None, out: list[bytes]) -> None:
+        k = b.kind
+        if k == "text" or k == "refusal":
+            text = "".join(b.acc)
+            if not b.acc and isinstance(final, (Text, Refusal)) and final.text:
+                text = final.text
+                self._emit(out, "response.output_text.delta" if k == "text" else "response.refusal.delta",
+                           {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "delta": text,
+                            **({"logprobs": []} if k == "text" else {})})
+            m = b.msg
+            if k == "text":
+                cits = final.citations if isinstance(final, Text) else None
+                anns = citations_to_annotations(cits, text, self.warnings) if cits else []
+                for ai, a in enumerate(anns):
+                    self._emit(out, "response.output_text.annotation.added",
+                               {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci,
+                                "annotation_index": ai, "annotation": a})
+                self._emit(out, "response.output_text.done",
+                           {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "text": text,
+                            "logprobs": []})
+                part = _text_part(text, anns)
+            else:
+                self._emit(out, "response.refusal.done",
+                           {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "refusal": text})
+                part = {"type": "refusal", "refusal": text}
+            self._emit(out, "response.content_part.done",
+                       {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "part": part})
+            if m is not None:
+                m.item["content"][b.ci] = part
+                m.open_parts -= 1
+                if not m.joinable and m.open_parts == 0:
+                    self._close_msg(m, out)
+            return
+        if k == "tool" or k == "custom":
+            args = "".join(b.acc)
+            item = b.item
+            assert item is not None
+            if isinstance(final, ToolCall):
+                if not b.acc and final.arguments:
+                    args = final.arguments
+                    self._emit(out, "response.function_call_arguments.delta" if k == "tool"
+                               else "response.custom_tool_call_input.delta",
+                               {"item_id": b.iid, "output_index": b.oi, "delta": args})
+                if final.name:
+                    item["name"] = final.name
+            if k == "tool":
+                item["arguments"] = args
+                self._emit(out, "response.function_call_arguments.done",
+                           {"item_id": b.iid, "output_index": b.oi, "arguments": args, "name": item["name"]})
+            else:
+                item["input"] = args
+                self._emit(out, "response.custom_tool_call_input.done",
+                           {"item_id": b.iid, "output_index": b.oi, "input": args})
+            item["status"] = "completed"
+            self._emit(out, "response.output_item.done", {"output_index": b.oi, "item": item})
+            return
+        if k == "reasoning":
+            text = "".join(b.acc)
+            p = final if isinstance(final, Reasoning) else b.part
+            if not b.acc and isinstance(final, Reasoning) and final.text:
+                text = final.text
+                self._summary_delta(b, text, out)
+            if b.summary_open:
+                self._emit(out, "response.reasoning_summary_text.done",
+                           {"item_id": b.iid, "output_index": b.oi, "summary_index": 0, "text": text})
+                self._emit(out, "response.reasoning_summary_part.done",
+                           {"item_id": b.iid, "output_index": b.oi, "summary_index": 0,
+                            "part": {"type": "summary_text", "text": text}})
+            r = Reasoning(text=text, summary=p.summary if isinstance(p, Reasoning) else None,
+                          opaque=p.opaque if isinstance(p, Reasoning) else None,
+                          redacted=p.redacted if isinstance(p, Reasoning) else False)
+            own = _is_own(r)
+            item = _reasoning_out(r, b.iid, own)
+            if own:
+                # the summary went out as one part: keep the snapshot equal to the events
+                item["summary"] = [{"type": "summary_text", "text": text}] if text else []
+                item.pop("content", None)
+            self._items[b.oi] = item
+            self._emit(out, "response.output_item.done", {"output_index": b.oi, "item": item})
+            return
+        if k == "opaque":
+            item = final.raw if isinstance(final, Opaque) and isinstance(final.raw, dict) else b.item
+            self._items[b.oi] = item  # type: ignore[assignment]
+            self._emit(out, "response.output_item.done", {"output_index": b.oi, "item": item})
+
+    # ------------------------------------------------------------------ terminals
+    def _close_open(self, out: list[bytes]) -> None:
+        for idx in sorted(self._blocks):
+            b = self._blocks[idx]
+            if b is not _SKIP:
+                self._finish_block(b, None, out)
+        self._blocks.clear()
+
+    def _on_stop(self, stop: StopInfo, out: list[bytes]) -> None:
+        self._stop = stop
+        self._close_open(out)
+        if stop.reason is StopReason.REFUSAL and not self._refusal_sent:
+            # the client must see the refusal; text that already went out stays as sent (seed 000)
+            b = self._open_part(None, False, out)  # type: ignore[arg-type]
+            text = refusal_fallback(stop)
+            b.acc.append(text)
+            self._emit(out, "response.refusal.delta",
+                       {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "delta": text})
+            self._finish_block(b, None, out)
+
+    def _on_end(self, out: list[bytes]) -> None:
+        self._close_open(out)
+        status, incomplete, error = terminal_status(self._stop, self.warnings)
+        self._detach_msg(out, "incomplete" if status == "incomplete" else "completed")
+        snap = self._snapshot(status, encode_usage(self._usage), error, incomplete)
+        if status == "failed":
+            t = "response.failed"
+        elif status == "completed":
+            t = "response.completed"
+        else:
+            t = "response.incomplete"
+        self._emit(out, t, {"response": snap})
+        self._finished = True
+
+    def _on_error(self, err: Error, out: list[bytes]) -> None:
+        self._emit(out, "error", error_event_payload(err, None))
+        # the partial output so far, with the text already sent
+        for b in self._blocks.values():
+            if b is _SKIP or not b.acc:
+                continue
+            text = "".join(b.acc)
+            if b.kind == "text" and b.msg is not None:
+                b.msg.item["content"][b.ci] = _text_part(text, [])
+            elif b.kind == "refusal" and b.msg is not None:
+                b.msg.item["content"][b.ci] = {"type": "refusal", "refusal": text}
+            elif b.kind == "tool" and b.item is not None:
+                b.item["arguments"] = text
+            elif b.kind == "custom" and b.item is not None:
+                b.item["input"] = text
+        snap = self._snapshot("failed", encode_usage(self._usage), response_error_object(err))
+        self._emit(out, "response.failed", {"response": snap})
+        self._finished = True
+
+
+# ============================================================================= error frame
+def error_frame(err: Error, *, sequence_number: int | None = None, response_id: str | None = None) -> bytes:
+    """The Responses native mid-stream error: an ``error`` event (flat + nested fields) then
+    ``response.failed`` (what Codex reads). Sequence numbers are unknown on the pass-through path: pass
+    ``sequence_number`` to continue the upstream's numbering (the failed event gets the next one)."""
+    e = error_event_payload(err, sequence_number)
+    out = frame("error", e)
+    snap = _response_shell(response_id or "resp_" + id_base(None), None, int(time.time()), "failed", [], None,
+                           response_error_object(err), None)
+    failed: dict[str, Any] = {"type": "response.failed", "response": snap}
+    if sequence_number is not None:
+        failed["sequence_number"] = sequence_number + 1
+    return out + frame("response.failed", failed)

@@ -1,0 +1,271 @@
+"""The official SDKs as judges: body validation and stream accumulation, plus semantic summaries.
+
+Every body we produce is validated by the SDK types; every stream is consumed by the SDKs' own
+stream accumulators. Summaries reduce a result to what the user cares about (text, refusal, tool
+calls with parsed arguments, reasoning present, stop) so directions can be compared.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anthropic.types as at
+import openai.types.chat as oc
+import openai.types.responses as orr
+import pydantic
+from anthropic.lib.streaming._messages import accumulate_event
+from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.lib.streaming.responses._responses import ResponseStreamState
+
+from proxai_core import Protocol
+from proxai_core.sse import SSEReader
+
+FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+
+A, C, R = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES
+PROTOCOLS = (C, R, A)
+DIRS = {C: "chat", R: "responses", A: "anthropic"}
+
+_anthropic_event = pydantic.TypeAdapter(at.RawMessageStreamEvent)
+_responses_event = pydantic.TypeAdapter(orr.ResponseStreamEvent)
+
+
+def fixture_files(protocol: Protocol, suffix: str) -> list[Path]:
+    d = FIXTURES / DIRS[protocol]
+    if not d.is_dir():
+        return []
+    files = sorted(d.glob(f"*{suffix}"))
+    if suffix == ".json":
+        files = [f for f in files if not f.name.endswith(".request.json")]
+    return files
+
+
+@dataclass
+class Summary:
+    text: str = ""
+    refusal: str | None = None
+    tool_calls: list[tuple[str, Any]] = field(default_factory=list)
+    reasoning: bool = False
+    stop: str | None = None  # the protocol's own stop value
+    error: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    model: str | None = None
+
+
+def _args(s: str | None) -> Any:
+    if s is None or s == "":
+        return {}
+    try:
+        return json.loads(s)
+    except json.JSONDecodeError:
+        return s
+
+
+# ----------------------------------------------------------------------------- complete bodies
+def validate_response(protocol: Protocol, body: dict) -> Any:
+    if protocol is C:
+        return oc.ChatCompletion.model_validate(body)
+    if protocol is R:
+        return orr.Response.model_validate(body)
+    return at.Message.model_validate(body)
+
+
+def summarize_response(protocol: Protocol, body: dict) -> Summary:
+    s = Summary()
+    if protocol is C:
+        if "error" in body and not body.get("choices"):
+            s.error = str(body["error"])
+            return s
+        m = oc.ChatCompletion.model_validate(body)
+        s.model = m.model
+        ch = m.choices[0]
+        s.text = ch.message.content or ""
+        s.refusal = ch.message.refusal
+        for tc in ch.message.tool_calls or []:
+            if tc.type == "function":
+                s.tool_calls.append((tc.function.name, _args(tc.function.arguments)))
+            else:
+                s.tool_calls.append((tc.custom.name, tc.custom.input))
+        extra = ch.message.model_extra or {}
+        s.reasoning = bool(extra.get("reasoning_content") or extra.get("reasoning"))
+        s.stop = ch.finish_reason
+        if m.usage:
+            s.usage = {"input": m.usage.prompt_tokens, "output": m.usage.completion_tokens}
+        return s
+    if protocol is R:
+        m = orr.Response.model_validate(body)
+        s.model = m.model
+        for item in m.output:
+            if item.type == "message":
+                for c in item.content:
+                    if c.type == "output_text":
+                        s.text += c.text
+                    elif c.type == "refusal":
+                        s.refusal = (s.refusal or "") + c.refusal
+            elif item.type == "function_call":
+                s.tool_calls.append((item.name, _args(item.arguments)))
+            elif item.type == "custom_tool_call":
+                s.tool_calls.append((item.name, item.input))
+            elif item.type == "reasoning":
+                s.reasoning = True
+        s.stop = m.status
+        if m.status == "incomplete" and m.incomplete_details:
+            s.stop = f"incomplete:{m.incomplete_details.reason}"
+        if m.error:
+            s.error = m.error.message
+        if m.usage:
+            s.usage = {"input": m.usage.input_tokens, "output": m.usage.output_tokens}
+        return s
+    if body.get("type") == "error":
+        s.error = body["error"]["message"]
+        return s
+    m = at.Message.model_validate(body)
+    s.model = m.model
+    for b in m.content:
+        if b.type == "text":
+            s.text += b.text
+        elif b.type == "tool_use":
+            s.tool_calls.append((b.name, b.input))
+        elif b.type in ("thinking", "redacted_thinking"):
+            s.reasoning = True
+    s.stop = m.stop_reason
+    if m.stop_reason == "refusal":
+        s.refusal = s.text or (m.stop_details.explanation if m.stop_details else None)
+    s.usage = {"input": m.usage.input_tokens, "output": m.usage.output_tokens}
+    return s
+
+
+# ----------------------------------------------------------------------------- streams
+def sse_events(data: bytes) -> list[tuple[str | None, str]]:
+    r = SSEReader()
+    return r.feed(data) + r.close()
+
+
+class StreamError(Exception):
+    pass
+
+
+def accumulate_stream(protocol: Protocol, data: bytes, *, strict: bool = True) -> Summary:
+    """Consume a client SSE body with the SDK's accumulator; raise StreamError on a native error
+    event. ``strict`` also checks lifecycle invariants the SDKs are lenient about."""
+    events = sse_events(data)
+    if protocol is A:
+        return _acc_anthropic(events, strict)
+    if protocol is C:
+        return _acc_chat(events, strict)
+    return _acc_responses(events, strict)
+
+
+def _acc_anthropic(events, strict) -> Summary:
+    snap = None
+    bufs: dict[int, bytes] = {}
+    open_blocks: set[int] = set()
+    seen_stop = False
+    for name, data in events:
+        if name is None:
+            if strict:
+                raise AssertionError(f"Anthropic frame without event: line: {data[:80]}")
+            continue
+        if name == "ping":
+            continue
+        obj = json.loads(data)
+        if name == "error":
+            raise StreamError(obj["error"]["message"])
+        assert obj["type"] == name, (name, obj.get("type"))
+        ev = _anthropic_event.validate_python(obj)
+        if strict:
+            if ev.type == "content_block_start":
+                assert ev.index not in open_blocks
+                open_blocks.add(ev.index)
+            elif ev.type == "content_block_delta":
+                assert ev.index in open_blocks, f"delta to block {ev.index} not open"
+            elif ev.type == "content_block_stop":
+                assert ev.index in open_blocks
+                open_blocks.discard(ev.index)
+            elif ev.type == "message_stop":
+                assert not open_blocks, "message_stop with open blocks"
+                seen_stop = True
+        snap = accumulate_event(event=ev, current_snapshot=snap, json_bufs=bufs)
+    if strict:
+        assert seen_stop, "no message_stop"
+    body = snap.model_dump(mode="json", exclude_none=False)
+    return summarize_response(A, _clean_anthropic(body))
+
+
+def _clean_anthropic(body: dict) -> dict:
+    body = dict(body)
+    body.pop("parsed_output", None)
+    body["content"] = [{k: v for k, v in b.items() if k != "parsed_output"} for b in body["content"]]
+    return body
+
+
+def _acc_chat(events, strict) -> Summary:
+    state = ChatCompletionStreamState()
+    done = False
+    n = 0
+    for name, data in events:
+        if strict:
+            assert name is None, "Chat streams use bare data: lines"
+        if data.startswith("[DONE]"):
+            done = True
+            break
+        obj = json.loads(data)
+        if "error" in obj and isinstance(obj["error"], dict):
+            raise StreamError(obj["error"].get("message"))
+        chunk = oc.ChatCompletionChunk.model_validate(obj)
+        state.handle_chunk(chunk)
+        n += 1
+    if strict:
+        assert done, "no [DONE]"
+    snap = state.current_completion_snapshot
+    body = snap.model_dump(mode="json")
+    for ch in body["choices"]:
+        ch["message"].pop("parsed", None)
+        for tc in ch["message"].get("tool_calls") or []:
+            tc["function"].pop("parsed_arguments", None)
+    return summarize_response(C, body)
+
+
+def _acc_responses(events, strict) -> Summary:
+    state = ResponseStreamState(input_tools=[], text_format=_omit())
+    seq = -1
+    final = None
+    terminals = 0
+    item_ids: dict[int, str] = {}
+    for name, data in events:
+        obj = json.loads(data)
+        if obj.get("type") == "error":
+            err = obj.get("error") if isinstance(obj.get("error"), dict) else obj
+            raise StreamError(err.get("message"))
+        if strict:
+            assert name is None or name == obj["type"], (name, obj["type"])
+            assert obj["sequence_number"] > seq, "sequence_number not increasing"
+            seq = obj["sequence_number"]
+            if obj["type"] == "response.output_item.added":
+                oi = obj["output_index"]
+                assert oi not in item_ids, f"output_index {oi} reused"
+                item_ids[oi] = obj["item"].get("id")
+        ev = _responses_event.validate_python(obj)
+        state.handle_event(ev)
+        if ev.type in ("response.completed", "response.incomplete", "response.failed"):
+            terminals += 1
+            final = obj["response"]
+    if strict:
+        assert terminals == 1, f"{terminals} terminal events"
+        for i, item in enumerate(final["output"]):
+            if i in item_ids:
+                assert item.get("id") == item_ids[i], "item id differs from the snapshot"
+    if final is None:
+        raise AssertionError("no terminal Responses event")
+    if final.get("status") == "failed":
+        raise StreamError((final.get("error") or {}).get("message"))
+    return summarize_response(R, final)
+
+
+def _omit():
+    from openai._types import omit
+
+    return omit
