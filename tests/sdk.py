@@ -16,6 +16,8 @@ import anthropic.types as at
 import openai.types.chat as oc
 import openai.types.responses as orr
 import pydantic
+import anthropic.types.beta as atb
+from anthropic.lib.streaming._beta_messages import accumulate_event as beta_accumulate_event
 from anthropic.lib.streaming._messages import accumulate_event
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.lib.streaming.responses._responses import ResponseStreamState
@@ -30,6 +32,15 @@ PROTOCOLS = (C, R, A)
 DIRS = {C: "chat", R: "responses", A: "anthropic"}
 
 _anthropic_event = pydantic.TypeAdapter(at.RawMessageStreamEvent)
+_anthropic_beta_event = pydantic.TypeAdapter(atb.BetaRawMessageStreamEvent)
+
+
+def anthropic_message(body: dict):
+    """GA Message type; beta-only blocks (mcp_tool_use, compaction, ...) validate as BetaMessage."""
+    try:
+        return at.Message.model_validate(body)
+    except pydantic.ValidationError:
+        return atb.BetaMessage.model_validate(body)
 _responses_event = pydantic.TypeAdapter(orr.ResponseStreamEvent)
 
 
@@ -70,7 +81,7 @@ def validate_response(protocol: Protocol, body: dict) -> Any:
         return oc.ChatCompletion.model_validate(body)
     if protocol is R:
         return orr.Response.model_validate(body)
-    return at.Message.model_validate(body)
+    return anthropic_message(body)
 
 
 def summarize_response(protocol: Protocol, body: dict) -> Summary:
@@ -122,7 +133,7 @@ def summarize_response(protocol: Protocol, body: dict) -> Summary:
     if body.get("type") == "error":
         s.error = body["error"]["message"]
         return s
-    m = at.Message.model_validate(body)
+    m = anthropic_message(body)
     s.model = m.model
     for b in m.content:
         if b.type == "text":
@@ -164,6 +175,14 @@ def _acc_anthropic(events, strict) -> Summary:
     bufs: dict[int, bytes] = {}
     open_blocks: set[int] = set()
     seen_stop = False
+    beta = False  # beta-only blocks (mcp_tool_use, compaction, ...) need the beta types for the whole stream
+    for name, data in events:
+        if name not in (None, "ping", "error"):
+            try:
+                _anthropic_event.validate_python(json.loads(data))
+            except (pydantic.ValidationError, ValueError):
+                beta = True
+                break
     for name, data in events:
         if name is None:
             if strict:
@@ -175,7 +194,7 @@ def _acc_anthropic(events, strict) -> Summary:
         if name == "error":
             raise StreamError(obj["error"]["message"])
         assert obj["type"] == name, (name, obj.get("type"))
-        ev = _anthropic_event.validate_python(obj)
+        ev = (_anthropic_beta_event if beta else _anthropic_event).validate_python(obj)
         if strict:
             if ev.type == "content_block_start":
                 assert ev.index not in open_blocks
@@ -188,7 +207,13 @@ def _acc_anthropic(events, strict) -> Summary:
             elif ev.type == "message_stop":
                 assert not open_blocks, "message_stop with open blocks"
                 seen_stop = True
-        snap = accumulate_event(event=ev, current_snapshot=snap, json_bufs=bufs)
+        if beta:
+            import httpx2
+
+            snap = beta_accumulate_event(event=ev, current_snapshot=snap, json_bufs=bufs,
+                                         request_headers=httpx2.Headers())
+        else:
+            snap = accumulate_event(event=ev, current_snapshot=snap, json_bufs=bufs)
     if strict:
         assert seen_stop, "no message_stop"
     body = snap.model_dump(mode="json", exclude_none=False)

@@ -326,7 +326,8 @@ class StreamTranslator:
         self.closed = True
         out = b""
         if self._terminal and self._pass:
-            return b"".join(self._reader.close_raw()[1])
+            events, blobs = self._reader.close_raw()
+            return b"".join(b for e, b in zip(events, blobs) if e is None or _complete_payload(e[1]))
         if not self._terminal:
             if self._pass:
                 events, blobs = self._reader.close_raw()

@@ -29,6 +29,36 @@ class SSEReader:
         self._pending_cr = False
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
+        # Fast path (the common case on the hot path): nothing pending, LF line ends, and the chunk
+        # ends on an event boundary. Blocks split on blank lines, one pass over the lines.
+        if (
+            not self._buf
+            and not self._data
+            and self._event is None
+            and not self._pending_cr
+            and chunk.endswith(b"\n\n")
+            and b"\r" not in chunk
+        ):
+            out: list[SSEEvent] = []
+            for block in chunk.split(b"\n\n"):
+                if not block:
+                    continue
+                event = None
+                data: list[str] = []
+                for line in block.split(b"\n"):
+                    if line.startswith(b"data:"):
+                        v = line[5:]
+                        data.append((v[1:] if v[:1] == b" " else v).decode("utf-8", "replace"))
+                    elif line.startswith(b"event:"):
+                        v = line[6:]
+                        event = (v[1:] if v[:1] == b" " else v).decode("utf-8", "replace")
+                    elif not line:
+                        if data:
+                            out.append((event, "\n".join(data)))
+                        event, data = None, []
+                if data:
+                    out.append((event, data[0] if len(data) == 1 else "\n".join(data)))
+            return out
         return [ev for ev, _ in self._iter_raw(chunk, False) if ev is not None]
 
     def close(self) -> list[SSEEvent]:

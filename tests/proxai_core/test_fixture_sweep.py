@@ -136,7 +136,7 @@ def _texts(req):
     sys_text = " ".join(" ".join(t.text.split()) for t in req.system)
     convo = [x for x in _conversation(req) if x[1] == "text"]
     # system/developer messages inside the conversation may be hoisted into the system prompt
-    body = [x for x in convo if x[0] in ("user", "assistant")]
+    body = [x for x in convo if x[0] in ("user", "assistant") and x[2]]
     merged: list = []
     for x in body:
         if merged and merged[-1][0] == x[0]:

@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from .. import reasoning as rz
+from ..context import ClientContext
 from ..errors import openai_error_body, parse_error
 from ..neutral import (
     BlockEnd,
@@ -279,7 +280,7 @@ def _reasoning_out(parts: list[Any]) -> dict[str, Any]:
             continue
         fields.setdefault("reasoning_content", []).append(
             p.text + rz.chat_envelope(envelope_payload(p, p.text)))
-    out: dict[str, Any] = {f: "".join(v) for f, v in fields.items()}
+    out: dict[str, Any] = {f: t for f, v in fields.items() if (t := "".join(v))}
     if details:
         out["reasoning_details"] = details
     return out
@@ -291,7 +292,7 @@ def _tool_call_out(p: ToolCall) -> dict[str, Any]:
     return {"id": p.id, "type": "function", "function": {"name": p.name, "arguments": p.arguments or "{}"}}
 
 
-def encode_response(resp: Response, ctx: Any, warnings: list[str]) -> dict[str, Any]:
+def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> dict[str, Any]:
     texts: list[str] = []
     refusals: list[str] = []
     calls: list[dict[str, Any]] = []
@@ -728,12 +729,8 @@ class StreamDecoder:
 
 
 # ============================================================================= stream encode
-_DELTA_KEY = {"text": "content", "refusal": "refusal", "reasoning": "reasoning_content",
-              "summary": "reasoning_content"}
-
-
 class _Out:
-    __slots__ = ("args_sent", "chat_index", "field", "kind", "name", "text", "tool_kind")
+    __slots__ = ("args_sent", "chat_index", "field", "kind", "text", "tool_kind")
 
     def __init__(self, kind: str):
         self.kind = kind
@@ -742,13 +739,12 @@ class _Out:
         self.text: list[str] | None = None
         self.field = "reasoning_content"
         self.tool_kind = "function"
-        self.name = ""
 
 
 class StreamEncoder:
     """Neutral events -> Chat SSE for the client (bare ``data:`` lines, ``[DONE]`` at the end)."""
 
-    def __init__(self, ctx: Any, warnings: list[str]):
+    def __init__(self, ctx: ClientContext, warnings: list[str]):
         self.ctx = ctx
         self.warnings = warnings
         self.done = False
@@ -762,6 +758,16 @@ class StreamEncoder:
         self._usage: Usage | None = None
         self._finished = False
         self._annotations: list[dict[str, Any]] = []
+        self._handlers: dict[type, Any] = {
+            Delta: self._delta,
+            BlockStart: self._block_start,
+            BlockEnd: self._block_end,
+            UsageEvent: self._on_usage,
+            Stop: self._on_stop,
+            End: self._end,
+            ErrorEvent: self._on_error,
+            Start: self._on_start,
+        }
 
     # ------------------------------------------------------------------ framing
     def _begin(self, ev: Start | None) -> bytes:
@@ -784,36 +790,32 @@ class StreamEncoder:
     def encode(self, ev: Event) -> bytes:
         if self.done:
             return b""
-        pre = b""
-        if self._head is None and not isinstance(ev, ErrorEvent):
-            if isinstance(ev, Start):
-                if ev.usage is not None:
-                    self._usage = ev.usage
-                return self._begin(ev)
-            pre = self._begin(None)
         t = type(ev)
-        if t is Delta:
-            return pre + self._delta(ev)  # type: ignore[arg-type]
-        if t is BlockStart:
-            return pre + self._block_start(ev)  # type: ignore[arg-type]
-        if t is BlockEnd:
-            return pre + self._block_end(ev)  # type: ignore[arg-type]
-        if t is UsageEvent:
-            u = ev.usage  # type: ignore[union-attr]
-            self._usage = u if self._usage is None else self._usage.merge(u)
-            return pre
-        if t is Stop:
-            return pre + self._stop(ev.stop)  # type: ignore[union-attr]
-        if t is End:
-            return pre + self._end()
-        if t is ErrorEvent:
-            self.done = True
-            return pre + error_frame(ev.error)  # type: ignore[union-attr]
-        if t is Start:
-            if ev.usage is not None:  # type: ignore[union-attr]
-                self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)  # type: ignore
-            return pre
-        return pre
+        h = self._handlers.get(t)
+        if h is None:
+            return b""
+        if self._head is None and t is not ErrorEvent:
+            if t is Start:
+                self._on_start(ev)  # type: ignore[arg-type]
+                return self._begin(ev)  # type: ignore[arg-type]
+            return self._begin(None) + h(ev)
+        return h(ev)
+
+    def _on_start(self, ev: Start) -> bytes:
+        if ev.usage is not None:
+            self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
+        return b""
+
+    def _on_usage(self, ev: UsageEvent) -> bytes:
+        self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
+        return b""
+
+    def _on_stop(self, ev: Stop) -> bytes:
+        return self._stop(ev.stop)
+
+    def _on_error(self, ev: ErrorEvent) -> bytes:
+        self.done = True
+        return error_frame(ev.error)
 
     def _delta(self, ev: Delta) -> bytes:
         b = self._blocks.get(ev.index)
@@ -868,7 +870,6 @@ class StreamEncoder:
             b.chat_index = self._next_tool
             self._next_tool += 1
             b.tool_kind = p.kind
-            b.name = p.name
             self._blocks[ev.index] = b
             self._had_tools = True
             if p.kind == "custom":
@@ -941,7 +942,7 @@ class StreamEncoder:
         fr = finish_reason(stop, self._had_tools, self.warnings)
         return out + self._chunk({}, fr)
 
-    def _end(self) -> bytes:
+    def _end(self, ev: End | None = None) -> bytes:
         out = b""
         if not self._finished:
             out = self._stop(classify_stop(None, has_tool_calls=self._had_tools))
