@@ -101,7 +101,7 @@ def summarize_response(protocol: Protocol, body: dict) -> Summary:
             else:
                 s.tool_calls.append((tc.custom.name, tc.custom.input))
         extra = ch.message.model_extra or {}
-        s.reasoning = bool(extra.get("reasoning_content") or extra.get("reasoning"))
+        s.reasoning = bool(extra.get("reasoning_content") or extra.get("reasoning") or extra.get("reasoning_details"))
         s.stop = ch.finish_reason
         if m.usage:
             s.usage = {"input": m.usage.prompt_tokens, "output": m.usage.completion_tokens}

@@ -2,26 +2,46 @@
 
 Hook map (mitmproxy 12.3):
 
-- ``load``: options. ``configure``: parse/validate them once (errors logged and raised).
-- ``requestheaders``: refuse a WebSocket upgrade on a routed ``/responses`` fast (426).
-- ``request``: recognize, route, rewrite URL/body/headers, or answer natively (400/401/502/426).
-- ``responseheaders``: install the stream callable for ``text/event-stream``.
-- ``response``: translate complete bodies and errors; finalize and annotate.
+- ``load``: options, the "LLM" contentview. ``configure``: parse/validate them once (errors logged
+  and raised); load the replay recordings.
+- ``running`` / ``done``: start / stop the loopback replay server (``proxai_replay``).
+- ``requestheaders``: make what gets stored redacted (``proxai_redact``); refuse a WebSocket upgrade
+  on a routed ``/responses`` fast (426).
+- ``request``: recognize, route, rewrite URL/body/headers, or answer natively (400/401/502/426);
+  with ``proxai_replay``, send the upstream request to the replay server.
+- ``responseheaders``: record the upstream status/headers; install the stream callable for
+  ``text/event-stream``.
+- ``response``: translate complete bodies and errors; keep the client body of a stream; finalize and
+  annotate.
 - ``error``: disconnects and unreachable upstreams: StopInfo ``interrupted``; annotate.
+- commands ``proxai.report`` and ``proxai.export``.
 
 Offline reads (``flow.live`` false, ``mitmdump -nr``) are never rewritten; they are annotated.
+
+Redaction: mitmproxy's ``Save`` (``-w``) serializes ``flow.get_state()`` inside the same ``response``
+hook chain, *before* a non-streamed response is sent to the client. Redacting the live flow there
+would strip ``set-cookie`` from what the client receives, so the addon leaves the live flow alone and
+gives it a ``get_state`` that returns a redacted copy: what is stored (``-w``, ``save.file``, a copy
+of the flow) is redacted, what goes over the wire is not.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import copy
+import functools
+import inspect
 import logging
 import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
+import mitmproxy.types
 import orjson
-from mitmproxy import ctx, exceptions, http
+from mitmproxy import command, ctx, exceptions, http
+from mitmproxy import flow as mflow
 from mitmproxy.net.http import status_codes
 
 from proxai_core import (
@@ -39,9 +59,12 @@ from proxai_core import (
 )
 from proxai_core.neutral import Error
 
-from . import routing
+from . import contentview, routing
 from .annotate import FlowState, annotate, log_line
 from .config import ConfigError, Route, RouteSet, routes_from_options, routes_from_toml
+from .redact import redact_flow
+from .replay import MISS_HEADER, RecordingIndex, ReplayServer, canonical_key
+from .report import export_command, report_command
 from .streaming import StreamHandler, native_error_frame
 
 logger = logging.getLogger(__name__)
@@ -49,8 +72,13 @@ logger = logging.getLogger(__name__)
 __all__ = ["ProxAI"]
 
 _STATE_ATTR = "_proxai_state"
-_OPTIONS = ("proxai_target", "proxai_upstream", "proxai_key_env", "proxai_model", "proxai_config", "proxai_redact")
+_OPTIONS = ("proxai_target", "proxai_upstream", "proxai_key_env", "proxai_model", "proxai_config", "proxai_redact",
+            "proxai_replay", "proxai_replay_fast", "proxai_replay_miss")
+_BOOL_OPTIONS = ("proxai_redact", "proxai_replay_fast")
 _BOOL_WORDS = {"true", "false", "1", "0", "yes", "no", "on", "off", ""}
+REPLAY_MISS = ("error", "forward")
+#: the upstream key sent to the replay server when none is configured (nothing leaves the machine)
+REPLAY_PLACEHOLDER_KEY = "proxai-replay-no-key"
 #: how long an upstream that refused a connection is probed before requests are sent to it
 DEAD_TTL = 60.0
 PROBE_TIMEOUT = 3.0
@@ -94,6 +122,12 @@ class ProxAI:
         self.routes = RouteSet()
         self.redact = True
         self._dead: dict[tuple[str, int], float] = {}
+        self.replay_index: RecordingIndex | None = None
+        self.replay_source = ""
+        self.replay_fast = False
+        self.replay_miss = "error"
+        self.replay_server: ReplayServer | None = None
+        self._replay_lock: asyncio.Lock | None = None
 
     # ------------------------------------------------------------------------- options
     def load(self, loader: Any) -> None:
@@ -123,9 +157,26 @@ class ProxAI:
         )
         loader.add_option(
             "proxai_redact", bool, True,
-            "Keep credentials out of stored flows (headers, URLs). Keys never appear in proxai "
+            "Keep credentials out of stored flows (headers, URLs, key shapes in bodies): what -w and "
+            "save.file write is redacted, the live traffic is not. Keys never appear in proxai "
             "metadata, comments or logs either way.",
         )
+        loader.add_option(
+            "proxai_replay", str, "",
+            "Answer upstream LLM requests from recordings: a .mitm file or a folder of them. Requests "
+            "are matched on the upstream request (after translation) and the answers translated live "
+            "for the client. Use with connection_strategy=lazy (set automatically).",
+        )
+        loader.add_option(
+            "proxai_replay_fast", bool, False,
+            "Replay streams as fast as possible instead of with the recorded pacing.",
+        )
+        loader.add_option(
+            "proxai_replay_miss", str, "error",
+            "What a request without a recording gets in replay: 'error' (a 404 in the client's "
+            "protocol naming the request) or 'forward' (sent to the real upstream).",
+        )
+        contentview.register()
         self._check_deferred()
 
     def _check_deferred(self) -> None:
@@ -135,20 +186,21 @@ class ProxAI:
             deferred = ctx.options.deferred
         except Exception:  # noqa: BLE001 - not available outside a master
             return
-        val = deferred.get("proxai_redact")
-        raw = getattr(val, "val", None)
-        if isinstance(raw, list) and raw:
-            v = str(raw[-1]).strip().lower()
-            if v not in _BOOL_WORDS:
-                logger.error(
-                    "proxai: invalid option proxai_redact=%r: expected true or false. "
-                    "mitmproxy will not load the ProxAI addon until this is fixed.", raw[-1]
-                )
+        for name in _BOOL_OPTIONS:
+            raw = getattr(deferred.get(name), "val", None)
+            if isinstance(raw, list) and raw:
+                v = str(raw[-1]).strip().lower()
+                if v not in _BOOL_WORDS:
+                    logger.error(
+                        "proxai: invalid option %s=%r: expected true or false. "
+                        "mitmproxy will not load the ProxAI addon until this is fixed.", name, raw[-1]
+                    )
 
     def configure(self, updated: set[str]) -> None:
         if not updated & set(_OPTIONS):
             return
         opts = ctx.options
+        replay_index, replay_miss = self._configure_replay(updated)
         try:
             if opts.proxai_config:
                 routes = routes_from_toml(opts.proxai_config)
@@ -170,10 +222,20 @@ class ProxAI:
         changed = routes != self.routes
         self.routes = routes
         self.redact = bool(opts.proxai_redact)
-        if routes.retargets and getattr(opts, "connection_strategy", "lazy") == "eager":
+        self.replay_fast = bool(opts.proxai_replay_fast)
+        self.replay_miss = replay_miss
+        if replay_index is not False:
+            self._set_replay_index(replay_index, opts.proxai_replay)
+        if self.replay_server is not None:
+            self.replay_server.fast = self.replay_fast
+        if getattr(opts, "connection_strategy", "lazy") == "eager":
             # eager would connect to the host the client named before our request hook retargets it
-            opts.update(connection_strategy="lazy")
-            logger.info("proxai: connection_strategy set to lazy (routes send requests to other hosts)")
+            # (and fail offline before any hook could answer)
+            why = ("routes send requests to other hosts" if routes.retargets
+                   else "replay answers from a loopback server" if self.replay_index is not None else None)
+            if why:
+                opts.update(connection_strategy="lazy")
+                logger.info("proxai: connection_strategy set to lazy (%s)", why)
         if changed:
             for r in routes:
                 logger.info("proxai: %s", r.describe())
@@ -185,8 +247,90 @@ class ProxAI:
             if not routes:
                 logger.info("proxai: no routes; LLM flows pass through and are annotated")
 
+    # ------------------------------------------------------------------------- replay set-up
+    def _configure_replay(self, updated: set[str]) -> tuple[Any, str]:
+        """Validate the replay options; returns (new index, None to switch off, or False = unchanged;
+        the miss policy). Raises OptionsError (after an ERROR line naming the option)."""
+        opts = ctx.options
+        miss = str(opts.proxai_replay_miss).strip().lower()
+        if miss not in REPLAY_MISS:
+            msg = f"proxai_replay_miss: must be one of {', '.join(REPLAY_MISS)}, got {opts.proxai_replay_miss!r}"
+            logger.error("proxai: invalid option %s", msg)
+            raise exceptions.OptionsError(f"proxai: {msg}")
+        if "proxai_replay" not in updated:
+            return False, miss
+        path = str(opts.proxai_replay).strip()
+        if not path:
+            return None, miss
+        try:
+            index = RecordingIndex.load(path)
+        except (FileNotFoundError, ValueError, OSError) as e:
+            msg = f"proxai_replay: {e}"
+            logger.error("proxai: invalid option %s", msg)
+            raise exceptions.OptionsError(f"proxai: {msg}") from None
+        return index, miss
+
+    def _set_replay_index(self, index: RecordingIndex | None, source: str) -> None:
+        self.replay_index = index
+        self.replay_source = source if index is not None else ""
+        if index is None:
+            if self.replay_server is not None:
+                server, self.replay_server = self.replay_server, None
+                _spawn(server.stop())
+                logger.info("proxai: replay off")
+            return
+        logger.info("proxai: replay %d recording(s) from %s (%s; misses: %s)", len(index), source,
+                    "fast" if self.replay_fast else "recorded pacing", self.replay_miss)
+        if len(index) == 0:
+            logger.warning("proxai: %s holds no replayable flow (flows without a response are skipped)", source)
+        if self.replay_server is not None:
+            self.replay_server.index = index  # swapped in place; the server keeps its port
+
+    async def _ensure_replay_server(self) -> ReplayServer | None:
+        index = self.replay_index
+        if index is None:
+            return None
+        if self._replay_lock is None:
+            self._replay_lock = asyncio.Lock()
+        async with self._replay_lock:
+            if self.replay_server is None:
+                server = ReplayServer(index, fast=self.replay_fast)
+                await server.start()
+                self.replay_server = server
+            return self.replay_server
+
+    async def running(self) -> None:
+        if self.replay_index is not None:
+            await self._ensure_replay_server()
+
+    async def done(self) -> None:
+        server, self.replay_server = self.replay_server, None
+        if server is not None:
+            await server.stop()
+
+    # ------------------------------------------------------------------------- commands
+    @command.command("proxai.report")
+    def report(self, flows: Sequence[mflow.Flow]) -> str:
+        """A table of the LLM exchanges among the flows: time, client → upstream protocol, model,
+        stop reason, category, tokens, status, route, path (e.g. proxai.report @all)."""
+        table = report_command(flows)
+        logger.info("proxai report:\n%s", table)
+        return table
+
+    @command.command("proxai.export")
+    def export(self, flows: Sequence[mflow.Flow], path: mitmproxy.types.Path) -> str:
+        """Write the normalized LLM exchanges among the flows to a file, one JSON object per line
+        (e.g. proxai.export @marked ~/refusals.jsonl)."""
+        try:
+            msg = export_command(flows, path)
+        except OSError as e:
+            raise exceptions.CommandError(f"proxai.export: {e}") from e
+        logger.info("proxai: %s", msg)
+        return msg
+
     # ------------------------------------------------------------------------- request side
     def requestheaders(self, flow: http.HTTPFlow) -> None:
+        _store_redacted(flow, self)
         if not flow.live or flow.response or flow.error:
             return
         req = flow.request
@@ -215,10 +359,11 @@ class ProxAI:
             return None
         try:
             if ep.kind == "generate":
-                return self._generate(flow, ep)
-            if ep.kind == "count_tokens":
-                return self._count_tokens(flow, ep)
-            return self._models(flow, ep)
+                res = self._generate(flow, ep)
+            elif ep.kind == "count_tokens":
+                res = self._count_tokens(flow, ep)
+            else:
+                res = self._models(flow, ep)
         except Exception as exc:
             logger.exception("proxai: request handling failed")
             state = get_state(flow) or FlowState(ep.kind, ep.protocol, ep.protocol)
@@ -228,6 +373,50 @@ class ProxAI:
                 return None
             self._reply(flow, state, 500, "api_error", f"proxai failed to handle the request: {exc}")
             return None
+        if self.replay_index is not None and flow.response is None and flow.error is None \
+                and (ep.kind != "generate" or get_state(flow) is not None):
+            if inspect.iscoroutine(res):
+                res.close()  # no probing of the real upstream: the replay server answers
+            return self._to_replay(flow)
+        return res
+
+    # ------------------------------------------------------------------------- replay
+    def _to_replay(self, flow: http.HTTPFlow) -> Any:
+        """Send the (translated) upstream request to the replay server, or leave it for the real
+        upstream (``proxai_replay_miss=forward`` and no recording)."""
+        index = self.replay_index
+        assert index is not None
+        req = flow.request
+        state = get_state(flow)
+        body = req.get_content(strict=False) or b""
+        if self.replay_miss == "forward" and index.find(req.method, req.path, body) is None:
+            key = canonical_key(req.method, req.path, body)
+            logger.info("proxai replay: no recording matches %s; forwarded upstream", key)
+            if state is not None:
+                state.replay = {"result": "forwarded", "key": key}
+            return None
+        server = self.replay_server
+        if server is None or not server.running:
+            return self._start_replay_then_redirect(flow)
+        self._redirect_to_replay(flow, server)
+        return None
+
+    async def _start_replay_then_redirect(self, flow: http.HTTPFlow) -> None:
+        server = await self._ensure_replay_server()
+        if server is not None:
+            self._redirect_to_replay(flow, server)
+
+    @staticmethod
+    def _redirect_to_replay(flow: http.HTTPFlow, server: ReplayServer) -> None:
+        req = flow.request
+        state = get_state(flow)
+        upstream_url = req.pretty_url
+        host_header = req.host_header
+        req.url = f"http://127.0.0.1:{server.port}{req.path}"
+        if host_header:
+            req.host_header = host_header  # the recording shows the host the request was meant for
+        if state is not None:
+            state.replay = {"result": "sent", "upstream_url": upstream_url}
 
     def _read_json(self, flow: http.HTTPFlow) -> tuple[bytes, Any, str | None]:
         raw = flow.request.get_content(strict=False) or b""
@@ -392,18 +581,25 @@ class ProxAI:
         else:
             req.path = path
 
-    @staticmethod
-    def _key(route: Route, same_host: bool, headers: Any, host: str) -> tuple[str | None, str | None]:
+    def _replay_only(self) -> bool:
+        """Replay answers every upstream request (no key is needed: nothing leaves the machine)."""
+        return self.replay_index is not None and self.replay_miss == "error"
+
+    def _key(self, route: Route, same_host: bool, headers: Any, host: str) -> tuple[str | None, str | None]:
         """The credential to send upstream, or an error text (401) naming the variable."""
         if route.api_key_env:
             value = os.environ.get(route.api_key_env)
             if value:
                 return value.strip(), None
+            if self._replay_only():
+                return REPLAY_PLACEHOLDER_KEY, None
             where = "proxai_key_env" if route.name == "default" else f"route {route.name!r} target.api_key_env"
             return None, (f"proxai: the upstream key is missing: environment variable {route.api_key_env} "
                           f"({where}) is not set in mitmproxy's environment")
         if same_host:
             return routing.client_credential(headers), None
+        if self._replay_only():
+            return REPLAY_PLACEHOLDER_KEY, None
         hint = "proxai_key_env" if route.name == "default" else f"target.api_key_env in route {route.name!r}"
         return None, (f"proxai: route {route.name!r} sends this request to {host}, not the host the client "
                       f"addressed, so the client's credentials are not forwarded; set {hint} to the name "
@@ -470,9 +666,19 @@ class ProxAI:
         if not flow.live or flow.response is None:
             return
         state = get_state(flow)
-        if state is None or state.synthetic or state.kind != "generate":
+        if state is None or state.synthetic:
             return
         resp = flow.response
+        # what the upstream answered, before the status and headers are rewritten for the client
+        state.upstream_status = resp.status_code
+        state.upstream_headers = [[k, v] for k, v in resp.headers.items(multi=True)
+                                  if not k.lower().startswith("x-proxai-replay")]
+        if state.replay is not None:
+            state.replay["result"] = resp.headers.get(MISS_HEADER, "?")
+            if resp.headers.get("x-proxai-replay-flow"):
+                state.replay["flow"] = resp.headers["x-proxai-replay-flow"]
+        if state.kind != "generate":
+            return
         if resp.status_code >= 300 or "text/event-stream" not in resp.headers.get("content-type", "").lower():
             return
         client, upstream = state.client_protocol, state.upstream_protocol
@@ -508,6 +714,7 @@ class ProxAI:
             h.pop("transfer-encoding", None)
 
     def response(self, flow: http.HTTPFlow) -> None:
+        _store_redacted(flow, self)
         if not flow.live:
             self._offline(flow)
             return
@@ -535,9 +742,11 @@ class ProxAI:
             return
         if state.handler is not None:
             self._from_handler(state, state.handler)
+            self._keep_client_body(flow, state.handler.client_bytes)
             return
         if isinstance(resp.stream, _ErrorOnce):
             state.stop = stop_of_error(Error(kind="interrupted", message="stream translator unavailable", status=502))
+            self._keep_client_body(flow, resp.stream.frame if resp.stream.sent else b"")
             return
         content = resp.get_content(strict=False)
         state.upstream_text = _text(content)
@@ -546,6 +755,9 @@ class ProxAI:
         client, upstream = state.client_protocol, state.upstream_protocol
         status = resp.status_code
         ctype = resp.headers.get("content-type", "").lower()
+        if state.replay is not None and resp.headers.get(MISS_HEADER) == "miss":
+            self._replay_miss(flow, state, content)
+            return
         if state.kind in ("models", "model"):
             self._finish_models(flow, state, content)
             return
@@ -597,6 +809,28 @@ class ProxAI:
         self._take_result(state, res)
 
     @staticmethod
+    def _keep_client_body(flow: http.HTTPFlow, data: bytes) -> None:
+        """A streamed body is not stored by mitmproxy (unless store_streamed_bodies): keep what the
+        client got, so the saved flow shows it. Headers stay as sent (content-encoding included)."""
+        if flow.response is not None:
+            flow.response.raw_content = data
+
+    @staticmethod
+    def _replay_miss(flow: http.HTTPFlow, state: FlowState, content: bytes) -> None:
+        """The replay server has no recording: the client's native 404 naming the request."""
+        resp = flow.response
+        assert resp is not None
+        target = state.client_protocol or Protocol.CHAT
+        st, native = translate_error(404, content, Protocol.ANTHROPIC, target)
+        _set_body(resp, st, orjson.dumps(native), "application/json")
+        resp.headers["x-should-retry"] = "false"
+        state.stop = error_stop_info(404, content) if state.kind in ("generate", "count_tokens") else None
+        if state.replay is not None:
+            state.replay["result"] = "miss"
+            with contextlib.suppress(Exception):
+                state.replay["key"] = orjson.loads(content)["error"]["key"]
+
+    @staticmethod
     def _take_result(state: FlowState, res: Any) -> None:
         state.stop = res.stop
         state.usage = res.usage
@@ -629,6 +863,7 @@ class ProxAI:
     def _from_handler(state: FlowState, handler: StreamHandler, interrupted: str | None = None) -> None:
         handler.finish(interrupted)
         state.upstream_text = _text(handler.upstream_bytes)
+        state.upstream_chunks = [list(c) for c in handler.chunk_times]
         t = handler.translator
         state.stop = t.stop
         if state.stop is None and (interrupted or not handler.observe_ok):
@@ -662,6 +897,7 @@ class ProxAI:
 
     # ------------------------------------------------------------------------- errors
     def error(self, flow: http.HTTPFlow) -> None:
+        _store_redacted(flow, self)
         if not flow.live:
             self._offline(flow)
             return
@@ -669,8 +905,12 @@ class ProxAI:
         if state is None or state.annotated:
             return
         msg = flow.error.msg if flow.error else "flow failed"
+        if flow.response is not None and not state.synthetic:
+            # the upstream connection broke inside the response (a client disconnect is not a cut)
+            state.upstream_cut = "client" not in msg.lower()
         if state.handler is not None:
             self._from_handler(state, state.handler, interrupted=msg)
+            self._keep_client_body(flow, state.handler.client_bytes)
         elif state.stop is None:
             state.stop = stop_of_error(Error(kind="interrupted", message=msg, status=502))
             if flow.response is None and _is_connect_error(msg):
@@ -751,6 +991,48 @@ class _ErrorOnce:
             return []
         self.sent = True
         return [self.frame]
+
+
+def _spawn(coro: Any) -> None:
+    """Run a coroutine on the running event loop (configure is synchronous), or drop it."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        coro.close()
+        return
+    task = loop.create_task(coro)
+    _TASKS.add(task)
+    task.add_done_callback(_TASKS.discard)
+
+
+_TASKS: set[asyncio.Task] = set()
+
+
+def _store_redacted(flow: Any, addon: ProxAI) -> None:
+    """Give ``flow`` a ``get_state`` that returns a redacted copy when ``proxai_redact`` is on (what
+    ``-w`` / ``save.file`` / copies store); the live flow and the traffic keep their values."""
+    if "get_state" in vars(flow):
+        return
+    flow.get_state = functools.partial(_redacted_state, flow, addon)
+
+
+def _redacted_state(flow: Any, addon: ProxAI) -> Any:
+    cls = type(flow)
+    state = cls.get_state(flow)
+    if not addon.redact:
+        return state
+    try:
+        tmp = cls.from_state(copy.deepcopy(state))
+        redact_flow(tmp)
+        return cls.get_state(tmp)
+    except Exception:  # never store an unredacted flow by accident
+        logger.exception("proxai: redaction failed; the flow is stored without headers and bodies")
+        for part in ("request", "response"):
+            if isinstance(state.get(part), dict):
+                state[part]["headers"] = ()
+                state[part]["content"] = None
+        state["metadata"] = {}
+        return state
 
 
 def _proto(v: Any) -> Protocol | None:

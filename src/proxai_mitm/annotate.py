@@ -10,6 +10,16 @@ tnetstring; a pydantic object or a set would make ``-w`` fail):
 - ``client_request``: the client's original request body (text, content-encoding decoded)
 - ``upstream_response``: the raw upstream body (text; for streams the raw SSE)
 - ``usage``: normalized token counts (``Usage.to_dict()``) or None
+
+Present when known (recordings; replay uses them, see replay.py):
+
+- ``upstream_status`` (int) and ``upstream_headers`` (list of [name, value]): what the upstream
+  answered, before the addon rewrote status and headers for the client
+- ``upstream_chunks``: ``[[offset_ms, n_bytes], ...]`` per upstream chunk of a stream (offsets from
+  the response headers, byte counts of ``upstream_response`` in order)
+- ``upstream_cut`` (bool): the upstream connection broke inside the response
+- ``replay``: ``{"result": "hit" | "miss" | "forwarded", "flow": recorded flow id, "key": ...}`` on
+  flows answered by ``proxai_replay``
 """
 
 from __future__ import annotations
@@ -62,6 +72,11 @@ class FlowState:
     #: what the client asked for in a model list (route models) etc.
     extra: dict[str, Any] = field(default_factory=dict)
     secrets: tuple[str, ...] = ()
+    upstream_status: int | None = None
+    upstream_headers: list[list[str]] | None = None
+    upstream_chunks: list[list[float | int]] | None = None
+    upstream_cut: bool | None = None
+    replay: dict[str, Any] | None = None
 
     @property
     def model(self) -> str | None:
@@ -107,6 +122,12 @@ def annotate(flow: Any, state: FlowState) -> None:
     }
     if stop is not None and stop.message and sec:
         meta["stop"]["message"] = scrub(stop.message, sec)
+    for key in ("upstream_status", "upstream_headers", "upstream_chunks", "upstream_cut", "replay"):
+        value = getattr(state, key)
+        if value is not None:
+            meta[key] = value
+    if state.upstream_headers is not None and sec:
+        meta["upstream_headers"] = [[k, scrub(v, sec) or ""] for k, v in state.upstream_headers]
     flow.metadata[METADATA_KEY] = meta
     if stop is not None:
         flow.comment = scrub(stop.describe(), sec) or ""

@@ -10,6 +10,7 @@ native error frame, content-encoding decoded defensively (the upstream was asked
 from __future__ import annotations
 
 import logging
+import time
 import zlib
 from typing import Any
 
@@ -131,6 +132,7 @@ class StreamHandler:
 
     __slots__ = (
         "_out_bytes",
+        "chunk_times",
         "chunks",
         "client_protocol",
         "decoder",
@@ -139,7 +141,9 @@ class StreamHandler:
         "finished",
         "interrupted",
         "observe_ok",
+        "out",
         "passthrough",
+        "t0",
         "translator",
     )
 
@@ -149,6 +153,11 @@ class StreamHandler:
         self.client_protocol = client_protocol
         self.passthrough = passthrough
         self.chunks: list[bytes] = []  # decoded upstream bytes (for metadata)
+        #: per upstream chunk: [offset in ms since the response headers, decoded byte count] (replay pacing)
+        self.chunk_times: list[list[float | int]] = []
+        #: what the client got (the recorded client body: mitmproxy keeps nothing of a streamed body)
+        self.out: list[bytes] = []
+        self.t0 = time.monotonic()
         self.finished = False
         self.failed = False
         self.observe_ok = True
@@ -164,6 +173,15 @@ class StreamHandler:
 
     # mitmproxy entry point -------------------------------------------------------------------
     def __call__(self, data: bytes) -> Any:
+        res = self._call(data)
+        if isinstance(res, bytes):
+            if res:
+                self.out.append(res)
+        else:
+            self.out.extend(c for c in res if c)
+        return res
+
+    def _call(self, data: bytes) -> Any:
         if self.passthrough:
             if data:
                 self._observe(data)
@@ -178,7 +196,7 @@ class StreamHandler:
             chunk = self._decode(data)
             if not chunk:
                 return []
-            self.chunks.append(chunk)
+            self._add_chunk(chunk)
             if self.failed:
                 return []
             out = self.translator.feed(chunk)
@@ -195,6 +213,15 @@ class StreamHandler:
         return b"".join(self.chunks)
 
     @property
+    def client_bytes(self) -> bytes:
+        """Everything sent to the client so far."""
+        return b"".join(self.out)
+
+    def _add_chunk(self, chunk: bytes) -> None:
+        self.chunks.append(chunk)
+        self.chunk_times.append([round((time.monotonic() - self.t0) * 1000.0, 1), len(chunk)])
+
+    @property
     def warnings(self) -> list[str]:
         return list(self.translator.warnings) + self.extra_warnings
 
@@ -209,7 +236,7 @@ class StreamHandler:
         try:
             chunk = self._decode(data)
             if chunk:
-                self.chunks.append(chunk)
+                self._add_chunk(chunk)
                 self.translator.feed(chunk)
         except Exception as exc:
             self.observe_ok = False
@@ -226,7 +253,7 @@ class StreamHandler:
             if self.decoder is not None:
                 tail = self.decoder.flush()
                 if tail:
-                    self.chunks.append(tail)
+                    self._add_chunk(tail)
                     self.translator.feed(tail)
             self.translator.close()
         except Exception as exc:  # noqa: BLE001
@@ -242,7 +269,7 @@ class StreamHandler:
         if self.decoder is not None:
             tail = self.decoder.flush()
             if tail:
-                self.chunks.append(tail)
+                self._add_chunk(tail)
                 out = self.translator.feed(tail)
         out += self.translator.close()
         return [out] if out else []

@@ -447,7 +447,7 @@ def test_sse_fixture(path: Path):
         assert cs.final["usage"]["output_tokens"] == final["usage"]["output_tokens"]
     # our stream decodes back to the same stop
     back = decode_stream(encode_stream(events))
-    assert [e for e in back if isinstance(e, Stop)][0].stop.reason is neutral.stop.reason
+    assert next(e for e in back if isinstance(e, Stop)).stop.reason is neutral.stop.reason
 
 
 # ============================================================================= seed 000: Responses -> stop
@@ -973,7 +973,7 @@ def test_stream_arguments_only_in_done_events():
     events = decode_stream(data)
     ends = [e for e in events if isinstance(e, BlockEnd)]
     assert ends[0].part.arguments == '{"x": 2}' and ends[0].part.id == "call_1"
-    assert [e for e in events if isinstance(e, Stop)][0].stop.reason is StopReason.TOOL_USE
+    assert next(e for e in events if isinstance(e, Stop)).stop.reason is StopReason.TOOL_USE
     cs = ClientStream(encode_stream(events))
     assert summary(cs.final)["calls"] == [("call_1", "f", {"x": 2})]
 
@@ -1072,7 +1072,7 @@ def test_stream_refusal_and_content_filter():
         {"type": "response.incomplete", "response": _snap("incomplete", [_msg(_ref("No."))],
                                                           incomplete_details={"reason": "content_filter"})},
     )
-    stop = [e for e in decode_stream(data) if isinstance(e, Stop)][0].stop
+    stop = next(e for e in decode_stream(data) if isinstance(e, Stop)).stop
     assert stop.reason is StopReason.REFUSAL and stop.raw == "content_filter" and stop.message == "No."
 
 
@@ -1162,7 +1162,7 @@ def test_stream_encode_anthropic_refusal_adds_refusal_part():
         {"type": "output_text", "text": "I can't.", "annotations": [], "logprobs": []},
         {"type": "refusal", "refusal": "The request asks for unsafe instructions."}]
     assert any(e["type"] == "response.refusal.delta" for e in cs.events)
-    back = [e for e in decode_stream(encode_stream(_anthropic_like([], stop))) if isinstance(e, Stop)][0]
+    back = next(e for e in decode_stream(encode_stream(_anthropic_like([], stop))) if isinstance(e, Stop))
     assert back.stop.reason is StopReason.REFUSAL
 
 

@@ -1,4 +1,24 @@
-"""OpenAI Responses requests: client body -> neutral, neutral -> upstream body (private)."""
+"""OpenAI Responses requests: client body -> neutral, neutral -> upstream body (private).
+
+Decisions (encode, neutral -> a Responses upstream):
+
+* ``stop`` sequences, ``top_k`` and ``seed`` have no Responses parameter: dropped with a warning.
+  Stop sequences only change where an answer ends, so dropping them lets the answer run past them
+  (the client may trim); refusing the whole request would be worse for agents that always send one.
+* Assistant ``message`` items carry no ``id`` (we would have to invent one, and ids of unstored items
+  mean nothing with ``store: false``; Codex omits them the same way); ``function_call`` items carry
+  the upstream's ``fc_`` id only when it came from a Responses source.
+* Function tools always carry ``strict`` (``false`` unless the source said true): Responses would
+  otherwise apply its own default, which is not what a Chat/Anthropic client asked for.
+* Thinking budgets map to an effort with the table minimal 1024, low 2048, medium 8192, high 16384,
+  xhigh 32768 (the largest level whose budget is <= the given budget); disabled thinking omits the
+  effort (``none`` is not valid for every model) unless ``none`` was asked for explicitly.
+* When reasoning is on (or reasoning items are replayed), ``store: false`` and
+  ``include: ["reasoning.encrypted_content"]`` are set so continuity works statelessly.
+* Hosted tools stay in ``Request.extra["server_tools"]`` (and a hosted tool_choice in
+  ``extra["server_tool_choice"]``); ``previous_response_id`` / ``conversation`` in ``extra`` under their
+  own names. Encoders of other protocols must reject them.
+"""
 
 from __future__ import annotations
 
@@ -775,6 +795,10 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
         if k == "store" and not isinstance(v, bool):
             continue
         if k == "top_logprobs" and not isinstance(v, int):
+            continue
+        if k == "include" and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+            continue
+        if k == "stream_options" and not (isinstance(v, dict) and set(v) <= {"include_obfuscation"}):
             continue
         body[k] = v
     if reasoning_on or had_reasoning:

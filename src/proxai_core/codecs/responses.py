@@ -375,6 +375,16 @@ _IGNORED_EVENTS = (
 )
 
 
+def _idx(v: Any) -> int | None:
+    """An output/content index from the wire (ints only: anything else is not a usable key)."""
+    return v if type(v) is int else None
+
+
+def _ci(obj: dict[str, Any]) -> int:
+    v = obj.get("content_index")
+    return v if type(v) is int else 0
+
+
 class StreamDecoder:
     """Responses SSE events -> neutral events."""
 
@@ -390,7 +400,6 @@ class StreamDecoder:
         self._has_tools = False
         self._refusal: list[str] | None = None
         self._produced = False
-        self._warned: set[str] = set()
         nothing = self._nothing
         self._dispatch = {
             "response.created": self._created,
@@ -476,7 +485,7 @@ class StreamDecoder:
         return i
 
     def _lookup(self, obj: dict[str, Any]) -> _Item | None:
-        oi = obj.get("output_index")
+        oi = _idx(obj.get("output_index"))
         st = self._items.get(oi) if oi is not None else None
         if st is None:
             iid = obj.get("item_id")
@@ -489,11 +498,6 @@ class StreamDecoder:
             self._items[st.oi] = st
         if st.id is not None:
             self._by_id[st.id] = st
-
-    def _warn_once(self, key: str, msg: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            self.warnings.append(msg)
 
     # ------------------------------------------------------------------ lifecycle
     def _created(self, obj: dict[str, Any]) -> list[Event]:
@@ -537,7 +541,7 @@ class StreamDecoder:
         item = obj.get("item")
         if not isinstance(item, dict):
             return out
-        self._new_item(item, obj.get("output_index"), out)
+        self._new_item(item, _idx(obj.get("output_index")), out)
         return out
 
     def _message(self, obj: dict[str, Any], out: list[Event]) -> _Item:
@@ -545,7 +549,7 @@ class StreamDecoder:
         if st is None:
             if not self._started:
                 self._start(out)
-            st = _Item("message", obj.get("output_index"), obj.get("item_id"))
+            st = _Item("message", _idx(obj.get("output_index")), obj.get("item_id"))
             st.parts = {}
             self._register(st)
         return st
@@ -569,19 +573,32 @@ class StreamDecoder:
         if pt == "output_text" or pt == "refusal":
             st = self._message(obj, out)
             if st.kind == "message":
-                self._part(st, obj.get("content_index"), "text" if pt == "output_text" else "refusal", out)
+                self._part(st, _ci(obj), "text" if pt == "output_text" else "refusal", out)
         elif pt == "reasoning_text":
             st = self._lookup(obj)
             if st is not None and st.kind == "reasoning":
-                self._sep(st, obj.get("content_index"), "text", out)
+                self._sep(st, _ci(obj), "text", out)
         return out
 
     def _text_delta(self, obj: dict[str, Any]) -> list[Event]:
+        # hot path: a delta to a part that is already open
+        oi = obj.get("output_index")
+        st = self._items.get(oi) if type(oi) is int else None
+        if st is not None and st.parts is not None:
+            ci = obj.get("content_index")
+            mp = st.parts.get(ci) if type(ci) is int else None
+            d = obj.get("delta")
+            if mp is not None and mp.kind == "text" and not mp.closed and type(d) is str:
+                if not d:
+                    return []
+                mp.has_delta = True
+                self._produced = True
+                return [Delta(mp.index, "text", d)]
         out: list[Event] = []
         st = self._message(obj, out)
         if st.kind != "message":
             return out
-        mp = self._part(st, obj.get("content_index"), "text", out)
+        mp = self._part(st, _ci(obj), "text", out)
         d = obj.get("delta")
         if isinstance(d, str) and d:
             mp.has_delta = True
@@ -594,7 +611,7 @@ class StreamDecoder:
         st = self._message(obj, out)
         if st.kind != "message":
             return out
-        mp = self._part(st, obj.get("content_index"), "refusal", out)
+        mp = self._part(st, _ci(obj), "refusal", out)
         d = obj.get("delta")
         if self._refusal is None:
             self._refusal = []
@@ -608,7 +625,7 @@ class StreamDecoder:
     def _text_done(self, obj: dict[str, Any]) -> list[Event]:
         st = self._lookup(obj)
         if st is not None and st.parts is not None:
-            mp = st.parts.get(obj.get("content_index"))
+            mp = st.parts.get(_ci(obj))
             t = obj.get("text")
             if mp is not None and isinstance(t, str):
                 mp.final = t
@@ -619,7 +636,7 @@ class StreamDecoder:
         st = self._message(obj, out)
         if st.kind != "message":
             return out
-        mp = self._part(st, obj.get("content_index"), "refusal", out)
+        mp = self._part(st, _ci(obj), "refusal", out)
         r = obj.get("refusal")
         if isinstance(r, str):
             mp.final = r
@@ -632,7 +649,7 @@ class StreamDecoder:
     def _annotation(self, obj: dict[str, Any]) -> list[Event]:
         st = self._lookup(obj)
         if st is not None and st.parts is not None:
-            mp = st.parts.get(obj.get("content_index"))
+            mp = st.parts.get(_ci(obj))
             ann = obj.get("annotation")
             if mp is not None and isinstance(ann, dict):
                 if mp.anns is None:
@@ -678,12 +695,15 @@ class StreamDecoder:
         st = self._message(obj, out)
         if st.kind != "message":
             return out
-        mp = self._part(st, obj.get("content_index"), "text" if pt == "output_text" else "refusal", out)
+        mp = self._part(st, _ci(obj), "text" if pt == "output_text" else "refusal", out)
         self._close_part(mp, part, out)
         return out
 
     def _args_delta(self, obj: dict[str, Any]) -> list[Event]:
-        st = self._lookup(obj)
+        oi = obj.get("output_index")
+        st = self._items.get(oi) if type(oi) is int else None
+        if st is None:
+            st = self._lookup(obj)
         d = obj.get("delta")
         if st is None or st.index < 0 or st.closed or not isinstance(d, str) or not d:
             return []
@@ -710,7 +730,7 @@ class StreamDecoder:
             st.mode = mode
         elif st.mode != mode:
             return False
-        if isinstance(idx, int) and idx > st.si:
+        if type(idx) is int and idx > st.si:
             if st.has_delta:
                 out.append(Delta(st.index, "reasoning", "\n\n" * (idx - st.si)))
             else:
@@ -726,8 +746,14 @@ class StreamDecoder:
         return out
 
     def _reasoning_delta(self, obj: dict[str, Any], idx_key: str, mode: str) -> list[Event]:
-        st = self._lookup(obj)
+        oi = obj.get("output_index")
+        st = self._items.get(oi) if type(oi) is int else None
         d = obj.get("delta")
+        if (st is not None and st.mode == mode and st.has_delta and not st.closed and type(d) is str
+                and obj.get(idx_key) == st.si):
+            return [Delta(st.index, "reasoning", d)] if d else []  # hot path
+        if st is None:
+            st = self._lookup(obj)
         if st is None or st.kind != "reasoning" or st.closed or not isinstance(d, str):
             return []
         out: list[Event] = []
@@ -752,7 +778,7 @@ class StreamDecoder:
             return out
         if not self._started:
             self._start(out)
-        oi = obj.get("output_index")
+        oi = _idx(obj.get("output_index"))
         st = self._items.get(oi) if oi is not None else None
         if st is None:
             iid = item.get("id")
@@ -904,6 +930,10 @@ class _Blk:
 
 
 _SKIP = _Blk("skip", -1, "")
+_TEXT_DELTA_HEAD = b"event: response.output_text.delta\ndata: "
+_SUMMARY_DELTA_HEAD = b"event: response.reasoning_summary_text.delta\ndata: "
+_ARGS_DELTA_HEAD = b"event: response.function_call_arguments.delta\ndata: "
+_INPUT_DELTA_HEAD = b"event: response.custom_tool_call_input.delta\ndata: "
 
 
 class StreamEncoder:
@@ -957,6 +987,9 @@ class StreamEncoder:
         if self._finished:
             return b""
         out: list[bytes] = []
+        if type(ev) is Delta and self._started:
+            self._delta(ev, out)
+            return out[0] if len(out) == 1 else b"".join(out)
         if not self._started:
             self._begin(out, ev if isinstance(ev, Start) else None)
             if isinstance(ev, Start):
@@ -1081,10 +1114,13 @@ class StreamEncoder:
         k = b.kind
         if k == "text":
             if ev.kind == "text":
-                b.acc.append(ev.value)
-                self._emit(out, "response.output_text.delta",
-                           {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "delta": ev.value,
-                            "logprobs": []})
+                v = ev.value
+                b.acc.append(v)
+                seq = self._seq
+                self._seq = seq + 1
+                out.append(_TEXT_DELTA_HEAD + orjson.dumps({
+                    "type": "response.output_text.delta", "sequence_number": seq, "item_id": b.iid,
+                    "output_index": b.oi, "content_index": b.ci, "delta": v, "logprobs": []}) + b"\n\n")
         elif k == "refusal":
             if ev.kind == "refusal" or ev.kind == "text":
                 b.acc.append(ev.value)
@@ -1092,10 +1128,18 @@ class StreamEncoder:
                            {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "delta": ev.value})
         elif k == "tool" or k == "custom":
             if ev.kind == "arguments":
-                b.acc.append(ev.value)
-                self._emit(out, "response.function_call_arguments.delta" if k == "tool"
-                           else "response.custom_tool_call_input.delta",
-                           {"item_id": b.iid, "output_index": b.oi, "delta": ev.value})
+                v = ev.value
+                b.acc.append(v)
+                seq = self._seq
+                self._seq = seq + 1
+                if k == "tool":
+                    out.append(_ARGS_DELTA_HEAD + orjson.dumps({
+                        "type": "response.function_call_arguments.delta", "sequence_number": seq,
+                        "item_id": b.iid, "output_index": b.oi, "delta": v}) + b"\n\n")
+                else:
+                    out.append(_INPUT_DELTA_HEAD + orjson.dumps({
+                        "type": "response.custom_tool_call_input.delta", "sequence_number": seq,
+                        "item_id": b.iid, "output_index": b.oi, "delta": v}) + b"\n\n")
         elif k == "reasoning" and (ev.kind == "reasoning" or ev.kind == "summary"):
             self._summary_delta(b, ev.value, out)
 
@@ -1106,8 +1150,11 @@ class StreamEncoder:
                        {"item_id": b.iid, "output_index": b.oi, "summary_index": 0,
                         "part": {"type": "summary_text", "text": ""}})
         b.acc.append(value)
-        self._emit(out, "response.reasoning_summary_text.delta",
-                   {"item_id": b.iid, "output_index": b.oi, "summary_index": 0, "delta": value})
+        seq = self._seq
+        self._seq = seq + 1
+        out.append(_SUMMARY_DELTA_HEAD + orjson.dumps({
+            "type": "response.reasoning_summary_text.delta", "sequence_number": seq, "item_id": b.iid,
+            "output_index": b.oi, "summary_index": 0, "delta": value}) + b"\n\n")
 
     # ------------------------------------------------------------------ block end
     def _block_end(self, index: int, final: Part | None, out: list[bytes]) -> None:
