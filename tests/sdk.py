@@ -294,3 +294,47 @@ def _omit():
     from openai._types import omit
 
     return omit
+
+
+# ----------------------------------------------------------------------------- requests
+def _force(v: Any) -> Any:
+    """Consume pydantic's lazy ValidatorIterators so TypedDict validation really runs."""
+    if isinstance(v, dict):
+        return {k: _force(x) for k, x in v.items()}
+    if v is None or isinstance(v, (str, bytes, int, float, bool)):
+        return v
+    if isinstance(v, list) or hasattr(v, "__iter__"):
+        return [_force(x) for x in v]
+    return v
+
+
+_REQ_ADAPTERS: dict = {}
+
+
+def validate_request(protocol: Protocol, body: dict) -> None:
+    """Validate a request body with the SDK's own request param types (TypedDicts)."""
+    import anthropic.types.message_create_params as _at
+    import openai.types.chat.completion_create_params as _oc
+    import openai.types.responses.response_create_params as _rcp
+
+    stream = bool(body.get("stream"))
+    key = (protocol, stream)
+    if key not in _REQ_ADAPTERS:
+        if protocol is C:
+            t = _oc.CompletionCreateParamsStreaming if stream else _oc.CompletionCreateParamsNonStreaming
+        elif protocol is R:
+            t = _rcp.ResponseCreateParamsStreaming if stream else _rcp.ResponseCreateParamsNonStreaming
+        else:
+            t = _at.MessageCreateParamsStreaming if stream else _at.MessageCreateParamsNonStreaming
+        _REQ_ADAPTERS[key] = pydantic.TypeAdapter(t)
+    if protocol is R and isinstance(body.get("input"), list):
+        # The SDK's request types require id/status on assistant output_text messages; the API and
+        # Codex send them without (an invented id would be rejected): fill placeholders to validate.
+        items = []
+        for it in body["input"]:
+            if isinstance(it, dict) and it.get("role") == "assistant" and isinstance(it.get("content"), list):
+                it = dict(it, id=it.get("id") or "msg_placeholder", status=it.get("status") or "completed",
+                          type="message")
+            items.append(it)
+        body = dict(body, input=items)
+    _force(_REQ_ADAPTERS[key].validate_python(body))

@@ -136,7 +136,7 @@ def response_to_events(resp: Response) -> list[Event]:
                 out.append(Delta(i, "refusal", p.text))
             out.append(BlockEnd(i, p))
         elif isinstance(p, Reasoning):
-            out.append(BlockStart(i, Reasoning(redacted=p.redacted)))
+            out.append(BlockStart(i, Reasoning(redacted=p.redacted, opaque=p.opaque)))
             if p.text:
                 out.append(Delta(i, "reasoning", p.text))
             out.append(BlockEnd(i, p))

@@ -932,6 +932,8 @@ class ProxAI:
             stop = meta.get("stop")
             st = FlowState("generate", _proto(meta.get("client_protocol")), _proto(meta.get("upstream_protocol")),
                            meta.get("route"), annotated=True)
+            st.client_model = _model_of(meta.get("client_request"))
+            st.upstream_model = _model_of(flow.request.get_content(strict=False))
             if isinstance(stop, dict):
                 from proxai_core import StopInfo
 
@@ -1033,6 +1035,18 @@ def _redacted_state(flow: Any, addon: ProxAI) -> Any:
                 state[part]["content"] = None
         state["metadata"] = {}
         return state
+
+
+def _model_of(body: Any) -> str | None:
+    """The ``model`` of a JSON request body (str or bytes), or None."""
+    if not body:
+        return None
+    try:
+        obj = orjson.loads(body)
+    except (orjson.JSONDecodeError, TypeError):
+        return None
+    model = obj.get("model") if isinstance(obj, dict) else None
+    return model if isinstance(model, str) else None
 
 
 def _proto(v: Any) -> Protocol | None:

@@ -143,6 +143,8 @@ def log_line(flow: Any, state: FlowState) -> None:
     client = state.client_protocol.value if state.client_protocol else "?"
     upstream = state.upstream_protocol.value if state.upstream_protocol else "?"
     route = f"route {state.route}" if state.route else "pass-through"
+    if state.replay is not None and state.replay.get("result") in ("hit", "miss", "forwarded"):
+        route += f", replay {state.replay['result']}"
     if state.stop is not None:
         what = state.stop.describe()
     elif state.kind == "generate":

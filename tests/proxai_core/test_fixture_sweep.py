@@ -143,4 +143,6 @@ def _texts(req):
             merged[-1] = (x[0], "text", merged[-1][2] + " " + x[2])
         else:
             merged.append(x)
+    # a target with one content string joins the source's text blocks: compare without whitespace
+    merged = [(r, k, "".join(t.split())) for r, k, t in merged]
     return (bool(sys_text) or any(x[0] in ("system", "developer") for x in convo), merged)

@@ -99,7 +99,9 @@ def test_saved_flow_holds_metadata(proxy, up, clients):
     f = flows[-1]
     m = f.metadata["proxai"]
     assert set(m) == {"client_protocol", "upstream_protocol", "route", "stop", "warnings", "client_request",
-                      "upstream_response", "usage"}
+                      "upstream_response", "usage", "upstream_status", "upstream_headers", "upstream_chunks"}
+    assert sum(nb for _, nb in m["upstream_chunks"]) == len(m["upstream_response"].encode())
+    assert f.response.content.startswith(b"event: message_start")  # the body the client received
     assert (m["client_protocol"], m["upstream_protocol"], m["route"]) == (ANTH, CHAT, "to-chat")
     assert m["stop"]["reason"] == "refusal"
     assert json.loads(m["client_request"])["model"] == "to-chat-x"

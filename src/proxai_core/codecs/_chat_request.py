@@ -794,11 +794,27 @@ def _system_message(role: str, texts: list[Text]) -> dict[str, Any]:
 
 def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
     st = req.extra.get("server_tools")
+    chat_server_tools: list[dict[str, Any]] = []
+    if isinstance(st, list):
+        # gateway tools of Chat upstreams (openrouter:web_search) stay; other providers' go
+        chat_server_tools = [t for t in st if isinstance(t, dict) and ":" in str(t.get("type", ""))]
+        st = [t for t in st if not (isinstance(t, dict) and ":" in str(t.get("type", "")))]
     if st:
+        # Same rule as the other encoders: a hosted/server tool of another provider cannot run here;
+        # it is dropped with a warning (the model simply does not get that tool), never silently.
         kinds = sorted({str(t.get("type")) if isinstance(t, dict) else str(t) for t in st}) \
             if isinstance(st, list) else [str(st)]
-        raise TranslationError(f"tools: server tool(s) {', '.join(kinds)} cannot be run by a Chat "
-                               "Completions upstream", field="tools")
+        warnings.append(f"tools: server tool(s) {', '.join(kinds)} dropped: a Chat Completions upstream "
+                        "cannot run them")
+    if req.extra.get("previous_response_id"):
+        raise TranslationError("previous_response_id: a Chat Completions upstream keeps no server-side "
+                               "conversation; send the full input (store=false)", field="previous_response_id")
+    if req.extra.get("conversation"):
+        raise TranslationError("conversation: a Chat Completions upstream keeps no server-side conversation; "
+                               "send the full input", field="conversation")
+    stc = req.extra.get("server_tool_choice")
+    if stc:
+        warnings.append(f"tool_choice: hosted tool choice {stc!r} dropped (the tool is not available)")
     body: dict[str, Any] = {}
     if req.model is not None:
         body["model"] = req.model
@@ -821,9 +837,9 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
         else:
             _encode_user(msg, path, messages, warnings)
     body["messages"] = messages
-    if req.tools:
+    if req.tools or chat_server_tools:
         # OpenAI rejects tool_choice / parallel_tool_calls without tools (400)
-        body["tools"] = [_encode_tool(t) for t in req.tools]
+        body["tools"] = [_encode_tool(t) for t in req.tools] + chat_server_tools
         if req.tool_choice is not None:
             body["tool_choice"] = _encode_tool_choice(req.tool_choice)
         if req.parallel_tool_calls is not None:

@@ -22,6 +22,8 @@ Decisions (encode, neutral -> a Responses upstream):
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 from .. import reasoning as rz
@@ -662,7 +664,14 @@ def _encode_tools(req: Request, w: list[str]) -> list[dict[str, Any]]:
         out.append(d)
     server = req.extra.get("server_tools")
     if isinstance(server, list):
-        out.extend(x for x in server if isinstance(x, dict))
+        for x in server:
+            tt = x.get("type") if isinstance(x, dict) else None
+            # Responses hosted tools have plain type names; Anthropic server tools carry a date
+            # suffix (web_search_20250305) and gateway tools a prefix (openrouter:web_search)
+            if isinstance(tt, str) and not re.search(r"_\d{8}$|:", tt):
+                out.append(x)
+            else:
+                w.append(f"tools: server tool {tt!r} of another provider dropped (no Responses equivalent)")
     return out
 
 
