@@ -121,6 +121,9 @@ def translate_response_result(
         return ResponseResult(status, body, stop, resp.usage, w, resp.model)
     ctx = build_context(request, target)
     err = resp.extra.get("error")
+    if not isinstance(err, n.Error) and stop.reason is StopReason.INTERRUPTED and target is not Protocol.RESPONSES:
+        # seed 003: an interrupted upstream response is an error, never an invented stop reason
+        err = error_of_interrupted_stop(stop)
     if isinstance(err, n.Error):
         st, out = native_error(err, target)
         return ResponseResult(st, out, stop, resp.usage, w, resp.model)
@@ -185,6 +188,13 @@ def error_stop_info(status: int, body: bytes | str | dict | None) -> StopInfo:
 
 
 # ----------------------------------------------------------------------------- streams
+def error_of_interrupted_stop(stop: StopInfo) -> n.Error:
+    raw = (stop.raw or "").lower()
+    kind = "overloaded" if raw in ("insufficient_system_resource",) else "interrupted"
+    msg = stop.message or f"the upstream ended the response without finishing it ({stop.raw or 'interrupted'})"
+    return n.Error(kind=kind, message=msg, status=529 if kind == "overloaded" else 502, code=stop.raw)
+
+
 def stop_of_error(error: n.Error) -> StopInfo:
     return classify_stop(
         "error" if error.kind != "interrupted" else "aborted",
@@ -219,6 +229,7 @@ class StreamTranslator:
         self._pass = self.source is self.target
         self._enc = None if self._pass else codec(self.target).StreamEncoder(self._ctx, self.warnings)
         self._terminal = False
+        self._dead = False  # the client stream already ended (error frame sent)
         # custom tools carried as functions: index -> buffered JSON arguments
         self._custom: dict[int, list[str]] = {}
         self._restore = bool(self._ctx.name_map or self._ctx.custom_tools)
@@ -301,14 +312,21 @@ class StreamTranslator:
                 if blobs is not None:
                     out.append(blobs[i])
                 continue
-            enc = self._enc.encode
             for ev in evs:
-                if self._restore:
-                    for ev2 in self._glue(ev):
-                        out.append(enc(ev2))
-                else:
-                    out.append(enc(ev))
+                for ev2 in (self._glue(ev) if self._restore else (ev,)):
+                    self._encode(ev2, out)
         return b"".join(out)
+
+    def _encode(self, ev: n.Event, out: list[bytes]) -> None:
+        if self._dead:
+            return
+        if type(ev) is n.Stop and ev.stop.reason is StopReason.INTERRUPTED and self.target is not Protocol.RESPONSES:
+            # seed 003: an interrupted upstream turn reaches the client as its native error
+            ev = n.ErrorEvent(error_of_interrupted_stop(ev.stop))
+            self._dead = True
+        elif type(ev) is n.ErrorEvent:
+            self._dead = True
+        out.append(self._enc.encode(ev))
 
     def feed(self, chunk: bytes) -> bytes:
         if self.closed:
@@ -361,7 +379,7 @@ class StreamTranslator:
                 parts = [out]
                 for ev in evs:
                     for ev2 in (self._glue(ev) if self._restore else [ev]):
-                        parts.append(self._enc.encode(ev2))
+                        self._encode(ev2, parts)
                 out = b"".join(parts)
         return out
 
@@ -375,6 +393,9 @@ class StreamTranslator:
         self.closed = True
         if self._pass:
             return codec(self.target).error_frame(err)
+        if self._dead:
+            return b""
+        self._dead = True
         return self._enc.encode(ev)
 
 
@@ -389,7 +410,12 @@ def stream_from_response(body: dict[str, Any], source: Protocol | str, target: P
     ctx = build_context(request, target)
     _restore_parts(resp.parts, ctx)
     enc = codec(target).StreamEncoder(ctx, w)
-    out = b"".join(enc.encode(ev) for ev in response_to_events(resp))
+    events = response_to_events(resp)
+    if (source is not target and target is not Protocol.RESPONSES and resp.stop is not None
+            and resp.stop.reason is StopReason.INTERRUPTED and not isinstance(resp.extra.get("error"), n.Error)):
+        events = [ev for ev in events if not isinstance(ev, (n.Stop, n.End))]
+        events.append(n.ErrorEvent(error_of_interrupted_stop(resp.stop)))
+    out = b"".join(enc.encode(ev) for ev in events)
     err = resp.extra.get("error")
     stop = stop_of_error(err) if isinstance(err, n.Error) else (resp.stop or classify_stop(None))
     return out, stop, w

@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["StopInfo", "StopReason", "classify_stop", "GENERIC_CONTENT_FILTER_REFUSAL"]
+__all__ = ["StopInfo", "StopReason", "classify_stop", "GENERIC_CONTENT_FILTER_REFUSAL", "GENERIC_REFUSAL"]
 
 #: Seed ``002_…``: a ``content_filter`` ending with nothing produced becomes this refusal.
 GENERIC_CONTENT_FILTER_REFUSAL = "The response was withheld by the provider's content filter."
+#: A refusal that came with no text and no explanation still reaches a client as a refusal.
+GENERIC_REFUSAL = "The model declined to respond to this request."
 
 
 class StopReason(StrEnum):

@@ -374,3 +374,33 @@ def test_seed002_stream_delta_refusal_to_anthropic_refusal():
     s = accumulate_stream(A, out)
     assert s.stop == "refusal"
     assert "I can't help with that." in (s.refusal or "")
+
+
+# ============================================================ never an empty success, never an invented stop
+def test_anthropic_refusal_with_nothing_at_all_is_still_a_refusal_for_chat():
+    from proxai_core.stop import GENERIC_REFUSAL
+
+    body = anthropic_msg([], "refusal")
+    ch = tr(body, A, C)["choices"][0]
+    assert ch["message"]["refusal"] == GENERIC_REFUSAL and ch["finish_reason"] == "stop"
+    out, _ = stream(anthropic_stream([], "refusal"), A, C)
+    assert accumulate_stream(C, out).refusal == GENERIC_REFUSAL
+
+
+@pytest.mark.parametrize("dst", [A, C])
+def test_seed003_interrupted_upstream_response_is_an_error_not_a_stop_reason(dst):
+    cancelled = responses_obj([r_message(r_text("partial"))], "cancelled")
+    res = translate_response_result(cancelled, R, dst)
+    assert res.status >= 500 and "error" in res.body
+    assert res.stop.reason is StopReason.INTERRUPTED
+    deepseek = chat_completion({"content": "partial"}, "insufficient_system_resource")
+    src = C if dst is A else None
+    if src:
+        res = translate_response_result(deepseek, C, dst)
+        assert res.status == 529 and res.body["error"]["type"] == "overloaded_error"
+
+
+def test_seed003_interrupted_finish_in_a_stream_ends_with_the_native_error():
+    out, t = stream(chat_stream([{"content": "partial"}], "insufficient_system_resource"), C, A)
+    assert b"event: error" in out and b"message_stop" not in out
+    assert t.stop.reason is StopReason.INTERRUPTED and t.stop.raw == "insufficient_system_resource"

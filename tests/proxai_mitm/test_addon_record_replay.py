@@ -220,7 +220,7 @@ def test_upstream_request_goes_to_the_replay_server(addon, tmp_path):
     run(addon.tctx, addon.running())
     server = addon.replay_server
     assert server is not None and server.running
-    f = make_flow(CHAT, host="api.example.com")
+    f = make_flow(CHAT, host="api.example.com", headers=[("host", "api.example.com")])
     assert run(addon.tctx, addon.request(f)) is None
     assert (f.request.scheme, f.request.host, f.request.port) == ("http", "127.0.0.1", server.port)
     assert f.request.path == "/v1/messages" and f.request.host_header == "api.example.com"
@@ -291,22 +291,34 @@ def test_contentview_registered_on_load(addon):
     assert contentviews.registry["llm"].name == "LLM"
 
 
-def test_commands(addon, tmp_path):
-    assert {"proxai.report", "proxai.export"} <= set(addon.tctx.master.commands.commands)
+def test_commands(tmp_path):
+    """The commands as the console / mitmweb run them: flow specs resolved by mitmproxy's view."""
+    from mitmproxy.addons import view
+
+    addon, v = ProxAI(), view.View()
+    with taddons.context(addon, v) as tctx:
+        _commands(addon, v, tctx, tmp_path)
+
+
+def _commands(addon: ProxAI, v: Any, tctx: Any, tmp_path: Any) -> None:
+    assert {"proxai.report", "proxai.export"} <= set(tctx.master.commands.commands)
     f1 = make_flow(ANTH)
     respond(f1, 200, json_bytes(ANTH, "refusal"), "application/json")
     f2 = make_flow(CHAT)
     respond(f2, 200, json_bytes(CHAT, "max"), "application/json")
     other = tflow.tflow(resp=True)
-    flows = [f1, f2, other]
-    table = addon.tctx.command(addon.report, flows)
+    v.add([f1, f2, other])
+    table = tctx.command(addon.report, "@all")
     lines = table.splitlines()
     assert lines[0].split()[:3] == ["time", "client", "→"]
     assert "refusal" in lines[2] and "cyber" in lines[2] and "max_output" in lines[3]
     assert lines[-1] == "2 exchange(s): max_output 1, refusal 1"
     out = tmp_path / "x.jsonl"
-    assert addon.tctx.command(addon.export, flows, str(out)) == f"exported 2 LLM exchange(s) to {out}"
+    assert tctx.command(addon.export, "@all", str(out)) == f"exported 2 LLM exchange(s) to {out}"
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert [r["stop"]["reason"] for r in rows] == ["refusal", "max_output"]
+    assert tctx.command(addon.export, "~u chat/completions", str(out)) == f"exported 1 LLM exchange(s) to {out}"
+    assert tctx.master.commands.execute("proxai.report \"~u /v1/messages\"").splitlines()[-1] == \
+        "1 exchange(s): refusal 1"
     with pytest.raises(exceptions.CommandError):
-        addon.tctx.command(addon.export, flows, str(tmp_path / "no" / "such" / "dir.jsonl"))
+        tctx.command(addon.export, "@all", str(tmp_path / "no" / "such" / "dir.jsonl"))

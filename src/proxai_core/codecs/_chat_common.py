@@ -210,7 +210,10 @@ def build_stop(raw: str | None, *, refusal: str | None, produced: bool, has_tool
                         detail=detail or {})
     info = classify_stop(raw, has_tool_calls=has_tools, detail=detail)
     if info.reason is StopReason.REFUSAL:
-        return StopInfo(reason=StopReason.REFUSAL, raw=raw, category="output-refusal",
+        # nothing produced: seed 002's generic refusal (category output-refusal); otherwise seed 004's
+        # rule (no provider category -> the raw value: content_filter, sensitive, ...)
+        return StopInfo(reason=StopReason.REFUSAL, raw=raw,
+                        category=info.category if produced else "output-refusal",
                         message=None if produced else GENERIC_CONTENT_FILTER_REFUSAL,
                         detail=info.detail)
     return info

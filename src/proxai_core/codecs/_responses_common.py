@@ -239,7 +239,9 @@ def stop_from_status(status: Any, incomplete_details: Any, error: Any, *, has_to
     if status == "incomplete":
         if reason == "content_filter":
             msg = refusal if refusal else (None if produced else GENERIC_CONTENT_FILTER_REFUSAL)
-            return classify_stop("content_filter", message=msg, detail=detail)
+            # nothing produced: seed 002's generic refusal, category output-refusal (as for Chat)
+            cat = "output-refusal" if (refusal or not produced) else None
+            return classify_stop("content_filter", category=cat, message=msg, detail=detail)
         if refusal is not None:
             return StopInfo(StopReason.REFUSAL, raw=reason if isinstance(reason, str) else "incomplete",
                             category="output-refusal", message=refusal, detail=detail)

@@ -736,9 +736,11 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
     if tools:
         body["tools"] = tools
     tc = _encode_tool_choice(req)
-    if tc is not None:
+    if tc is not None and (tools or tc in ("none", "auto")):
         body["tool_choice"] = tc
-    if req.parallel_tool_calls is not None:
+    elif tc is not None:
+        w.append("tool_choice dropped: no tool is left for the upstream")
+    if req.parallel_tool_calls is not None and tools:
         body["parallel_tool_calls"] = req.parallel_tool_calls
     if req.max_output_tokens is not None:
         mot = req.max_output_tokens

@@ -45,7 +45,7 @@ from ..neutral import (
     UsageEvent,
 )
 from ..sse import DONE_FRAME, frame
-from ..stop import StopInfo, StopReason, classify_stop
+from ..stop import GENERIC_REFUSAL, StopInfo, StopReason, classify_stop
 from ._chat_common import (
     FILTER_RAWS,
     PROTOCOL,
@@ -319,7 +319,7 @@ def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> 
             # a stated refusal whose visible text came as ordinary text (Anthropic): seed 000
             refusal, text = text, None
         elif not text:
-            refusal = stop.message or None
+            refusal = stop.message or GENERIC_REFUSAL  # never an empty success
     fr = finish_reason(stop, bool(calls), warnings)
     message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": refusal}
     if text is not None:
@@ -932,11 +932,10 @@ class StreamEncoder:
             return b""
         self._finished = True
         out = b""
-        if (stop.reason is StopReason.REFUSAL and not self._content_sent and not self._refusal_sent
-                and stop.message):
+        if stop.reason is StopReason.REFUSAL and not self._content_sent and not self._refusal_sent:
             # seed 000 streaming: the explanation as delta.refusal, only if nothing was said yet
             self._refusal_sent = True
-            out = self._chunk({"refusal": stop.message})
+            out = self._chunk({"refusal": stop.message or GENERIC_REFUSAL})
         if self._annotations:  # one chunk: the SDK accumulator cannot merge unindexed lists
             out += self._chunk({"annotations": self._annotations})
         fr = finish_reason(stop, self._had_tools, self.warnings)
