@@ -62,7 +62,7 @@ def test_rejections_name_a_feature(cases):
             assert len(c.reason) > 20, (c.name, c.reason)
 
 
-@pytest.mark.parametrize("key", list(cf.KNOWN_FAILS), ids=lambda k: "/".join(k[:4]))
+@pytest.mark.parametrize("key", list(cf.KNOWN_FAILS), ids=lambda k: "/".join(k[:4]).replace("→", "-to-"))
 def test_known_fail(cases, key):
     why = cf.KNOWN_FAILS[key]
     hits = [c for c in cases if c.status == "fail" and c.known == why]
