@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import anthropic.types as at
+import anthropic.types.beta as atb
 import openai.types.chat as oc
 import openai.types.responses as orr
 import pydantic
-import anthropic.types.beta as atb
 from anthropic.lib.streaming._beta_messages import accumulate_event as beta_accumulate_event
 from anthropic.lib.streaming._messages import accumulate_event
 from openai.lib.streaming.chat import ChatCompletionStreamState

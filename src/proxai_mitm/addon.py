@@ -444,7 +444,7 @@ class ProxAI:
             ))
             return None
         if body is _INVALID and "json" not in req.headers.get("content-type", "").lower() \
-                and not raw.lstrip()[:1] in (b"{", b"["):
+                and raw.lstrip()[:1] not in (b"{", b"["):
             return None  # not an LLM request after all (no JSON at all)
         state = FlowState(
             "generate", client, route.protocol, route.name, client_text=_text(raw),

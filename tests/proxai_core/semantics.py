@@ -41,7 +41,7 @@ def assert_same_semantics(src: Summary, dst: Summary, src_reason: StopReason, ds
         assert da == sa, f"{where}: arguments {da!r} != {sa!r}"
     # stop: the normalized reason survives (modulo what the target cannot say)
     want = expected_reason(target, src_reason)
-    if dst_reason is not want and not (src_reason is StopReason.OTHER):
+    if dst_reason is not want and src_reason is not StopReason.OTHER:
         raise AssertionError(f"{where}: stop {dst_reason} != {want} (source {src_reason})")
     # refusal stays a refusal, never plain text / empty success
     if src_reason is StopReason.REFUSAL:

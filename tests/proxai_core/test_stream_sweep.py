@@ -19,9 +19,8 @@ from proxai_core import (
     stream_from_response,
 )
 from proxai_core.api import decode_response
-from proxai_core.collect import Collector
 from proxai_core.codecs import codec
-from proxai_core.sse import SSEReader
+from proxai_core.collect import Collector
 
 from ..sdk import (
     FIXTURES,

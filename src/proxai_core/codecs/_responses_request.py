@@ -23,7 +23,6 @@ Decisions (encode, neutral -> a Responses upstream):
 from __future__ import annotations
 
 import re
-
 from typing import Any
 
 from .. import reasoning as rz
