@@ -32,7 +32,6 @@ for _p in (ROOT, ROOT / "src"):
 
 import anthropic  # noqa: E402
 import openai  # noqa: E402
-
 from tests.fake_upstream import (  # noqa: E402
     RECORDED,
     FakeUpstream,
@@ -397,7 +396,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         proxy.cleanup()
         up.stop()
-    from proxai_mitm.report import format_table, read_flows as report_flows, rows
+    from proxai_mitm.report import format_table, rows
+    from proxai_mitm.report import read_flows as report_flows
 
     print(format_table(rows([f for p in paths for f in report_flows(p)])))
     for p in paths:

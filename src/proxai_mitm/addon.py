@@ -4,7 +4,8 @@ Hook map (mitmproxy 12.3):
 
 - ``load``: options, the "LLM" contentview. ``configure``: parse/validate them once (errors logged
   and raised); load the replay recordings.
-- ``running`` / ``done``: start / stop the loopback replay server (``proxai_replay``).
+- ``running`` / ``done``: start / stop the loopback replay server (``proxai_replay``; it also starts
+  at the first request that needs it).
 - ``requestheaders``: make what gets stored redacted (``proxai_redact``); refuse a WebSocket upgrade
   on a routed ``/responses`` fast (426).
 - ``request``: recognize, route, rewrite URL/body/headers, or answer natively (400/401/502/426);
@@ -21,8 +22,8 @@ Offline reads (``flow.live`` false, ``mitmdump -nr``) are never rewritten; they 
 Redaction: mitmproxy's ``Save`` (``-w``) serializes ``flow.get_state()`` inside the same ``response``
 hook chain, *before* a non-streamed response is sent to the client. Redacting the live flow there
 would strip ``set-cookie`` from what the client receives, so the addon leaves the live flow alone and
-gives it a ``get_state`` that returns a redacted copy: what is stored (``-w``, ``save.file``, a copy
-of the flow) is redacted, what goes over the wire is not.
+gives it a ``get_state`` that returns a redacted copy: what is stored (``-w``, ``save.file``, mitmweb's
+download) is redacted, what goes over the wire is not.
 """
 
 from __future__ import annotations
@@ -265,7 +266,7 @@ class ProxAI:
         try:
             index = RecordingIndex.load(path)
         except (FileNotFoundError, ValueError, OSError) as e:
-            msg = f"proxai_replay: {e}"
+            msg = f"proxai_replay: {str(e).removeprefix('proxai replay: ')}"
             logger.error("proxai: invalid option %s", msg)
             raise exceptions.OptionsError(f"proxai: {msg}") from None
         return index, miss
@@ -276,7 +277,7 @@ class ProxAI:
         if index is None:
             if self.replay_server is not None:
                 server, self.replay_server = self.replay_server, None
-                _spawn(server.stop())
+                server.close()
                 logger.info("proxai: replay off")
             return
         logger.info("proxai: replay %d recording(s) from %s (%s; misses: %s)", len(index), source,
@@ -299,14 +300,16 @@ class ProxAI:
                 self.replay_server = server
             return self.replay_server
 
-    async def running(self) -> None:
-        if self.replay_index is not None:
-            await self._ensure_replay_server()
+    # `running` and `done` are synchronous: mitmproxy calls them synchronously when a script is
+    # (re)loaded or removed. The server starts in a task (or at the first request that needs it).
+    def running(self) -> None:
+        if self.replay_index is not None and self.replay_server is None:
+            _spawn(self._ensure_replay_server())
 
-    async def done(self) -> None:
+    def done(self) -> None:
         server, self.replay_server = self.replay_server, None
         if server is not None:
-            await server.stop()
+            server.close()
 
     # ------------------------------------------------------------------------- commands
     @command.command("proxai.report")
@@ -673,8 +676,8 @@ class ProxAI:
         state.upstream_status = resp.status_code
         state.upstream_headers = [[k, v] for k, v in resp.headers.items(multi=True)
                                   if not k.lower().startswith("x-proxai-replay")]
-        if state.replay is not None:
-            state.replay["result"] = resp.headers.get(MISS_HEADER, "?")
+        if state.replay is not None and MISS_HEADER in resp.headers:
+            state.replay["result"] = resp.headers[MISS_HEADER]
             if resp.headers.get("x-proxai-replay-flow"):
                 state.replay["flow"] = resp.headers["x-proxai-replay-flow"]
         if state.kind != "generate":
@@ -996,7 +999,7 @@ class _ErrorOnce:
 
 
 def _spawn(coro: Any) -> None:
-    """Run a coroutine on the running event loop (configure is synchronous), or drop it."""
+    """Run a coroutine as a task on the running event loop, or drop it when there is none."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:

@@ -451,8 +451,8 @@ class ReplayServer:
     """Loopback HTTP/1.1 server answering from a :class:`RecordingIndex`.
 
     ``await start()`` binds 127.0.0.1 on an ephemeral port (``.port``, ``.url``); ``await stop()``
-    closes it and every connection. ``fast=True`` drops the recorded pacing. ``adapt_stream=False``
-    serves recordings as recorded even when the request's ``stream`` flag asks for the other kind.
+    closes it and every connection (``close()``: the same without waiting). ``fast=True`` drops the
+    recorded pacing. ``adapt_stream=False`` serves recordings as recorded even when the request's ``stream`` flag asks for the other kind.
     Counters: ``hits``, ``misses``; ``log`` holds ``(key, hit, flow_id)`` per request.
     """
 
@@ -486,7 +486,9 @@ class ReplayServer:
         logger.info("proxai replay server on %s (%d recordings, %s)", self.url, len(self.index),
                     "fast" if self.fast else "recorded pacing")
 
-    async def stop(self) -> None:
+    def close(self) -> None:
+        """Stop listening and drop every connection now, without waiting (for synchronous callers such
+        as mitmproxy's ``done`` hook, which a script reload calls synchronously)."""
         srv, self._server = self._server, None
         if srv is None:
             return
@@ -496,6 +498,12 @@ class ReplayServer:
                 w.transport.abort()
         for t in list(self._tasks):
             t.cancel()
+
+    async def stop(self) -> None:
+        srv = self._server
+        self.close()
+        if srv is None:
+            return
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         with contextlib.suppress(TimeoutError):

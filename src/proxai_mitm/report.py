@@ -544,6 +544,10 @@ def _summary(flow: Any, *, full: bool) -> dict[str, Any] | None:
         out["error"] = str(flow.error.msg)
     if not full:
         return out
+    # the key proxai_replay matches this exchange by (the request as sent upstream)
+    from .replay import canonical_key
+
+    out["replay_key"] = canonical_key(req.method, req.path, req_body or b"")
 
     # request conversation: the client's original request, in its protocol
     conv: dict[str, Any] | None = None

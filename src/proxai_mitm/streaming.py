@@ -5,6 +5,8 @@ mitmproxy calls it synchronously inside its event loop, once per received body c
 calls :meth:`StreamHandler.finish` with the reason). Rules it keeps (notes/mitmproxy.md §1):
 never ``b""`` mid-stream (``[]`` instead), every exception caught and turned into the client's
 native error frame, content-encoding decoded defensively (the upstream was asked for identity).
+For the recording it keeps the decoded upstream chunks with their arrival times (replay pacing) and
+everything it sent to the client (mitmproxy stores nothing of a streamed body by default).
 """
 
 from __future__ import annotations

@@ -30,13 +30,28 @@ def addon():
     with taddons.context(a) as tctx:
         a.tctx = tctx
         yield a
-        run(tctx, a.done())
+        a.done()
 
 
 def run(tctx: Any, res: Any) -> Any:
     if res is not None and hasattr(res, "__await__"):
         return tctx.master.event_loop.run_until_complete(res)
     return res
+
+
+def start_replay(addon: ProxAI) -> None:
+    """The `running` hook (sync; it spawns the server start on mitmproxy's loop), then wait for it."""
+    import asyncio
+
+    async def go() -> None:
+        addon.running()
+        for _ in range(100):
+            if addon.replay_server is not None and addon.replay_server.running:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("replay server not started")
+
+    run(addon.tctx, go())
 
 
 def stored(f: http.HTTPFlow) -> bytes:
@@ -217,7 +232,7 @@ def test_replay_sets_lazy_connections(addon, tmp_path, caplog):
 @needs_codecs
 def test_upstream_request_goes_to_the_replay_server(addon, tmp_path):
     addon.tctx.configure(addon, proxai_target=ANTH, proxai_replay=_recording(tmp_path))
-    run(addon.tctx, addon.running())
+    start_replay(addon)
     server = addon.replay_server
     assert server is not None and server.running
     f = make_flow(CHAT, host="api.example.com", headers=[("host", "api.example.com")])
@@ -225,8 +240,21 @@ def test_upstream_request_goes_to_the_replay_server(addon, tmp_path):
     assert (f.request.scheme, f.request.host, f.request.port) == ("http", "127.0.0.1", server.port)
     assert f.request.path == "/v1/messages" and f.request.host_header == "api.example.com"
     assert get_state(f).replay["upstream_url"] == "https://api.example.com/v1/messages"
-    run(addon.tctx, addon.done())
+    addon.done()
     assert addon.replay_server is None and not server.running
+
+
+def test_lifecycle_hooks_are_sync_and_replay_can_be_switched_off(addon, tmp_path):
+    """A script reload calls `running` / `done` synchronously (async handlers would raise there)."""
+    from mitmproxy import hooks
+
+    addon.tctx.configure(addon, proxai_replay=_recording(tmp_path))
+    start_replay(addon)
+    server = addon.replay_server
+    addon.tctx.master.addons.invoke_addon_sync(addon, hooks.RunningHook())
+    addon.tctx.configure(addon, proxai_replay="")
+    assert addon.replay_index is None and addon.replay_server is None and not server.running
+    addon.tctx.master.addons.invoke_addon_sync(addon, hooks.DoneHook())
 
 
 @needs_codecs
@@ -241,7 +269,7 @@ def test_replay_server_started_on_demand(addon, tmp_path):
 @pytest.mark.parametrize("client", [CHAT, RESP, ANTH])
 def test_replay_miss_is_the_clients_native_404(addon, tmp_path, client):
     addon.tctx.configure(addon, proxai_target=ANTH, proxai_replay=_recording(tmp_path))
-    run(addon.tctx, addon.running())
+    start_replay(addon)
     f = make_flow(client, stream=True)
     run(addon.tctx, addon.request(f))
     body = json.dumps(miss_body("POST", "/v1/messages", "POST /v1/messages abc")).encode()
@@ -263,12 +291,17 @@ def test_replay_miss_is_the_clients_native_404(addon, tmp_path, client):
 def test_replay_miss_forward_leaves_the_request_alone(addon, tmp_path, caplog):
     caplog.set_level(logging.INFO)
     addon.tctx.configure(addon, proxai_replay=_recording(tmp_path), proxai_replay_miss="forward")
-    run(addon.tctx, addon.running())
+    start_replay(addon)
     f = make_flow(ANTH, body={**BODIES[ANTH], "max_tokens": 65})  # not recorded
     run(addon.tctx, addon.request(f))
     assert f.request.host == "api.example.com"
     assert get_state(f).replay["result"] == "forwarded"
     assert "forwarded upstream" in caplog.text
+    respond(f, 200, json_bytes(ANTH), "application/json")  # the real upstream's answer
+    addon.responseheaders(f)
+    addon.response(f)
+    assert f.metadata["proxai"]["replay"]["result"] == "forwarded"
+    assert f.metadata["proxai"]["stop"]["reason"] == "end_turn"
     g = make_flow(ANTH, stream=False)  # recorded (`stream` does not count)
     run(addon.tctx, addon.request(g))
     assert g.request.host == "127.0.0.1"
@@ -278,7 +311,7 @@ def test_replay_needs_no_upstream_key(addon, tmp_path, monkeypatch):
     monkeypatch.delenv("PROXAI_UNSET_KEY", raising=False)
     addon.tctx.configure(addon, proxai_target=ANTH, proxai_upstream="https://api.anthropic.com",
                          proxai_key_env="PROXAI_UNSET_KEY", proxai_replay=_recording(tmp_path))
-    run(addon.tctx, addon.running())
+    start_replay(addon)
     f = make_flow(CHAT, host="api.openai.com")
     run(addon.tctx, addon.request(f))
     assert f.response is None  # no 401: nothing leaves the machine
@@ -322,3 +355,29 @@ def _commands(addon: ProxAI, v: Any, tctx: Any, tmp_path: Any) -> None:
         "1 exchange(s): refusal 1"
     with pytest.raises(exceptions.CommandError):
         tctx.command(addon.export, "@all", str(tmp_path / "no" / "such" / "dir.jsonl"))
+
+
+@pytest.mark.parametrize("name", ["tool-loop", "refusal-chat", "refusal-responses", "refusal-anthropic",
+                                  "max-output", "cut-stream", "upstream-error"])
+def test_llm_view_renders_the_shipped_flows(name):
+    """Every request and response body of flows/ through the view, as mitmproxy calls it."""
+    from pathlib import Path
+
+    from proxai_mitm.contentview import LLMContentview
+
+    view = LLMContentview()
+    path = Path(__file__).resolve().parents[2] / "flows" / f"{name}.mitm"
+    flows = list(mio.FlowReader(open(path, "rb")).stream())  # noqa: SIM115
+    assert flows
+    for f in flows:
+        for msg in (f.request, f.response):
+            data = msg.get_content(strict=False)
+            md = contentviews.Metadata(flow=f, http_message=msg, content_type=msg.headers.get("content-type"))
+            assert view.render_priority(data, md) > 1  # auto-selected
+            out = view.prettify(data, md)
+            assert "[LLM view: could not" not in out, (name, out)
+            if msg is f.response and f.error is None:
+                stop = f.metadata["proxai"]["stop"]["reason"]
+                assert "stop: " in out or "error" in out.lower(), out
+                assert stop in out or f.response.status_code >= 400, (stop, out)
+

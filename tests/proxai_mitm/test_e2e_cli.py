@@ -20,6 +20,8 @@ pytestmark = pytest.mark.e2e
 BAD = {
     "target": ({"proxai_target": "anthropic"}, "proxai: invalid option proxai_target: must be one of"),
     "redact": ({"proxai_redact": "maybe"}, "proxai: invalid option proxai_redact='maybe'"),
+    "replay": ({"proxai_replay": "/nonexistent/session.mitm"},
+               "proxai: invalid option proxai_replay: /nonexistent/session.mitm does not exist"),
 }
 
 

@@ -82,6 +82,7 @@ class Env:
     recorder: Mitmdump
     plain: Mitmdump
     nr_shipped: Mitmdump
+    filter_shipped: Mitmdump
     readme: Mitmdump
     readme_request: tuple[str, dict]
     all_procs: list[Mitmdump]
@@ -102,6 +103,9 @@ def env(tmp_path_factory):
         "plain": Mitmdump(mode=f"reverse:{plain_up.url}", addon=None,
                           options={"stream_large_bodies": "1", "store_streamed_bodies": True}),
         "nr_shipped": Mitmdump(save=False, extra_args=["-n", "-r", str(shipped)]),
+        # docs/recording.md "Share": a read filter on a recording made with the addon (no addon needed)
+        "filter_shipped": Mitmdump(save=False, addon=None, extra_args=[
+            "-n", "-r", str(shipped), "-w", str(tmp / "shipped-refusals.mitm"), "~comment ^refusal"]),
         "readme": Mitmdump(mode=mode, options=sets, save=False),
     }
     for m in procs.values():
@@ -124,6 +128,7 @@ class Recorded:
     replay: Mitmdump
     nr_plain: Mitmdump
     plain_out: Path
+    filter_plain: Mitmdump
 
 
 @pytest.fixture(scope="module")
@@ -141,14 +146,20 @@ def recorded(env):
     assert env.plain.flows_path is not None
     out = env.tmp / "plain-annotated.mitm"
     nr_plain = Mitmdump(save=False, extra_args=["-n", "-r", str(env.plain.flows_path), "-w", str(out)])
+    # the recording's routes, every recorded file (a folder), a dead upstream
     replay = Mitmdump(mode=f"reverse:http://127.0.0.1:{free_port()}",
-                      options={"proxai_target": mf.ANTH, "proxai_replay": str(env.tmp / "flows" / "tool-loop.mitm"),
+                      options={"proxai_config": str(env.tmp / "routes.toml"), "proxai_replay": str(env.tmp / "flows"),
                                "connection_strategy": "lazy"}, save=False)
-    env.all_procs += [nr_plain, replay]
+    # docs/recording.md "Filter": a plain capture is filtered at save time, after the addon annotated it
+    filter_plain = Mitmdump(save=False, extra_args=[
+        "-n", "-r", str(env.plain.flows_path), "-w", str(env.tmp / "plain-refusals.mitm"),
+        "--set", "save_stream_filter=~comment ^refusal"])
+    env.all_procs += [nr_plain, replay, filter_plain]
     replay.startup_timeout = 120
     nr_plain.start(wait=False)
+    filter_plain.start(wait=False)
     replay.start()
-    return Recorded(paths, seen, replay, nr_plain, out)
+    return Recorded(paths, seen, replay, nr_plain, out, filter_plain)
 
 
 _FRAMING = {"content-length", "transfer-encoding", "connection", "date", "server", "content-encoding"}
@@ -277,7 +288,8 @@ def test_replay_to_every_client_protocol(recorded, protocol):
     last = turns[-1]
     assert last.first_event is not None and last.done is not None
     assert last.done - last.first_event >= recorded_gap - 0.02, (last.done - last.first_event, recorded_gap)
-    recorded.replay.wait_for_log(rf"proxai: {protocol} → anthropic_messages \(route default, replay hit\)", count=3)
+    recorded.replay.wait_for_log(
+        rf"proxai: {protocol} → anthropic_messages \((route [a-z-]+|pass-through), replay hit\)", count=3)
 
 
 def test_replay_json_client_and_misses(recorded):
@@ -291,6 +303,36 @@ def test_replay_json_client_and_misses(recorded):
         mf.anthropic_client(url).messages.create(model=mf.MODEL, max_tokens=10,
                                                  messages=[{"role": "user", "content": "not recorded"}])
     recorded.replay.wait_for_log(r"replay miss\), claude-sonnet-4-5, 404: ", count=2)
+
+
+def test_replay_cut_stream_and_upstream_error(recorded):
+    url = recorded.replay.url
+    got: list[str] = []
+    with pytest.raises((anthropic.APIConnectionError, httpx2.HTTPError)):  # cut again, like the recording
+        with mf.anthropic_client(url).messages.stream(
+                model="gpt-4o", max_tokens=mf.MAX_TOKENS,
+                messages=[{"role": "user", "content": "What's the weather in Paris?"}]) as s:
+            for ev in s:
+                if ev.type == "content_block_delta":
+                    got.append(ev.delta.text)
+    assert got and "".join(got).startswith("Hello")  # the recorded part arrived first
+    recorded.replay.wait_for_log(r"anthropic_messages → openai_chat_completions \(route claude-code-on-gpt, "
+                                 r"replay hit\), gpt-4o, 200: interrupted")
+    with pytest.raises(openai.InternalServerError) as ei:
+        mf.openai_client(url).responses.create(model=mf.MODEL, input="Summarize the news.", max_output_tokens=200)
+    assert ei.value.status_code == 503 and ei.value.response.headers["retry-after"] == "12"
+    recorded.replay.wait_for_log(r"replay hit\), claude-sonnet-4-5, 503: interrupted \(overloaded\)")
+
+
+def test_recording_md_replay_example(env):
+    """The Python example of docs/recording.md "Replay offline", against the README's replay command
+    (the same options but for an explicit connection_strategy=lazy, which the addon sets anyway)."""
+    text = (ROOT / "docs" / "recording.md").read_text()
+    code = re.search(r"uv run python - <<'PY'\n(.*?)\nPY\n", text, re.S).group(1)
+    code = code.replace("127.0.0.1:8081", env.readme.url.removeprefix("http://"))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == 'get_weather {"city":"Paris"}'
 
 
 def test_readme_replay_command(env):
@@ -335,6 +377,14 @@ def test_nr_annotates_a_plain_capture_like_the_addon(recorded):
         assert fp.marked == fs.marked
 
 
+def test_documented_command_line_filters(env, recorded):
+    for proc, out in ((env.filter_shipped, "shipped-refusals.mitm"), (recorded.filter_plain, "plain-refusals.mitm")):
+        assert proc.wait_exit(90) == 0, proc.log
+        flows = read_flows(env.tmp / out)
+        assert [f.request.path for f in flows] == ["/v1/chat/completions", "/v1/responses", "/v1/messages"], out
+        assert all(f.comment.startswith("refusal") and f.marked == ":no_entry:" for f in flows)
+
+
 # ----------------------------------------------------------------------------- reports
 def test_report_and_export_cli(tmp_path):
     def run(*args: str) -> subprocess.CompletedProcess:
@@ -371,3 +421,5 @@ def test_report_and_export_cli(tmp_path):
     assert [p["type"] for p in lines[0]["response"]["parts"]] == ["tool_call"]
     assert lines[0]["response"]["parts"][0]["arguments"] == {"city": "Paris"}
     assert lines[2]["response"]["parts"][0] == {"type": "text", "text": mf.EXPECTED_LOOP["text"]}
+    f = read_flows(SHIPPED[0])[0]
+    assert lines[0]["replay_key"] == canonical_key("POST", "/v1/messages", f.request.get_content())
