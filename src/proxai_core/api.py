@@ -240,6 +240,9 @@ class StreamTranslator:
         return self._terminal
 
     def _observe(self, ev: n.Event) -> None:
+        t = type(ev)
+        if t is n.Delta or t is n.BlockStart or t is n.BlockEnd:
+            return  # the hot path: nothing to observe
         if isinstance(ev, n.Stop):
             self.stop = ev.stop
         elif isinstance(ev, n.UsageEvent):
@@ -289,6 +292,27 @@ class StreamTranslator:
             ev.part.name = self._ctx.original_name(ev.part.name)
         return [ev]
 
+    def _run_translated(self, sse_events: list) -> bytes:
+        """The hot path: one decoder call per SSE event, text deltas straight to the encoder."""
+        out: list[bytes] = []
+        feed = self._dec.feed
+        enc = self._enc.encode
+        fast = not self._restore
+        Delta = n.Delta
+        for sev in sse_events:
+            if self._terminal:
+                break
+            for ev in feed(sev[0], sev[1]):
+                if fast and type(ev) is Delta and not self._dead:
+                    out.append(enc(ev))
+                    continue
+                if type(ev) is n.Start and not ev.id:
+                    ev.id = _content_id(sev[1])  # deterministic ids when the upstream gave none
+                self._observe(ev)
+                for ev2 in (self._glue(ev) if self._restore else (ev,)):
+                    self._encode(ev2, out)
+        return b"".join(out)
+
     def _run(self, sse_events: list, blobs: list[bytes] | None) -> bytes:
         out: list[bytes] = []
         dec = self._dec
@@ -320,7 +344,11 @@ class StreamTranslator:
     def _encode(self, ev: n.Event, out: list[bytes]) -> None:
         if self._dead:
             return
-        if type(ev) is n.Stop and ev.stop.reason is StopReason.INTERRUPTED and self.target is not Protocol.RESPONSES:
+        t = type(ev)
+        if t is n.Delta:
+            out.append(self._enc.encode(ev))
+            return
+        if t is n.Stop and ev.stop.reason is StopReason.INTERRUPTED and self.target is not Protocol.RESPONSES:
             # seed 003: an interrupted upstream turn reaches the client as its native error
             ev = n.ErrorEvent(error_of_interrupted_stop(ev.stop))
             self._dead = True
@@ -336,7 +364,7 @@ class StreamTranslator:
             return self._run(events, blobs)
         if self._terminal:
             return b""
-        return self._run(self._reader.feed(chunk), None)
+        return self._run_translated(self._reader.feed(chunk))
 
     def close(self) -> bytes:
         if self.closed:
@@ -365,7 +393,7 @@ class StreamTranslator:
                         tail_out.append(codec(self.target).error_frame(self.error))
                 out = b"".join(tail_out)
             else:
-                out = self._run(self._reader.close(), None)
+                out = self._run_translated(self._reader.close())
         if not self._terminal:
             evs = self._dec.finish()
             for ev in evs:

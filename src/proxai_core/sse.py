@@ -32,6 +32,16 @@ class SSEReader:
         # Fast path (the common case on the hot path): nothing pending, LF line ends, and the chunk
         # ends on an event boundary. Blocks split on blank lines, one pass over the lines.
         if (
+            chunk[:6] == b"data: "
+            and chunk[-2:] == b"\n\n"
+            and not self._buf
+            and chunk.count(b"\n") == 2
+            and not self._data
+            and self._event is None
+            and b"\r" not in chunk
+        ):
+            return [(None, chunk[6:-2].decode("utf-8", "replace"))]  # one bare data: event
+        if (
             not self._buf
             and not self._data
             and self._event is None

@@ -648,7 +648,7 @@ class StreamDecoder:
     def feed(self, event: str | None, data: str) -> list[Event]:
         if self.done:
             return []
-        if data == "[DONE]" or data.strip() == "[DONE]":
+        if data[:1] != "{" and data.strip() == "[DONE]":  # no copy of ordinary JSON payloads
             return self._terminal()
         try:
             obj = orjson.loads(data)
@@ -660,13 +660,52 @@ class StreamDecoder:
         if not isinstance(obj, dict):
             self.warnings.append("non-object Chat stream event ignored")
             return []
+        # Fast path: the common text chunk of an open text block (one choice, only content).
+        choices = obj.get("choices")
+        sk = self._seq_kind
+        if ((sk == _TEXT or sk == _REFUSAL) and not self._finish_seen and type(choices) is list
+                and len(choices) == 1 and obj.get("usage") is None and "error" not in obj and event is None):
+            ch = choices[0]
+            if type(ch) is dict and ch.get("finish_reason") is None and ch.get("index", 0) == 0:
+                delta = ch.get("delta")
+                if type(delta) is dict:
+                    key = "content" if sk == _TEXT else "refusal"
+                    c = delta.get(key)
+                    if type(c) is str and c and (len(delta) == 1 or all(
+                            k == key or delta[k] is None or k == "role" for k in delta)):
+                        if sk == _TEXT:
+                            self._produced = True
+                            return [Delta(self._seq_idx, "text", c)]
+                        self._refusal.append(c)
+                        return [Delta(self._seq_idx, "refusal", c)]
+        elif (self._seq_kind == 0 and self._last_call is not None and not self._finish_seen
+              and type(choices) is list and len(choices) == 1 and obj.get("usage") is None
+              and "error" not in obj and event is None):
+            # Fast path: an argument fragment of the tool call already streaming.
+            ch = choices[0]
+            if type(ch) is dict and ch.get("finish_reason") is None and ch.get("index", 0) == 0:
+                delta = ch.get("delta")
+                tcs = delta.get("tool_calls") if type(delta) is dict else None
+                if type(tcs) is list and len(tcs) == 1 and (len(delta) == 1 or all(
+                        k == "tool_calls" or delta[k] is None or k == "role" for k in delta)):
+                    tc = tcs[0]
+                    call = self._last_call
+                    fn = tc.get("function") if type(tc) is dict else None
+                    if (type(fn) is dict and call.started and tc.get("index") in self._calls_by_index
+                            and self._calls_by_index[tc["index"]] is call and not tc.get("id")
+                            and not fn.get("name") and len(fn) == 1):
+                        frag = fn.get("arguments")
+                        if type(frag) is str:
+                            if not frag:
+                                return []
+                            call.args.append(frag)
+                            return [Delta(call.idx, "arguments", frag)]
         out = self._out
         if obj.get("error") or event == "error":
             u = decode_usage(obj.get("usage"))
             if u is not None:
                 out.append(UsageEvent(u))
             return self._error(obj)
-        choices = obj.get("choices")
         if not self._started and (obj.get("id") or obj.get("model") or choices or obj.get("usage")):
             self._start(obj)  # Azure's prompt-filter chunk (no id, no model, no choices) waits
         if choices:
