@@ -1,0 +1,399 @@
+"""Request translation side by side with LiteLLM, any-llm and martian-linguafranca, in one run.
+
+    bash benchmarks/setup_peers.sh                                    # once
+    benchmarks/.venv-peers/bin/python benchmarks/requests.py [--reps 21] [--write]
+
+Timed unit (as in ../shared/notes/peer-benchmark.md §2): the raw bytes of one client request in,
+the upstream request's bytes out — ``orjson.loads``, the translation, ``orjson.dumps`` (peers' own
+objects are dumped with their ``model_dump``/``default=str``) — per request. Median over repetitions
+(min–max), cases of one request interleaved, GC collected outside the timing; × = ratio to the bare
+orjson decode + encode of the same body.
+
+Directions and peer entry points (landscape.md §4.1/§4.2):
+
+- Anthropic Messages → Chat: ProxAI ``translate_request``; LiteLLM
+  ``LiteLLMAnthropicMessagesAdapter().translate_anthropic_to_openai``; any-llm
+  ``messages_params_to_completion_params(MessagesParams(**body))`` (SDK kwargs, not a wire body:
+  ``model_id``); linguafranca ``convert_request_json``.
+- Chat → Anthropic Messages: ProxAI; LiteLLM ``AnthropicConfig().map_openai_params`` +
+  ``transform_request`` (what its Anthropic provider runs); any-llm ``anthropic.utils._convert_params``
+  (``CompletionParams``; private, what its Anthropic provider runs); linguafranca.
+- Responses → Chat: ProxAI; LiteLLM ``LiteLLMCompletionResponsesConfig
+  .transform_responses_api_request_to_chat_completion_request``; linguafranca (``open_responses``).
+- Anthropic Messages → Responses: ProxAI; LiteLLM ``LiteLLMAnthropicToResponsesAPIAdapter
+  .translate_request``; linguafranca. (any-llm 1.40.2 has no public M→R request converter.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+# this file is named requests.py: keep its folder off sys.path so `import requests` finds the library
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+sys.path.insert(0, str(ROOT / "src"))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import orjson  # noqa: E402
+
+from proxai_core import Protocol, translate_request  # noqa: E402
+
+A, C, R = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES
+FIX = ROOT.parent / "shared" / "fixtures"
+
+# ----------------------------------------------------------------------------- requests
+TOOLS_M = [{"name": "get_weather", "description": "Get the current weather in a given location",
+            "input_schema": {"type": "object", "properties": {
+                "location": {"type": "string", "description": "The city and state, e.g. San Francisco, CA"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["location"]}},
+           {"name": "get_time", "description": "Current local time of a city",
+            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]
+M_REQUEST = {
+    "model": "claude-sonnet-4-5", "max_tokens": 1024, "temperature": 0.7, "stream": True,
+    "system": [{"type": "text", "text": "You are a helpful travel assistant. Answer briefly and use the tools "
+                                        "when the user asks about the weather or the time."}],
+    "metadata": {"user_id": "user-1234"},
+    "tools": TOOLS_M, "tool_choice": {"type": "auto"},
+    "messages": [
+        {"role": "user", "content": "I'm flying to Paris tomorrow. What's the weather like there right now?"},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "Let me check the current weather in Paris for you."},
+            {"type": "tool_use", "id": "toolu_01A09q90qw90lq917835lq9", "name": "get_weather",
+             "input": {"location": "Paris, France", "unit": "celsius"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_01A09q90qw90lq917835lq9",
+             "content": "15 degrees celsius, light rain, wind 20 km/h from the west"}]},
+        {"role": "assistant", "content": "It's 15 °C with light rain in Paris. Pack an umbrella!"},
+        {"role": "user", "content": [{"type": "text", "text": "Thanks. And what time is it there and in Tokyo?"}]},
+    ],
+}
+TOOLS_C = [{"type": "function", "function": {"name": t["name"], "description": t["description"],
+                                              "parameters": t["input_schema"]}} for t in TOOLS_M]
+C_REQUEST = {
+    "model": "gpt-4o", "max_tokens": 1024, "temperature": 0.7, "stream": True,
+    "stream_options": {"include_usage": True}, "user": "user-1234", "tools": TOOLS_C, "tool_choice": "auto",
+    "messages": [
+        {"role": "system", "content": M_REQUEST["system"][0]["text"]},
+        {"role": "user", "content": M_REQUEST["messages"][0]["content"]},
+        {"role": "assistant", "content": "Let me check the current weather in Paris for you.", "tool_calls": [
+            {"id": "call_Wx3kq8Paris", "type": "function",
+             "function": {"name": "get_weather", "arguments": "{\"location\":\"Paris, France\",\"unit\":\"celsius\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_Wx3kq8Paris",
+         "content": "15 degrees celsius, light rain, wind 20 km/h from the west"},
+        {"role": "assistant", "content": "It's 15 °C with light rain in Paris. Pack an umbrella!"},
+        {"role": "user", "content": "Thanks. And what time is it there and in Tokyo?"},
+    ],
+}
+R_REQUEST = {
+    "model": "gpt-5", "instructions": M_REQUEST["system"][0]["text"], "max_output_tokens": 1024, "stream": True,
+    "tools": [{"type": "function", "name": t["name"], "description": t["description"],
+               "parameters": t["input_schema"]} for t in TOOLS_M], "tool_choice": "auto",
+    "input": [
+        {"role": "user", "content": [{"type": "input_text", "text": M_REQUEST["messages"][0]["content"]}]},
+        {"type": "message", "role": "assistant",
+         "content": [{"type": "output_text", "text": "Let me check the current weather in Paris for you."}]},
+        {"type": "function_call", "call_id": "call_Wx3kq8Paris", "name": "get_weather",
+         "arguments": "{\"location\":\"Paris, France\",\"unit\":\"celsius\"}"},
+        {"type": "function_call_output", "call_id": "call_Wx3kq8Paris",
+         "output": "15 degrees celsius, light rain, wind 20 km/h from the west"},
+        {"type": "message", "role": "assistant",
+         "content": [{"type": "output_text", "text": "It's 15 °C with light rain in Paris. Pack an umbrella!"}]},
+        {"role": "user", "content": [{"type": "input_text", "text": "Thanks. And what time is it there and in Tokyo?"}]},
+    ],
+}
+#: real recorded requests (../shared/fixtures), when present
+REAL = {
+    A: "anthropic/mirascope__python_tests_e2e_output_cassettes_test_call_with_tools_anthropic_claude_sonnet_4_0_stream__i0.request.json",
+    C: "chat/mirascope__python_tests_e2e_output_cassettes_test_call_with_tools_openai_gpt_4o_completions_stream__i0.request.json",
+}
+
+
+# ----------------------------------------------------------------------------- cases
+def dumps(obj) -> bytes:
+    return orjson.dumps(obj, default=_default)
+
+
+def _default(o):
+    md = getattr(o, "model_dump", None)
+    if callable(md):
+        return md(exclude_none=True)
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    return str(o)
+
+
+def case_bare(raw: bytes):
+    return lambda: orjson.dumps(orjson.loads(raw))
+
+
+def case_ours(raw: bytes, src, dst):
+    return lambda: orjson.dumps(translate_request(orjson.loads(raw), src, dst))
+
+
+def case_litellm_m2c(raw: bytes):
+    from litellm.llms.anthropic.messages.adapters.transformation import LiteLLMAnthropicMessagesAdapter
+
+    ad = LiteLLMAnthropicMessagesAdapter()
+    return lambda: dumps(ad.translate_anthropic_to_openai(orjson.loads(raw))[0])
+
+
+def case_anyllm_m2c(raw: bytes):
+    from any_llm.types.messages import MessagesParams
+    from any_llm.utils.messages_compat import messages_params_to_completion_params
+
+    return lambda: dumps(messages_params_to_completion_params(MessagesParams(**orjson.loads(raw))))
+
+
+def case_lf(raw: bytes, src: str, dst: str):
+    import linguafranca as lf
+
+    s, d = lf.FormatName(src), lf.FormatName(dst)
+
+    def run():
+        res = lf.convert_request_json(orjson.loads(raw), source_format=s, target_format=d)
+        return dumps(getattr(res, "value", res) if not isinstance(res, dict) else res)
+
+    return run
+
+
+def case_litellm_c2m(raw: bytes):
+    from litellm.llms.anthropic.chat.transformation import AnthropicConfig
+
+    cfg = AnthropicConfig()
+
+    def run():
+        body = orjson.loads(raw)
+        model = body.pop("model")
+        messages = body.pop("messages")
+        body.pop("stream", None)
+        body.pop("stream_options", None)
+        opt = cfg.map_openai_params(non_default_params=body, optional_params={}, model=model, drop_params=True)
+        return dumps(cfg.transform_request(model=model, messages=messages, optional_params=opt,
+                                           litellm_params={}, headers={}))
+
+    return run
+
+
+def case_anyllm_c2m(raw: bytes):
+    from any_llm.providers.anthropic.utils import _convert_params
+    from any_llm.types.completion import CompletionParams
+
+    def run():
+        body = orjson.loads(raw)
+        body["model_id"] = body.pop("model")
+        return dumps(_convert_params(CompletionParams(**body), provider_name="anthropic"))
+
+    return run
+
+
+def case_litellm_r2c(raw: bytes):
+    from litellm.responses.litellm_completion_transformation.transformation import (
+        LiteLLMCompletionResponsesConfig,
+    )
+
+    def run():
+        body = orjson.loads(raw)
+        model, inp = body.pop("model"), body.pop("input")
+        return dumps(LiteLLMCompletionResponsesConfig.transform_responses_api_request_to_chat_completion_request(
+            model=model, input=inp, responses_api_request=body))
+
+    return run
+
+
+def case_litellm_m2r(raw: bytes):
+    from litellm.llms.anthropic.messages.responses_adapters.transformation import (
+        LiteLLMAnthropicToResponsesAPIAdapter,
+    )
+
+    ad = LiteLLMAnthropicToResponsesAPIAdapter()
+    return lambda: dumps(ad.translate_request(orjson.loads(raw)))
+
+
+# ----------------------------------------------------------------------------- timing
+def bench(cases: dict, reps: int, rep_ms: float) -> dict[str, list[float]]:
+    for fn in cases.values():
+        for _ in range(5):
+            fn()
+    calls = {}
+    for name, fn in cases.items():
+        t0 = time.perf_counter()
+        k = 0
+        while time.perf_counter() - t0 < rep_ms / 1000:
+            fn()
+            k += 1
+        calls[name] = max(1, k)
+    gc.collect()
+    gc.freeze()
+    res: dict[str, list[float]] = {k: [] for k in cases}
+    names = list(cases)
+    for r in range(reps):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            fn, k = cases[name], calls[name]
+            gc.collect()
+            t0 = time.perf_counter_ns()
+            for _ in range(k):
+                fn()
+            res[name].append((time.perf_counter_ns() - t0) / k / 1000.0)
+    gc.unfreeze()
+    return res
+
+
+def expectations(raw: bytes) -> dict[str, str]:
+    """Strings the translation must keep: tool names, the tool result text, the last user text."""
+    body = orjson.loads(raw)
+    exp = {}
+    for t in body.get("tools") or []:
+        name = t.get("name") or (t.get("function") or {}).get("name")
+        if name:
+            exp[f"tool {name}"] = name
+    s = raw.decode()
+    if "15 degrees" in s:
+        exp["tool result"] = "15 degrees"
+    if "Tokyo" in s:
+        exp["last user text"] = "Tokyo"
+    return exp
+
+
+def sanity(name: str, out: bytes, target: str, expect: dict[str, str]) -> str:
+    """A short note on what came out (is it a wire body of the target, with what it must keep?)."""
+    try:
+        obj = orjson.loads(out)
+    except orjson.JSONDecodeError:
+        return "not JSON"
+    if not isinstance(obj, dict):
+        return f"{type(obj).__name__}"
+    notes = []
+    if "model" not in obj:
+        notes.append("no 'model' (SDK kwargs, not a wire body)" if "model_id" in obj else "no 'model'")
+    key = "input" if target == "responses" else "messages"
+    msgs = obj.get(key)
+    if not isinstance(msgs, list) and not (target == "responses" and isinstance(msgs, str)):
+        notes.append(f"no '{key}' list")
+    s = out.decode()
+    for what, needle in expect.items():
+        if needle not in s:
+            notes.append(f"{what} lost")
+    return "ok" if not notes else "; ".join(notes)
+
+
+DIRECTIONS = {
+    "M→C": (A, C, "anthropic_messages", "openai_chat_completions", "chat"),
+    "C→M": (C, A, "openai_chat_completions", "anthropic_messages", "anthropic"),
+    "R→C": (R, C, "open_responses", "openai_chat_completions", "chat"),
+    "M→R": (A, R, "anthropic_messages", "open_responses", "responses"),
+}
+BODIES = {A: M_REQUEST, C: C_REQUEST, R: R_REQUEST}
+
+
+def peers_for(direction: str, raw: bytes) -> dict:
+    src, dst, lsrc, ldst, _ = DIRECTIONS[direction]
+    mk = {
+        "M→C": {"LiteLLM": lambda: case_litellm_m2c(raw), "any-llm": lambda: case_anyllm_m2c(raw)},
+        "C→M": {"LiteLLM": lambda: case_litellm_c2m(raw), "any-llm": lambda: case_anyllm_c2m(raw)},
+        "R→C": {"LiteLLM": lambda: case_litellm_r2c(raw)},
+        "M→R": {"LiteLLM": lambda: case_litellm_m2r(raw)},
+    }[direction]
+    mk["linguafranca"] = lambda: case_lf(raw, lsrc, ldst)
+    return mk
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=21)
+    ap.add_argument("--rep-ms", type=float, default=40)
+    ap.add_argument("--write", action="store_true", help="update docs/performance.md")
+    args = ap.parse_args()
+    t_imp = {}
+    for mod in ("litellm", "any_llm", "linguafranca"):
+        t0 = time.perf_counter()
+        try:
+            __import__(mod)
+        except ImportError:
+            pass
+        t_imp[mod] = time.perf_counter() - t0
+    versions = {}
+    for dist in ("litellm", "any-llm-sdk", "martian-linguafranca", "pydantic", "orjson"):
+        try:
+            from importlib.metadata import version
+
+            versions[dist] = version(dist)
+        except Exception:  # noqa: BLE001
+            versions[dist] = "?"
+    inputs: list[tuple[str, str, bytes]] = []
+    for d, (src, *_rest) in DIRECTIONS.items():
+        inputs.append((d, "built-in", orjson.dumps(BODIES[src])))
+        rel = REAL.get(src)
+        if rel and (FIX / rel).exists():
+            inputs.append((d, "recorded", (FIX / rel).read_bytes()))
+    lines = [f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: `benchmarks/.venv-peers/bin/python "
+             f"benchmarks/requests.py --reps {args.reps}`, Python {sys.version.split()[0]}, {os.cpu_count()} CPUs "
+             f"(shared with other work); " + ", ".join(f"{k} {v}" for k, v in versions.items()) + ". "
+             "µs per request: median (min–max), × = ratio to bare orjson decode+encode; "
+             "**ProxAI / peer** = ratio of medians (< 1: ProxAI faster). Built-in = a 6-turn conversation with "
+             "system prompt, two tools, a tool call and its result; recorded = a real request from "
+             "../shared/fixtures.", "",
+             "| direction, request | bare orjson | ProxAI | LiteLLM | any-llm | linguafranca | ProxAI / LiteLLM | "
+             "ProxAI / any-llm | ProxAI / linguafranca |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    notes = []
+    for d, label, raw in inputs:
+        src, dst, *_x, tshort = DIRECTIONS[d]
+        cases = {"bare": case_bare(raw), "ProxAI": case_ours(raw, src, dst)}
+        failed = {}
+        exp = expectations(raw)
+        for peer, mk in peers_for(d, raw).items():
+            try:
+                fn = mk()
+                out = fn()
+                cases[peer] = fn
+                notes.append(f"{d} {label}, {peer}: {sanity(peer, out, tshort, exp)}")
+            except Exception as e:  # noqa: BLE001 - a peer that cannot run is reported, not hidden
+                failed[peer] = f"fails: {type(e).__name__}"
+                notes.append(f"{d} {label}, {peer}: raised {type(e).__name__}: {str(e)[:120]}")
+        notes.append(f"{d} {label}, ProxAI: {sanity('ProxAI', cases['ProxAI'](), tshort, exp)}")
+        res = bench(cases, args.reps, args.rep_ms)
+        base = statistics.median(res["bare"])
+
+        def cell(name: str, res=res, failed=failed, base=base) -> str:
+            if name in failed:
+                return failed[name]
+            if name not in res:
+                return "n/a"
+            v = res[name]
+            m = statistics.median(v)
+            return f"**{m:.1f}** ({min(v):.1f}–{max(v):.1f}) ×{m / base:.1f}"
+
+        ours = statistics.median(res["ProxAI"])
+
+        def ratio(name: str, res=res, ours=ours) -> str:
+            return f"**{ours / statistics.median(res[name]):.2f}**" if name in res else "–"
+
+        lines.append(f"| {d} {label} ({len(raw)} B) | {cell('bare')} | {cell('ProxAI')} | {cell('LiteLLM')} | "
+                     f"{cell('any-llm')} | {cell('linguafranca')} | {ratio('LiteLLM')} | {ratio('any-llm')} | "
+                     f"{ratio('linguafranca')} |")
+        print(lines[-1], flush=True)
+    lines += ["", "Target: ProxAI not slower than any-llm (ratio ≤ 1). Cold import: "
+              + ", ".join(f"{k} {v:.2f} s" for k, v in t_imp.items()) + ".", "",
+              "What each produced (one run: is it a wire body of the target (`model` + messages/input), with the "
+              "request's tool names, the tool result text and the last user text?):", ""] + [f"- {n}" for n in notes]
+    text = "\n".join(lines)
+    print(text)
+    if args.write:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("proxai_bench_stream", HERE / "stream.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        mod.write_section("requests", "### Request translation, side by side with the peers\n\n" + text)
+        print("wrote the requests section of docs/performance.md")
+
+
+if __name__ == "__main__":
+    main()
