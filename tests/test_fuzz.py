@@ -137,7 +137,7 @@ def test_known_deep_upstream_body_does_not_raise_type_error():
         pass
 
 
-@pytest.mark.xfail(reason=_known("unhashable"), strict=False)
+# fixed: was pytest.mark.xfail(reason=_known("unhashable"), strict=False…
 def test_known_unhashable_role_is_a_translation_error():
     body = {"model": "gpt-5", "input": [{"role": ["user"], "content": "hi"}]}
     try:
@@ -146,7 +146,7 @@ def test_known_unhashable_role_is_a_translation_error():
         pass
 
 
-@pytest.mark.xfail(reason=_known("unhashable"), strict=False)
+# fixed: was pytest.mark.xfail(reason=_known("unhashable"), strict=False…
 def test_known_stream_item_type_object_does_not_raise():
     from proxai_core import StreamTranslator
 
@@ -228,7 +228,7 @@ def test_known_non_object_upstream_json_is_a_native_error(rig):
 
 
 @pytest.mark.e2e
-@pytest.mark.xfail(reason=_known("unhashable-sniff"), strict=False)
+# fixed: was pytest.mark.xfail(reason=_known("unhashable-sniff"), strict…
 def test_known_list_role_through_mitmdump_is_not_500(rig):
     body = {"model": "m", "max_tokens": 10, "messages": [{"role": ["user"], "content": "hi"}]}
     r = rig.http.post("/to-chat/v1/messages", content=orjson.dumps(body),
@@ -256,7 +256,7 @@ def test_known_empty_sse_upstream_gives_native_error_event(rig):
 
 
 @pytest.mark.e2e
-@pytest.mark.xfail(reason=_known("deep-nesting"), strict=False)
+# fixed: was pytest.mark.xfail(reason=_known("deep-nesting"), strict=Fal…
 def test_known_deep_schema_through_mitmdump_is_not_500(rig):
     body = {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}],
             "tools": [{"name": "f", "input_schema": {"type": "object", "properties": {"p": {}}}}]}

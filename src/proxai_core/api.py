@@ -32,8 +32,15 @@ def translate_request(
     if not isinstance(body, dict):
         raise TranslationError("request body must be a JSON object", field="body")
     w = warnings if warnings is not None else []
-    req = codec(source).decode_request(body, w)
-    return codec(target).encode_request(req, w)
+    try:
+        req = codec(source).decode_request(body, w)
+        return codec(target).encode_request(req, w)
+    except TranslationError:
+        raise
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
+        # a shape the decoders' checks did not foresee: still the client's mistake, named as such
+        raise TranslationError(f"body: malformed {source.value} request ({type(exc).__name__}: {exc})",
+                               field="body") from exc
 
 
 def decode_request(body: dict[str, Any], protocol: Protocol | str,
@@ -84,7 +91,10 @@ def _complete_payload(data: str) -> bool:
 def _content_id(data: Any) -> str:
     import hashlib
 
-    raw = data if isinstance(data, (bytes, str)) else orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+    try:
+        raw = data if isinstance(data, (bytes, str)) else orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONEncodeError, TypeError):
+        raw = b"unencodable"
     if isinstance(raw, str):
         raw = raw.encode("utf-8", "replace")
     return "px" + hashlib.sha1(raw).hexdigest()[:22]
@@ -302,7 +312,12 @@ class StreamTranslator:
         for sev in sse_events:
             if self._terminal:
                 break
-            for ev in feed(sev[0], sev[1]):
+            try:
+                evs = feed(sev[0], sev[1])
+            except Exception as exc:  # a malformed upstream event never breaks the client stream
+                self.warnings.append(f"malformed upstream event ignored ({type(exc).__name__}: {exc})"[:300])
+                continue
+            for ev in evs:
                 if fast and type(ev) is Delta and not self._dead:
                     out.append(enc(ev))
                     continue

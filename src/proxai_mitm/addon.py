@@ -488,10 +488,16 @@ class ProxAI:
         if mapped:
             up["model"] = mapped
         state.upstream_model = up.get("model") if isinstance(up.get("model"), str) else None
+        try:
+            payload = orjson.dumps(up)
+        except (orjson.JSONEncodeError, TypeError) as exc:  # e.g. nesting deeper than orjson writes
+            err = TranslationError(f"body: the request cannot be re-encoded ({exc})", field="body")
+            status, native = error_response(err, client)
+            return self._reply_body(flow, state, status, native)
         self._retarget(flow, scheme, host, port, up_path)
         routing.rewrite_headers(req.headers, client=client, target=route.protocol, same_host=same_host,
                                 key=key, upstream_host=host)
-        req.content = orjson.dumps(up)
+        req.content = payload
         return self._maybe_probe(flow, state, host, port)
 
     def _count_tokens(self, flow: http.HTTPFlow, ep: routing.Endpoint) -> Any:

@@ -101,7 +101,7 @@ def sniff_protocol(body: Mapping[str, Any]) -> Protocol | None:
         return Protocol.RESPONSES
     if not isinstance(msgs, list):
         return None
-    roles = {m.get("role") for m in msgs if isinstance(m, dict)}
+    roles = {m.get("role") for m in msgs if isinstance(m, dict) and isinstance(m.get("role"), str)}
     if roles & {"system", "developer", "tool", "function"}:
         return Protocol.CHAT
     for m in msgs:
