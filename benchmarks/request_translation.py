@@ -1,7 +1,7 @@
 """Request translation side by side with LiteLLM, any-llm and martian-linguafranca, in one run.
 
     bash benchmarks/setup_peers.sh                                    # once
-    benchmarks/.venv-peers/bin/python benchmarks/requests.py [--reps 21] [--write]
+    benchmarks/.venv-peers/bin/python benchmarks/request_translation.py [--reps 21] [--write]
 
 Timed unit (as in ../shared/notes/peer-benchmark.md §2): the raw bytes of one client request in,
 the upstream request's bytes out — ``orjson.loads``, the translation, ``orjson.dumps`` (peers' own
@@ -333,7 +333,7 @@ def main() -> None:
         if rel and (FIX / rel).exists():
             inputs.append((d, "recorded", (FIX / rel).read_bytes()))
     lines = [f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: `benchmarks/.venv-peers/bin/python "
-             f"benchmarks/requests.py --reps {args.reps}`, Python {sys.version.split()[0]}, {os.cpu_count()} CPUs "
+             f"benchmarks/request_translation.py --reps {args.reps}`, Python {sys.version.split()[0]}, {os.cpu_count()} CPUs "
              f"(shared with other work); " + ", ".join(f"{k} {v}" for k, v in versions.items()) + ". "
              "µs per request: median (min–max), × = ratio to bare orjson decode+encode; "
              "**ProxAI / peer** = ratio of medians (< 1: ProxAI faster). Built-in = a 6-turn conversation with "
