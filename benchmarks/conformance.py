@@ -140,12 +140,7 @@ _TAGS = {
 #: Each entry: (kind, source, target, file glob, substring of the fail reason) -> explanation; "*" matches
 #: anything. The test suite accepts only these (as xfail, with the explanation) and fails on any other.
 KNOWN_FAILS: dict[tuple[str, str, str, str, str], str] = {
-    ("*", "responses", "chat", "*", "citations silently dropped"):
-        "BUG: Responses file_citation / container_file_citation annotations are dropped for Chat clients "
-        "without a warning (Chat has only url_citation); the Anthropic encoder warns in the same situation",
-    ("json→sse", "chat", "chat", "*openrouter_file_annotation*", "citations silently dropped"):
-        "BUG: a complete Chat answer with message.annotations, re-streamed to a streaming Chat client, "
-        "loses the annotations without a warning",
+    # fixed: Responses file/container citations and re-streamed Chat annotations are now dropped with a warning
 }
 
 #: Warnings that mean content or a request field did not reach the other side (a documented lossy

@@ -235,8 +235,9 @@ def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
 
 
 # ============================================================================= response encode
-def _annotations(parts: list[Any]) -> list[dict[str, Any]]:
+def _annotations(parts: list[Any], warnings: list[str] | None = None) -> list[dict[str, Any]]:
     out = []
+    dropped: set[str] = set()
     for p in parts:
         if isinstance(p, Text) and p.citations:
             for c in p.citations:
@@ -257,6 +258,11 @@ def _annotations(parts: list[Any]) -> list[dict[str, Any]]:
                         "url": url, "title": title if isinstance(title, str) else "",
                         "start_index": start if isinstance(start, int) else 0,
                         "end_index": end if isinstance(end, int) else 0}})
+                else:
+                    dropped.add(str(c.get("type") or "citation"))
+    if dropped and warnings is not None:
+        warnings.append(f"citations without a URL ({', '.join(sorted(dropped))}) dropped: Chat Completions "
+                        "has only url_citation annotations")
     return out
 
 
@@ -323,7 +329,7 @@ def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> 
     fr = finish_reason(stop, bool(calls), warnings)
     message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": refusal}
     if text is not None:
-        ann = _annotations(resp.parts)
+        ann = _annotations(resp.parts, warnings)
         if ann:
             message["annotations"] = ann
     message.update(_reasoning_out(resp.parts))
@@ -957,7 +963,7 @@ class StreamEncoder:
             payload = envelope_payload(final, final.text or text)
             return out + self._chunk({"reasoning_content": rz.chat_envelope(payload)})
         if b.kind == "text" and isinstance(final, Text) and final.citations:
-            self._annotations.extend(_annotations([final]))
+            self._annotations.extend(_annotations([final], self.warnings))
         if b.kind == "text" and isinstance(final, Text) and final.text and not b.args_sent:
             self._content_sent = True
             return self._chunk({"content": final.text})
