@@ -212,7 +212,7 @@ def test_each_raw_mode_through_mitmdump(rig, mode):
 
 
 @pytest.mark.e2e
-@pytest.mark.xfail(reason=_known("non-object-json-upstream"), strict=False)
+# fixed: was xfail non-object-json-upstream
 def test_known_non_object_upstream_json_is_a_native_error(rig):
     from tests.fake_upstream import Reply
 

@@ -122,6 +122,21 @@ def translate_response_result(
     status: int = 200,
 ) -> ResponseResult:
     source, target = as_protocol(source), as_protocol(target)
+    try:
+        return _translate_response_result(body, source, target, request, status)
+    except TranslationError:
+        raise
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
+        # an upstream body of a shape no decoder foresaw: the client's native 502, never a crash
+        err = n.Error(kind="interrupted", status=502,
+                      message=f"the upstream {source.value} response could not be read "
+                              f"({type(exc).__name__}: {str(exc)[:200]})")
+        st, out = native_error(err, target)
+        return ResponseResult(st, out, stop_of_error(err), None, [err.message], None)
+
+
+def _translate_response_result(body: dict[str, Any], source: Protocol, target: Protocol,
+                               request: dict[str, Any] | None, status: int) -> ResponseResult:
     w: list[str] = []
     resp = codec(source).decode_response(body, w)
     if not resp.id:

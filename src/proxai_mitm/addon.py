@@ -800,6 +800,11 @@ class ProxAI:
             return
         if not isinstance(obj, dict):
             state.warnings.append("upstream answered 2xx with JSON that is not an object")
+            if state.route is not None and upstream is not client:
+                st, native = native_error(502, "api_error", "upstream answered with JSON that is not an object",
+                                          client)
+                _set_body(resp, st, orjson.dumps(native), "application/json")
+                state.stop = error_stop_info(st, native)
             return
         if upstream is not client:
             if state.client_stream:
