@@ -237,7 +237,7 @@ def test_known_list_role_through_mitmdump_is_not_500(rig):
 
 
 @pytest.mark.e2e
-@pytest.mark.xfail(reason=_known("empty-sse-upstream"), strict=False)
+# fixed: was xfail empty-sse-upstream
 def test_known_empty_sse_upstream_gives_native_error_event(rig):
     from tests.fake_upstream import Reply
     from tests.sdk import StreamError, accumulate_stream

@@ -694,6 +694,8 @@ class ProxAI:
         assert client is not None and upstream is not None
         if upstream is not client and not state.client_stream:
             return  # buffered: collected into one JSON answer in `response`
+        if upstream is not client and resp.headers.get("content-length", "").strip() == "0":
+            return  # an empty stream never reaches a stream callable: answered whole in `response`
         ce = resp.headers.get("content-encoding")
         passthrough = upstream is client
         try:
@@ -782,6 +784,15 @@ class ProxAI:
             return
         assert client is not None and upstream is not None
         if "text/event-stream" in ctype:
+            if state.route is not None and upstream is not client and state.client_stream:
+                # a stream that arrived whole (e.g. empty): translated at once, honest ending included
+                t = StreamTranslator(upstream, client, state.client_body)
+                sse = t.feed(content) + t.close()
+                state.stop = t.stop
+                state.warnings.extend(t.warnings)
+                _set_body(resp, 200, sse, "text/event-stream; charset=utf-8")
+                resp.headers["cache-control"] = "no-cache"
+                return
             if state.route is not None and (upstream is not client or not state.client_stream):
                 res = response_from_stream(content, upstream, client, state.client_body)
                 self._take_result(state, res)
