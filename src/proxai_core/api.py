@@ -356,7 +356,11 @@ class StreamTranslator:
                 if blobs is not None:
                     out.append(blobs[i])
                 continue
-            evs = dec.feed(sev[0], sev[1])
+            try:
+                evs = dec.feed(sev[0], sev[1])
+            except Exception as exc:  # a malformed upstream event is observed as nothing
+                self.warnings.append(f"malformed upstream event ignored ({type(exc).__name__}: {exc})"[:300])
+                evs = []
             for ev in evs:
                 if type(ev) is n.Start and not ev.id:
                     # deterministic ids when the upstream gave none (replays and chunkings agree)
@@ -461,6 +465,17 @@ def stream_from_response(body: dict[str, Any], source: Protocol | str, target: P
                          request: dict[str, Any] | None = None) -> tuple[bytes, StopInfo, list[str]]:
     """The client asked to stream but the upstream answered with complete JSON: a correct stream."""
     source, target = as_protocol(source), as_protocol(target)
+    try:
+        return _stream_from_response(body, source, target, request)
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
+        err = n.Error(kind="interrupted", status=502,
+                      message=f"the upstream {source.value} response could not be streamed "
+                              f"({type(exc).__name__}: {str(exc)[:200]})")
+        return codec(target).error_frame(err), stop_of_error(err), [err.message]
+
+
+def _stream_from_response(body: dict[str, Any], source: Protocol, target: Protocol,
+                          request: dict[str, Any] | None) -> tuple[bytes, StopInfo, list[str]]:
     w: list[str] = []
     resp = codec(source).decode_response(body, w)
     if not resp.id:
