@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-# benchmarks/request_translation.py must not shadow the requests library: keep this folder off sys.path
+# keep this folder off sys.path: a script here must never shadow a library a peer imports
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 for p in (ROOT, ROOT / "src"):
     if str(p) not in sys.path:

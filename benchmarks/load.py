@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# benchmarks/request_translation.py must not shadow the requests library: keep this folder off sys.path
+# keep this folder off sys.path: a script here must never shadow a library a peer imports
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 for p in (ROOT, ROOT / "src"):
     if str(p) not in sys.path:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]  # benchmarks/request_translation.py ≠ requests
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]  # no script here may shadow a library
 for p in (ROOT, ROOT / "src"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))

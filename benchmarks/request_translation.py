@@ -36,7 +36,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-# this file is named requests.py: keep its folder off sys.path so `import requests` finds the library
+# keep this folder off sys.path: a script here must never shadow a library a peer imports
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT / "src"))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
