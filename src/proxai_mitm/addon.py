@@ -65,6 +65,7 @@ from .annotate import FlowState, annotate, log_line
 from .config import ConfigError, Route, RouteSet, routes_from_options, routes_from_toml
 from .redact import redact_flow
 from .replay import MISS_HEADER, RecordingIndex, ReplayServer, canonical_key
+from .idle import IdleWatch
 from .report import export_command, report_command
 from .streaming import StreamHandler, native_error_frame
 
@@ -74,8 +75,12 @@ __all__ = ["ProxAI"]
 
 _STATE_ATTR = "_proxai_state"
 _OPTIONS = ("proxai_target", "proxai_upstream", "proxai_key_env", "proxai_model", "proxai_config", "proxai_redact",
-            "proxai_replay", "proxai_replay_fast", "proxai_replay_miss")
+            "proxai_replay", "proxai_replay_fast", "proxai_replay_miss", "proxai_idle_timeout")
 _BOOL_OPTIONS = ("proxai_redact", "proxai_replay_fast")
+_INT_OPTIONS = ("proxai_idle_timeout",)
+#: default seconds of upstream silence after which a stream is ended (below mitmproxy's tcp_timeout
+#: of 600 s, above the longest silent reasoning we know of)
+IDLE_TIMEOUT = 300
 _BOOL_WORDS = {"true", "false", "1", "0", "yes", "no", "on", "off", ""}
 REPLAY_MISS = ("error", "forward")
 #: the upstream key sent to the replay server when none is configured (nothing leaves the machine)
@@ -83,6 +88,8 @@ REPLAY_PLACEHOLDER_KEY = "proxai-replay-no-key"
 #: how long an upstream that refused a connection is probed before requests are sent to it
 DEAD_TTL = 60.0
 PROBE_TIMEOUT = 3.0
+#: an upstream that answered within this many seconds is not probed before a request
+SEEN_TTL = 600.0
 
 _INVALID = object()
 
@@ -123,12 +130,14 @@ class ProxAI:
         self.routes = RouteSet()
         self.redact = True
         self._dead: dict[tuple[str, int], float] = {}
+        self._seen: dict[tuple[str, int], float] = {}  # upstream -> last time it answered
         self.replay_index: RecordingIndex | None = None
         self.replay_source = ""
         self.replay_fast = False
         self.replay_miss = "error"
         self.replay_server: ReplayServer | None = None
         self._replay_lock: asyncio.Lock | None = None
+        self.idle = IdleWatch()
 
     # ------------------------------------------------------------------------- options
     def load(self, loader: Any) -> None:
@@ -177,6 +186,12 @@ class ProxAI:
             "What a request without a recording gets in replay: 'error' (a 404 in the client's "
             "protocol naming the request) or 'forward' (sent to the real upstream).",
         )
+        loader.add_option(
+            "proxai_idle_timeout", int, IDLE_TIMEOUT,
+            "Seconds an LLM stream may go without any upstream byte before ProxAI ends it with the "
+            "client's native error event (StopInfo interrupted). 0: off (mitmproxy's tcp_timeout then "
+            "cuts the connection instead).",
+        )
         contentview.register()
         self._check_deferred()
 
@@ -196,11 +211,24 @@ class ProxAI:
                         "proxai: invalid option %s=%r: expected true or false. "
                         "mitmproxy will not load the ProxAI addon until this is fixed.", name, raw[-1]
                     )
+        for name in _INT_OPTIONS:
+            raw = getattr(deferred.get(name), "val", None)
+            if isinstance(raw, list) and raw and not str(raw[-1]).strip().lstrip("-").isdigit():
+                logger.error(
+                    "proxai: invalid option %s=%r: expected a whole number of seconds. "
+                    "mitmproxy will not load the ProxAI addon until this is fixed.", name, raw[-1]
+                )
 
     def configure(self, updated: set[str]) -> None:
         if not updated & set(_OPTIONS):
             return
         opts = ctx.options
+        idle = int(getattr(opts, "proxai_idle_timeout", IDLE_TIMEOUT))
+        if idle < 0:
+            msg = f"proxai_idle_timeout: must be 0 (off) or a number of seconds, got {idle}"
+            logger.error("proxai: invalid option %s", msg)
+            raise exceptions.OptionsError(f"proxai: {msg}")
+        self.idle.timeout = float(idle)
         replay_index, replay_miss = self._configure_replay(updated)
         try:
             if opts.proxai_config:
@@ -307,6 +335,7 @@ class ProxAI:
             _spawn(self._ensure_replay_server())
 
     def done(self) -> None:
+        self.idle.stop()
         server, self.replay_server = self.replay_server, None
         if server is not None:
             server.close()
@@ -642,15 +671,22 @@ class ProxAI:
             state.stop = error_stop_info(status, body)
 
     # unreachable upstreams: mitmproxy answers a failed connect itself (text/html 502) and gives the
-    # addon no way to change that body. After one failure the host is probed before each request
-    # for DEAD_TTL seconds, so retries get a native 502.
+    # addon no way to change that body. So an upstream that has not answered in SEEN_TTL seconds
+    # (the first request to it, typically) or that failed within DEAD_TTL is probed with a TCP
+    # connect first: when that fails the client gets a native 502. Steady traffic is never probed.
     def _maybe_probe(self, flow: http.HTTPFlow, state: FlowState, host: str, port: int) -> Any:
+        now = time.monotonic()
         t = self._dead.get((host, port))
-        if t is None:
-            return None
-        if time.monotonic() - t > DEAD_TTL:
+        if t is not None and now - t > DEAD_TTL:
             self._dead.pop((host, port), None)
+            t = None
+        if t is None and now - self._seen.get((host, port), -SEEN_TTL - 1) <= SEEN_TTL:
             return None
+        if t is None:  # first contact
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:  # hooks called outside mitmproxy's loop (unit tests)
+                return None
         if any(str(m).startswith(("upstream", "socks")) for m in getattr(ctx.options, "mode", []) or []):
             return None
         return self._probe(flow, state, host, port)
@@ -669,6 +705,7 @@ class ProxAI:
             return
         writer.close()
         self._dead.pop((host, port), None)
+        self._seen[(host, port)] = time.monotonic()
 
     # ------------------------------------------------------------------------- response side
     def responseheaders(self, flow: http.HTTPFlow) -> None:
@@ -678,6 +715,7 @@ class ProxAI:
         if state is None or state.synthetic:
             return
         resp = flow.response
+        self._seen[(flow.request.host, flow.request.port)] = time.monotonic()
         # what the upstream answered, before the status and headers are rewritten for the client
         state.upstream_status = resp.status_code
         state.upstream_headers = [[k, v] for k, v in resp.headers.items(multi=True)
@@ -712,6 +750,7 @@ class ProxAI:
             handler = StreamHandler(translator, client, passthrough=passthrough, content_encoding=ce)
             state.handler = handler
             resp.stream = handler
+            self.idle.add(flow, handler)
         if passthrough:
             return
         h = resp.headers
@@ -725,6 +764,7 @@ class ProxAI:
             h.pop("transfer-encoding", None)
 
     def response(self, flow: http.HTTPFlow) -> None:
+        self.idle.discard(flow)
         _store_redacted(flow, self)
         if not flow.live:
             self._offline(flow)
@@ -922,6 +962,7 @@ class ProxAI:
 
     # ------------------------------------------------------------------------- errors
     def error(self, flow: http.HTTPFlow) -> None:
+        self.idle.discard(flow)
         _store_redacted(flow, self)
         if not flow.live:
             self._offline(flow)

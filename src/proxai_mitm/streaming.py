@@ -141,7 +141,9 @@ class StreamHandler:
         "extra_warnings",
         "failed",
         "finished",
+        "idle_message",
         "interrupted",
+        "last_activity",
         "observe_ok",
         "out",
         "passthrough",
@@ -159,7 +161,9 @@ class StreamHandler:
         self.chunk_times: list[list[float | int]] = []
         #: what the client got (the recorded client body: mitmproxy keeps nothing of a streamed body)
         self.out: list[bytes] = []
-        self.t0 = time.monotonic()
+        self.t0 = self.last_activity = time.monotonic()
+        #: set by the idle watchdog just before it ends the upstream message (see idle.py)
+        self.idle_message: str | None = None
         self.finished = False
         self.failed = False
         self.observe_ok = True
@@ -175,6 +179,12 @@ class StreamHandler:
 
     # mitmproxy entry point -------------------------------------------------------------------
     def __call__(self, data: bytes) -> Any:
+        if data:
+            self.last_activity = time.monotonic()
+        elif self.idle_message is not None:
+            res = self._idle_end()
+            self.out.extend(res)
+            return res
         res = self._call(data)
         if isinstance(res, bytes):
             if res:
@@ -275,6 +285,24 @@ class StreamHandler:
                 out = self.translator.feed(tail)
         out += self.translator.close()
         return [out] if out else []
+
+    def _idle_end(self) -> list[bytes]:
+        """The idle watchdog ended a silent upstream: the client's native error, StopInfo interrupted
+        (what arrived of a half event stays unsent)."""
+        if self.finished:
+            return []
+        self.finished = True
+        if not self.translator.finished:  # a stream whose terminal event arrived is complete
+            self.interrupted = self.idle_message
+            self.extra_warnings.append(self.idle_message or "idle timeout")
+        if self.failed or (self.passthrough and not self.observe_ok):
+            frame = b"" if self.failed else native_error_frame(self.client_protocol, self.idle_message or "")
+            return [frame] if frame else []
+        try:
+            frame = self.translator.abort(self.idle_message or "idle timeout")
+        except Exception:  # noqa: BLE001
+            frame = native_error_frame(self.client_protocol, self.idle_message or "idle timeout")
+        return [frame] if frame else []
 
     def _fail(self, exc: BaseException) -> list[bytes]:
         if self.failed:

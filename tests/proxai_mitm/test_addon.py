@@ -622,3 +622,25 @@ def test_passthrough_gzip_stream_forwarded_raw_and_observed(addon):
     assert f.response.headers["content-encoding"] == "gzip"
     addon.response(f)
     assert f.metadata["proxai"]["stop"]["reason"] == "tool_use"
+
+
+def test_first_contact_is_probed_and_answering_upstreams_are_not(addon):
+    """An upstream not heard from yet is probed (refused: native 502 before mitmproxy's own HTML
+    page could be sent); one that answered recently is not probed at all."""
+    import time
+
+    from proxai_core import Protocol
+    from proxai_mitm.annotate import FlowState
+
+    async def check() -> None:
+        f = make_flow(ANTH, host="127.0.0.1", port=9)
+        st = FlowState("generate", Protocol(ANTH), Protocol(CHAT), None)
+        probe = addon._maybe_probe(f, st, "127.0.0.1", 9)
+        assert probe is not None
+        await probe
+        assert f.response is not None and f.response.status_code == 502
+        assert json.loads(f.response.content)["type"] == "error"
+        addon._seen[("192.0.2.1", 443)] = time.monotonic()
+        assert addon._maybe_probe(make_flow(ANTH), st, "192.0.2.1", 443) is None
+
+    addon.tctx.master.event_loop.run_until_complete(check())

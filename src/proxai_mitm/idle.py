@@ -1,0 +1,165 @@
+"""Idle timeout for LLM streams: end a dead upstream stream with the client's native error.
+
+mitmproxy only calls a ``flow.response.stream`` callable when upstream bytes arrive, and its own
+``tcp_timeout`` just cuts the client's connection (the client sees a transport error, and the
+recording says "client disconnected"). To end a silent stream properly we ask mitmproxy's HTTP
+layer to treat the upstream response as finished: an injected "end of message" event reaches the
+flow's ``HttpStream`` exactly like a real one, so mitmproxy calls the stream callable with ``b""``
+(our handler answers with the native error frame, StopInfo ``interrupted``), runs the ``response``
+hook and ends the client's body cleanly (chunked terminator / HTTP/2 END_STREAM). An HTTP/1
+upstream connection is then closed so it is never reused mid-body.
+
+This reaches into mitmproxy's proxy layers (``proxyserver.connections``, ``HttpLayer.streams``,
+``MessageInjected`` routing), checked against mitmproxy 12.3. Every step is guarded: when
+something is not where we expect it, the stream is left to mitmproxy's ``tcp_timeout`` and one
+warning is logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["IdleWatch"]
+
+
+def _injected_end_class() -> Any:
+    """An event that mitmproxy's HttpLayer routes to one stream (it is a ``MessageInjected``) and
+    that the stream handles as the end of the upstream response (it is a ``ResponseEndOfMessage``)."""
+    from mitmproxy.proxy import events
+    from mitmproxy.proxy.layers.http import ResponseEndOfMessage
+
+    class IdleEnd(events.MessageInjected, ResponseEndOfMessage):  # type: ignore[misc]
+        def __init__(self, flow: Any, stream_id: int) -> None:
+            self.flow = flow
+            self.message = None
+            self.stream_id = stream_id
+
+        def __repr__(self) -> str:
+            return f"IdleEnd(stream_id={self.stream_id})"
+
+    return IdleEnd
+
+
+class _Route:
+    """Stands in for the flow in the injected event: HttpLayer looks up
+    ``connections[event.flow.server_conn]``, which we point at the flow's own HttpStream for the
+    duration of the injection (works for HTTP/1 and HTTP/2 upstreams alike)."""
+
+    __slots__ = ("client_conn", "server_conn")
+
+    def __init__(self, client_conn: Any, key: Any) -> None:
+        self.client_conn = client_conn
+        self.server_conn = key
+
+
+def _find_stream(handler: Any, flow: Any) -> tuple[Any, Any] | None:
+    """(HttpLayer, HttpStream) of ``flow`` in a connection handler's layer stack."""
+    from mitmproxy.proxy.layers.http import HttpLayer
+
+    layer = getattr(handler, "layer", None)
+    for _ in range(32):
+        if layer is None:
+            return None
+        if isinstance(layer, HttpLayer):
+            for stream in list(layer.streams.values()):
+                if getattr(stream, "flow", None) is flow:
+                    return layer, stream
+            return None
+        layer = getattr(layer, "child_layer", None) or getattr(layer, "layer", None)
+    return None
+
+
+class IdleWatch:
+    """Watches the live streams; one periodic task per event loop, started on the first stream."""
+
+    def __init__(self) -> None:
+        self.timeout = 0.0
+        self._streams: dict[str, tuple[Any, Any]] = {}  # flow id -> (flow, StreamHandler)
+        self._task: asyncio.Task | None = None
+        self._warned = False
+        self.ended = 0  # streams ended by the timeout (for tests and logs)
+
+    def add(self, flow: Any, handler: Any) -> None:
+        if self.timeout <= 0:
+            return
+        self._streams[flow.id] = (flow, handler)
+        if self._task is None or self._task.done():
+            try:
+                self._task = asyncio.get_running_loop().create_task(self._loop())
+            except RuntimeError:  # no loop (unit tests calling hooks directly)
+                self._task = None
+
+    def discard(self, flow: Any) -> None:
+        self._streams.pop(flow.id, None)
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        self._streams.clear()
+
+    async def _loop(self) -> None:
+        while self._streams:
+            timeout = self.timeout
+            if timeout <= 0:
+                self._streams.clear()
+                break
+            await asyncio.sleep(min(1.0, max(timeout / 4, 0.05)))
+            now = time.monotonic()
+            for fid, (flow, handler) in list(self._streams.items()):
+                if handler.finished:
+                    self._streams.pop(fid, None)
+                elif now - handler.last_activity >= timeout:
+                    self._streams.pop(fid, None)
+                    try:
+                        await self._end(flow, handler, now - handler.last_activity)
+                    except Exception:  # noqa: BLE001 - never break the watchdog
+                        logger.exception("proxai: idle timeout: could not end the stream")
+        self._task = None
+
+    async def _end(self, flow: Any, handler: Any, idle: float) -> None:
+        msg = (f"upstream sent nothing for {idle:.0f} s (proxai_idle_timeout={self.timeout:g} s); "
+               "the stream was ended before its terminal event")
+        from mitmproxy import ctx
+
+        try:
+            proxyserver = ctx.master.addons.get("proxyserver")
+            conn = proxyserver.connections.get(flow.client_conn.id)
+        except Exception:  # noqa: BLE001
+            conn = None
+        found = _find_stream(conn, flow) if conn is not None and _IDLE_END is not None else None
+        if found is None:
+            if not self._warned:
+                self._warned = True
+                logger.warning("proxai: idle timeout: cannot reach mitmproxy's stream for %s; "
+                               "leaving it to tcp_timeout", flow.request.pretty_url)
+            return
+        http_layer, stream = found
+        if stream.server_state.__name__ != "state_stream_response_body":
+            return  # not streaming (any more): nothing to end
+        from mitmproxy.connection import Server
+
+        handler.idle_message = msg
+        key = Server(address=None)  # never matches a real connection spec
+        http_layer.connections[key] = stream
+        try:
+            await conn.server_event(_IDLE_END(_Route(flow.client_conn, key), stream.stream_id))
+        finally:
+            http_layer.connections.pop(key, None)
+        self.ended += 1
+        logger.info("proxai: %s: %s", flow.request.pretty_url, msg)
+        server = flow.server_conn
+        # an HTTP/1 connection is mid-body: close it so it is not reused (HTTP/2: other streams live on)
+        if server is not None and server.alpn != b"h2" and server in getattr(conn, "transports", {}):
+            conn.close_connection(server)
+
+
+try:
+    _IDLE_END = _injected_end_class()
+except Exception:  # noqa: BLE001 - an incompatible mitmproxy: IdleWatch._end finds no stream
+    _IDLE_END = None
