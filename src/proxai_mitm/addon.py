@@ -63,9 +63,9 @@ from proxai_core.neutral import Error
 from . import contentview, routing
 from .annotate import FlowState, annotate, log_line
 from .config import ConfigError, Route, RouteSet, routes_from_options, routes_from_toml
+from .idle import IdleWatch
 from .redact import redact_flow
 from .replay import MISS_HEADER, RecordingIndex, ReplayServer, canonical_key
-from .idle import IdleWatch
 from .report import export_command, report_command
 from .streaming import StreamHandler, native_error_frame
 

@@ -280,9 +280,10 @@ def test_idle_timeout_leaves_mitmproxy_healthy(idle_rig):
 
 def test_idle_timeout_option_validated():
     """A negative value is refused with a clear error naming the option."""
-    from proxai_mitm.addon import ProxAI
     from mitmproxy import exceptions
     from mitmproxy.test import taddons
+
+    from proxai_mitm.addon import ProxAI
 
     a = ProxAI()
     with taddons.context(a) as tctx:
