@@ -258,6 +258,8 @@ class StreamTranslator:
         # custom tools carried as functions: index -> buffered JSON arguments
         self._custom: dict[int, list[str]] = {}
         self._restore = bool(self._ctx.name_map or self._ctx.custom_tools)
+        # deltas go straight to the encoder (no names to restore, client stream not ended)
+        self._fast = not self._restore
 
     @property
     def finished(self) -> bool:
@@ -318,30 +320,34 @@ class StreamTranslator:
         return [ev]
 
     def _run_translated(self, sse_events: list) -> bytes:
-        """The hot path: one decoder call per SSE event, text deltas straight to the encoder."""
+        """The hot path: one decoder call per SSE event, deltas straight to the encoder."""
         out: list[bytes] = []
         feed = self._dec.feed
-        enc = self._enc.encode
-        fast = not self._restore
         Delta = n.Delta
-        for sev in sse_events:
-            if self._terminal:
-                break
+        for name, data in sse_events:
             try:
-                evs = feed(sev[0], sev[1])
+                evs = feed(name, data)
             except Exception as exc:  # a malformed upstream event never breaks the client stream
                 self.warnings.append(f"malformed upstream event ignored ({type(exc).__name__}: {exc})"[:300])
                 continue
             for ev in evs:
-                if fast and type(ev) is Delta and not self._dead:
-                    out.append(enc(ev))
-                    continue
-                if type(ev) is n.Start and not ev.id:
-                    ev.id = _content_id(sev[1])  # deterministic ids when the upstream gave none
-                self._observe(ev)
-                for ev2 in (self._glue(ev) if self._restore else (ev,)):
-                    self._encode(ev2, out)
+                if type(ev) is Delta and self._fast:
+                    out.append(self._enc.encode(ev))
+                else:
+                    self._slow(ev, data, out)
+            if self._terminal:
+                break
         return b"".join(out)
+
+    def _slow(self, ev: n.Event, data: str, out: list[bytes]) -> None:
+        if type(ev) is n.Start and not ev.id:
+            ev.id = _content_id(data)  # deterministic ids when the upstream gave none
+        self._observe(ev)
+        if self._restore:
+            for ev2 in self._glue(ev):
+                self._encode(ev2, out)
+        else:
+            self._encode(ev, out)
 
     def _run(self, sse_events: list, blobs: list[bytes] | None) -> bytes:
         out: list[bytes] = []
@@ -386,8 +392,10 @@ class StreamTranslator:
             # seed 003: an interrupted upstream turn reaches the client as its native error
             ev = n.ErrorEvent(error_of_interrupted_stop(ev.stop))
             self._dead = True
-        elif type(ev) is n.ErrorEvent:
+            self._fast = False
+        elif t is n.ErrorEvent:
             self._dead = True
+            self._fast = False
         out.append(self._enc.encode(ev))
 
     def feed(self, chunk: bytes) -> bytes:
@@ -458,6 +466,7 @@ class StreamTranslator:
         if self._dead:
             return b""
         self._dead = True
+        self._fast = False
         return self._enc.encode(ev)
 
 

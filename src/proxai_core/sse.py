@@ -19,7 +19,7 @@ DONE_FRAME = b"data: [DONE]\n\n"
 
 
 class SSEReader:
-    __slots__ = ("_buf", "_raw", "_event", "_data", "_pending_cr")
+    __slots__ = ("_buf", "_raw", "_event", "_data", "_pending_cr", "_idle")
 
     def __init__(self) -> None:
         self._buf = b""  # unfinished line
@@ -27,48 +27,38 @@ class SSEReader:
         self._event: str | None = None
         self._data: list[str] = []
         self._pending_cr = False
+        self._idle = True  # none of the above pending (kept by _iter_raw): the fast path applies
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         # Fast path (the common case on the hot path): nothing pending, LF line ends, and the chunk
-        # ends on an event boundary. Blocks split on blank lines, one pass over the lines.
-        if (
-            chunk[:6] == b"data: "
-            and chunk[-2:] == b"\n\n"
-            and not self._buf
-            and chunk.count(b"\n") == 2
-            and not self._data
-            and self._event is None
-            and b"\r" not in chunk
-        ):
-            return [(None, chunk[6:-2].decode("utf-8", "replace"))]  # one bare data: event
-        if (
-            not self._buf
-            and not self._data
-            and self._event is None
-            and not self._pending_cr
-            and chunk.endswith(b"\n\n")
-            and b"\r" not in chunk
-        ):
-            out: list[SSEEvent] = []
-            for block in chunk.split(b"\n\n"):
-                if not block:
-                    continue
-                event = None
-                data: list[str] = []
-                for line in block.split(b"\n"):
-                    if line.startswith(b"data:"):
-                        v = line[5:]
-                        data.append((v[1:] if v[:1] == b" " else v).decode("utf-8", "replace"))
-                    elif line.startswith(b"event:"):
-                        v = line[6:]
-                        event = (v[1:] if v[:1] == b" " else v).decode("utf-8", "replace")
-                    elif not line:
-                        if data:
-                            out.append((event, "\n".join(data)))
-                        event, data = None, []
-                if data:
-                    out.append((event, data[0] if len(data) == 1 else "\n".join(data)))
-            return out
+        # ends on an event boundary. The whole chunk is decoded once (a UTF-8 character cannot be
+        # split when the chunk ends on a blank line); str searches are cheaper than bytes ones.
+        if self._idle and chunk[-2:] == b"\n\n":
+            s = chunk.decode("utf-8", "replace")
+            if "\r" not in s:
+                end = len(s) - 2
+                if s.find("\n") == end and s.startswith("data: "):
+                    return [(None, s[6:end])]  # one bare data: event
+                out: list[SSEEvent] = []
+                for block in s.split("\n\n"):
+                    if not block:
+                        continue
+                    event = None
+                    data: list[str] = []
+                    for line in block.split("\n"):
+                        if line.startswith("data:"):
+                            v = line[5:]
+                            data.append(v[1:] if v[:1] == " " else v)
+                        elif line.startswith("event:"):
+                            v = line[6:]
+                            event = v[1:] if v[:1] == " " else v
+                        elif not line:
+                            if data:
+                                out.append((event, "\n".join(data)))
+                            event, data = None, []
+                    if data:
+                        out.append((event, data[0] if len(data) == 1 else "\n".join(data)))
+                return out
         return [ev for ev, _ in self._iter_raw(chunk, False) if ev is not None]
 
     def close(self) -> list[SSEEvent]:
@@ -137,12 +127,15 @@ class SSEReader:
                 ev = (self._event, "\n".join(self._data))
                 blob = self._raw + buf[raw_start:]
                 self._raw, self._event, self._data, self._buf = b"", None, [], b""
+                self._idle = True
                 yield ev, blob
                 return
             self._raw, self._event, self._data, self._buf = b"", None, [], b""
+            self._idle = True
             return
         self._raw += buf[raw_start:pos]
         self._buf = buf[pos:]
+        self._idle = not (self._buf or self._raw or self._data or self._pending_cr) and self._event is None
 
     def _line(self, line: bytes) -> SSEEvent | None:
         if not line:

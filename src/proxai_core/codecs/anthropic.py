@@ -554,7 +554,7 @@ class StreamDecoder:
 
 # ============================================================================= stream encode
 class _Out:
-    __slots__ = ("a", "buf", "kind", "part", "sent", "sig")
+    __slots__ = ("a", "buf", "head", "kind", "part", "sent", "sig")
 
     def __init__(self, a: int, kind: str, part: Any = None):
         self.a = a  # Anthropic block index (-1: not yet emitted)
@@ -563,6 +563,7 @@ class _Out:
         self.buf: list[str] = []
         self.part = part
         self.sig: str | None = None
+        self.head = b""  # the frame up to the delta's string value, once the index is known
 
 
 def _ev(name: str, obj: dict[str, Any]) -> bytes:
@@ -577,8 +578,28 @@ def _cb_delta(a: int, delta: dict[str, Any]) -> bytes:
     return frame("content_block_delta", {"type": "content_block_delta", "index": a, "delta": delta})
 
 
+# Hot frames built by concatenation; each equals frame() of the same dict (orjson is compact, keys in
+# insertion order, and a string value encodes the same wherever it sits).
+def _delta_head(a: int, dtype: bytes, field: bytes) -> bytes:
+    return (b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,"delta":{"type":"%s","%s":'
+            % (a, dtype, field))
+
+
+_DELTA_TAIL = b"}}\n\n"
+_STOP_FRAMES = [frame("content_block_stop", {"type": "content_block_stop", "index": a}) for a in range(16)]
+_TEXT_STARTS = [_cb_start(a, {"type": "text", "text": ""}) for a in range(16)]
+
+
 def _cb_stop(a: int) -> bytes:
+    if 0 <= a < 16:
+        return _STOP_FRAMES[a]
     return frame("content_block_stop", {"type": "content_block_stop", "index": a})
+
+
+def _tool_start(a: int, tid: Any, name: Any) -> bytes:
+    return (b'event: content_block_start\ndata: {"type":"content_block_start","index":%d,'
+            b'"content_block":{"type":"tool_use","id":%s,"name":%s,"input":{}}}\n\n'
+            % (a, orjson.dumps(tid), orjson.dumps(name)))
 
 
 _MESSAGE_STOP = frame("message_stop", {"type": "message_stop"})
@@ -601,24 +622,16 @@ class StreamEncoder:
         self._text_sent = False
         self._has_tools = False
         self._model = getattr(ctx, "model", None)
-        self._handlers = {
-            Start: self._start,
-            BlockStart: self._block_start,
-            Delta: self._delta,
-            BlockEnd: self._block_end,
-            UsageEvent: self._usage_ev,
-            Stop: self._stop_ev,
-            End: self._end,
-            ErrorEvent: self._error,
-        }
 
     def encode(self, ev: Event) -> bytes:
         if self.done:
             return b""
-        h = self._handlers.get(type(ev))
+        if type(ev) is Delta:  # the hot path
+            return self._delta(ev)
+        h = _HANDLERS.get(type(ev))
         if h is None:
             return b""
-        return h(ev)
+        return h(self, ev)
 
     # ---- lifecycle
     def _message_start(self, sid: str | None, model: str | None) -> bytes:
@@ -674,6 +687,7 @@ class StreamEncoder:
                 return pre
             a = self._alloc()
             o = self._open[i] = _Out(a, "thinking", p)
+            o.head = _delta_head(a, b"thinking_delta", b"thinking")
             out = _cb_start(a, {"type": "thinking", "thinking": "", "signature": ""})
             if p.text:
                 out += self._thinking_delta(o, p.text)
@@ -682,7 +696,8 @@ class StreamEncoder:
             self._has_tools = True
             a = self._alloc()
             o = self._open[i] = _Out(a, "custom" if p.kind == "custom" else "tool", p)
-            out = _cb_start(a, {"type": "tool_use", "id": p.id, "name": p.name, "input": {}})
+            o.head = _delta_head(a, b"input_json_delta", b"partial_json")
+            out = _tool_start(a, p.id, p.name)
             if p.arguments:
                 out += self._args(o, p.arguments)
             return pre + out
@@ -709,47 +724,53 @@ class StreamEncoder:
 
     def _text_start(self, o: _Out) -> bytes:
         a = o.a = self._alloc()
-        return _cb_start(a, {"type": "text", "text": ""})
+        o.head = _delta_head(a, b"text_delta", b"text")
+        return _TEXT_STARTS[a] if a < 16 else _cb_start(a, {"type": "text", "text": ""})
 
     def _text_delta(self, o: _Out, v: str) -> bytes:
-        pre = self._text_start(o) if o.a < 0 else b""
-        o.sent = True
-        self._text_sent = True
+        if o.a < 0:
+            pre = self._text_start(o)
+            o.sent = True
+            self._text_sent = True
+        else:
+            pre = b""  # sent and _text_sent were set with the block's first text
         if o.kind == "refusal":
             self._refusal.append(v)
-        return pre + _cb_delta(o.a, {"type": "text_delta", "text": v})
+        return pre + o.head + orjson.dumps(v) + _DELTA_TAIL
 
     def _thinking_delta(self, o: _Out, v: str) -> bytes:
         o.sent = True
         o.buf.append(v)
-        return _cb_delta(o.a, {"type": "thinking_delta", "thinking": v})
+        return o.head + orjson.dumps(v) + _DELTA_TAIL
 
     def _args(self, o: _Out, v: str) -> bytes:
+        """Every tool-argument fragment of a tool_use block passes here (streamed or late)."""
         o.sent = True
         if o.kind == "custom":
             o.buf.append(v)
             return b""
-        return _cb_delta(o.a, {"type": "input_json_delta", "partial_json": v})
+        return o.head + orjson.dumps(v) + _DELTA_TAIL
 
     def _delta(self, ev: Delta) -> bytes:
         o = self._open.get(ev.index)
-        if o is None or not ev.value:
+        v = ev.value
+        if o is None or not v:
             return b""
         k = ev.kind
         ok = o.kind
         if ok == "text" or ok == "refusal":
             if k == "text" or k == "refusal":
-                return self._text_delta(o, ev.value)
-        elif ok == "thinking":
-            if k == "reasoning" or k == "summary":
-                return self._thinking_delta(o, ev.value)
-            if k == "signature":
-                o.sig = (o.sig or "") + ev.value
+                return self._text_delta(o, v)
         elif ok == "tool" or ok == "custom":
             if k == "arguments":
-                return self._args(o, ev.value)
+                return self._args(o, v)
+        elif ok == "thinking":
+            if k == "reasoning" or k == "summary":
+                return self._thinking_delta(o, v)
+            if k == "signature":
+                o.sig = (o.sig or "") + v
         elif ok == "redacted" and o.a < 0 and (k == "reasoning" or k == "summary"):
-            o.buf.append(ev.value)
+            o.buf.append(v)
         return b""
 
     def _block_end(self, ev: BlockEnd) -> bytes:
@@ -785,6 +806,7 @@ class StreamEncoder:
                 if op and op.get("protocol") == PROTOCOL and isinstance(op.get("data"), str):
                     return _cb_start(a, {"type": "redacted_thinking", "data": op["data"]}) + _cb_stop(a)
                 out = _cb_start(a, {"type": "thinking", "thinking": "", "signature": ""})
+                o.head = _delta_head(a, b"thinking_delta", b"thinking")
                 if text:
                     out += self._thinking_delta(o, text)
             elif part.text and not o.sent:
@@ -801,7 +823,7 @@ class StreamEncoder:
             return _cb_stop(o.a)
         if k == "tool":
             if not o.sent and isinstance(final, ToolCall) and final.arguments:
-                out += _cb_delta(o.a, {"type": "input_json_delta", "partial_json": final.arguments})
+                out += self._args(o, final.arguments)
             return out + _cb_stop(o.a)
         if k == "custom":
             text = "".join(o.buf)
@@ -856,4 +878,17 @@ class StreamEncoder:
     def _error(self, ev: ErrorEvent) -> bytes:
         self.done = True
         return error_frame(ev.error)
+
+
+# per-class dispatch: no bound-method table built per stream
+_HANDLERS = {
+    Start: StreamEncoder._start,
+    BlockStart: StreamEncoder._block_start,
+    Delta: StreamEncoder._delta,
+    BlockEnd: StreamEncoder._block_end,
+    UsageEvent: StreamEncoder._usage_ev,
+    Stop: StreamEncoder._stop_ev,
+    End: StreamEncoder._end,
+    ErrorEvent: StreamEncoder._error,
+}
 

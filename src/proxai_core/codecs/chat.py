@@ -666,46 +666,40 @@ class StreamDecoder:
         if not isinstance(obj, dict):
             self.warnings.append("non-object Chat stream event ignored")
             return []
-        # Fast path: the common text chunk of an open text block (one choice, only content).
+        # Fast path: one choice, no finish, no usage, no error, and a delta carrying only the field
+        # of what is streaming now (text, refusal, or the arguments of the current tool call).
         choices = obj.get("choices")
-        sk = self._seq_kind
-        if ((sk == _TEXT or sk == _REFUSAL) and not self._finish_seen and type(choices) is list
-                and len(choices) == 1 and obj.get("usage") is None and "error" not in obj and event is None):
+        if (type(choices) is list and len(choices) == 1 and event is None and not self._finish_seen
+                and obj.get("usage") is None and "error" not in obj):
             ch = choices[0]
             if type(ch) is dict and ch.get("finish_reason") is None and ch.get("index", 0) == 0:
                 delta = ch.get("delta")
-                if type(delta) is dict:
-                    key = "content" if sk == _TEXT else "refusal"
+                sk = self._seq_kind
+                key = ("content" if sk == _TEXT else "refusal" if sk == _REFUSAL
+                       else "tool_calls" if sk == 0 and self._last_call is not None else None)
+                if key is not None and type(delta) is dict and (len(delta) == 1 or all(
+                        k == key or delta[k] is None or k == "role" for k in delta)):
                     c = delta.get(key)
-                    if type(c) is str and c and (len(delta) == 1 or all(
-                            k == key or delta[k] is None or k == "role" for k in delta)):
-                        if sk == _TEXT:
+                    if sk == _TEXT:
+                        if type(c) is str and c:
                             self._produced = True
                             return [Delta(self._seq_idx, "text", c)]
-                        self._refusal.append(c)
-                        return [Delta(self._seq_idx, "refusal", c)]
-        elif (self._seq_kind == 0 and self._last_call is not None and not self._finish_seen
-              and type(choices) is list and len(choices) == 1 and obj.get("usage") is None
-              and "error" not in obj and event is None):
-            # Fast path: an argument fragment of the tool call already streaming.
-            ch = choices[0]
-            if type(ch) is dict and ch.get("finish_reason") is None and ch.get("index", 0) == 0:
-                delta = ch.get("delta")
-                tcs = delta.get("tool_calls") if type(delta) is dict else None
-                if type(tcs) is list and len(tcs) == 1 and (len(delta) == 1 or all(
-                        k == "tool_calls" or delta[k] is None or k == "role" for k in delta)):
-                    tc = tcs[0]
-                    call = self._last_call
-                    fn = tc.get("function") if type(tc) is dict else None
-                    if (type(fn) is dict and call.started and tc.get("index") in self._calls_by_index
-                            and self._calls_by_index[tc["index"]] is call and not tc.get("id")
-                            and not fn.get("name") and len(fn) == 1):
-                        frag = fn.get("arguments")
-                        if type(frag) is str:
-                            if not frag:
-                                return []
-                            call.args.append(frag)
-                            return [Delta(call.idx, "arguments", frag)]
+                    elif sk == _REFUSAL:
+                        if type(c) is str and c:
+                            self._refusal.append(c)
+                            return [Delta(self._seq_idx, "refusal", c)]
+                    elif type(c) is list and len(c) == 1:
+                        tc = c[0]
+                        fn = tc.get("function") if type(tc) is dict else None
+                        if type(fn) is dict and len(fn) == 1:
+                            frag = fn.get("arguments")
+                            call = self._last_call
+                            if (type(frag) is str and call.started and not tc.get("id")
+                                    and self._calls_by_index.get(tc.get("index")) is call):
+                                if not frag:
+                                    return []
+                                call.args.append(frag)
+                                return [Delta(call.idx, "arguments", frag)]
         out = self._out
         if obj.get("error") or event == "error":
             u = decode_usage(obj.get("usage"))
