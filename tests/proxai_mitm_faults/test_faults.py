@@ -267,12 +267,31 @@ def test_idle_timeout_keeps_the_client_connection_usable(idle_rig):
     assert "".join(b.text for b in m.content if b.type == "text") == echo_text("idlesdk2", 6)
 
 
+def test_idle_timeout_over_http2_client(idle_rig):
+    """An HTTP/2 client (TLS to mitmdump): the dead stream ends with END_STREAM after the native
+    error event, and a second stream on the same HTTP/2 connection gets the same treatment."""
+    import ssl
+
+    import httpx2
+
+    ctx = ssl.create_default_context(cafile=str(idle_rig.m.ca_path))
+    ctx.check_hostname = False
+    with httpx2.Client(http2=True, verify=ctx, timeout=20) as c:
+        for i in range(2):
+            resp = c.post(f"https://127.0.0.1:{idle_rig.port}" + client_path(ANTH, CHAT),
+                          json=request_body(ANTH, f"idleh2{i}", True), headers={"x-api-key": CLIENT_KEY})
+            assert resp.http_version == "HTTP/2" and resp.status_code == 200
+            with pytest.raises(StreamError, match="proxai_idle_timeout"):
+                accumulate_stream(Protocol(ANTH), resp.content)
+            assert flow_for(idle_rig, f"idleh2{i}").metadata["proxai"]["stop"]["reason"] == "interrupted"
+
+
 def test_idle_timeout_leaves_mitmproxy_healthy(idle_rig):
     """After the idle endings above (and the stalled upstreams resuming into closed connections),
     mitmdump logged each ending once and no traceback or crash."""
     time.sleep(0.5)
     log = idle_rig.m.log
-    assert log.count("proxai_idle_timeout=2 s") >= 5, log[-3000:]
+    assert log.count("proxai_idle_timeout=2 s") >= 8, log[-3000:]
     for bad in ("Traceback", "has crashed", "AssertionError", "Unexpected event"):
         assert bad not in log, log[-3000:]
     assert idle_rig.m.proc.poll() is None
