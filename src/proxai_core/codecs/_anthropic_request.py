@@ -107,6 +107,12 @@ _KNOWN_FIELDS = frozenset(
     }
 )
 
+#: Fields handled above the extras; a body with only these skips the extras and unknown-field scans.
+_CORE_FIELDS = _KNOWN_FIELDS - {"service_tier", *PASSTHROUGH_EXTRA}
+#: The fields of a usual request; a body of only these skips the checks of the others.
+_USUAL_FIELDS = frozenset({"model", "messages", "system", "max_tokens", "temperature", "stream", "tools",
+                           "tool_choice", "thinking", "metadata"})
+
 
 # ============================================================================= decode
 def _fail(path: str, why: str) -> TranslationError:
@@ -325,6 +331,51 @@ def _block(b: Any, path: str, warnings: list[str]) -> Any:
     raise _fail(f"{path}.type", f"unknown content block type {t!r}")
 
 
+def _plain_text(b: Any) -> Text | None:
+    """Text of a bare ``{"type": "text", "text": str}`` block (no citations or cache_control), else None."""
+    if b.__class__ is dict and b.get("type") == "text":
+        text = b.get("text")
+        if text.__class__ is str and b.get("citations") is None and b.get("cache_control") is None:
+            return Text(text)
+    return None
+
+
+def _fast_block(b: Any, i: int, j: int, warnings: list[str]) -> Any:
+    """``_block`` for the common shapes, without building the field path; any other shape (and every
+    error) goes through ``_block``."""
+    if b.__class__ is dict:
+        t = b.get("type")
+        if t == "text":
+            text = b.get("text")
+            if text.__class__ is str and b.get("citations") is None and b.get("cache_control") is None:
+                return Text(text)
+        elif t == "tool_use":
+            tid = b.get("id")
+            name = b.get("name")
+            if tid.__class__ is str and name.__class__ is str:
+                inp = b.get("input")
+                return ToolCall(tid, name, "{}" if inp is None else orjson.dumps(inp).decode())
+        elif t == "tool_result":
+            cid = b.get("tool_use_id")
+            err = b.get("is_error")
+            if cid.__class__ is str and (err is None or err.__class__ is bool) and b.get("cache_control") is None:
+                content = b.get("content")
+                if content.__class__ is str:
+                    return ToolResult(cid, [Text(content)] if content else [], err)
+                if content is None:
+                    return ToolResult(cid, [], err)
+                if content.__class__ is list:
+                    texts = [_plain_text(c) for c in content]
+                    if None not in texts:
+                        return ToolResult(cid, texts, err)  # type: ignore[arg-type]
+        elif t == "thinking":
+            text = b.get("thinking")
+            sig = b.get("signature")
+            if text.__class__ is str and sig.__class__ is str and not sig.startswith(rz.PREFIX):
+                return Reasoning(text, None, {"protocol": PROTOCOL, "signature": sig})
+    return _block(b, f"messages[{i}].content[{j}]", warnings)
+
+
 def _system(v: Any) -> list[Text]:
     if v is None:
         return []
@@ -334,10 +385,13 @@ def _system(v: Any) -> list[Text]:
         raise _fail("system", "must be a string or an array of text blocks")
     out = []
     for k, b in enumerate(v):
-        p = f"system[{k}]"
-        if not isinstance(b, dict) or b.get("type") != "text":
-            raise _fail(p, "system blocks must be text blocks")
-        out.append(_text(b, p))
+        t = _plain_text(b)
+        if t is None:
+            p = f"system[{k}]"
+            if not isinstance(b, dict) or b.get("type") != "text":
+                raise _fail(p, "system blocks must be text blocks")
+            t = _text(b, p)
+        out.append(t)
     return out
 
 
@@ -348,11 +402,22 @@ def _tools(v: Any, req: Request) -> None:
         raise _fail("tools", "must be an array")
     server: list[dict[str, Any]] = []
     for k, t in enumerate(v):
-        p = f"tools[{k}]"
         if not isinstance(t, dict):
-            raise _fail(p, "must be an object")
+            raise _fail(f"tools[{k}]", "must be an object")
         tt = t.get("type")
         if tt is None or tt == "custom":
+            name = t.get("name")
+            schema = t.get("input_schema")
+            strict = t.get("strict")
+            desc = t.get("description")
+            cc = t.get("cache_control")
+            if (name.__class__ is str and (schema is None or schema.__class__ is dict)
+                    and (strict is None or strict.__class__ is bool) and (desc is None or desc.__class__ is str)
+                    and (cc is None or cc.__class__ is dict)):
+                req.tools.append(Tool(name, desc, schema, "function", strict, None, cc))
+                continue
+            # not the common shape: the checks below name the field that is wrong
+            p = f"tools[{k}]"
             name = _str(t, "name", p, required=True)
             schema = _dict(t, "input_schema", p)
             strict = _bool(t.get("strict"), f"{p}.strict")
@@ -361,10 +426,10 @@ def _tools(v: Any, req: Request) -> None:
                      cache_control=_cache(t, p))
             )
         elif isinstance(tt, str):
-            _str(t, "name", p)
+            _str(t, "name", f"tools[{k}]")
             server.append(t)
         else:
-            raise _fail(f"{p}.type", "must be a string")
+            raise _fail(f"tools[{k}].type", "must be a string")
     if server:
         req.extra["server_tools"] = server
 
@@ -429,73 +494,109 @@ def _format(v: Any, path: str) -> OutputFormat | None:
 def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
     if not isinstance(body, dict):
         raise TranslationError("request body must be a JSON object", field="body")
+    get = body.get
+    # the usual fields take inline type checks; the helpers (which name the field) run on a mismatch,
+    # and the rarer fields are looked at only when the body has any
+    rare = not body.keys() <= _USUAL_FIELDS
     req = Request()
-    req.model = _str(body, "model", "")
-    msgs = body.get("messages")
+    model = get("model")
+    if model is not None:
+        req.model = model if model.__class__ is str else _str(body, "model", "")
+    msgs = get("messages")
     if not isinstance(msgs, list):
         raise _fail("messages", "required array is missing" if msgs is None else "must be an array")
-    req.system = _system(body.get("system"))
+    system = get("system")
+    if system is not None:
+        req.system = [Text(system)] if system.__class__ is str and system else _system(system)
+    out = req.messages
     for i, m in enumerate(msgs):
-        p = f"messages[{i}]"
         if not isinstance(m, dict):
-            raise _fail(p, "must be an object")
+            raise _fail(f"messages[{i}]", "must be an object")
         role = m.get("role")
         if role not in ("user", "assistant"):
-            raise _fail(f"{p}.role", f"must be 'user' or 'assistant', got {role!r}")
+            raise _fail(f"messages[{i}].role", f"must be 'user' or 'assistant', got {role!r}")
         content = m.get("content")
         if isinstance(content, str):
-            parts: list[Any] = [Text(content)]
+            out.append(Message(role, [Text(content)]))
         elif isinstance(content, list):
-            parts = [_block(b, f"{p}.content[{j}]", warnings) for j, b in enumerate(content)]
+            out.append(Message(role, [_fast_block(b, i, j, warnings) for j, b in enumerate(content)]))
         else:
-            raise _fail(f"{p}.content", "must be a string or an array of content blocks")
-        req.messages.append(Message(role, parts))
-    req.max_output_tokens = _int(body.get("max_tokens"), "max_tokens")
-    req.temperature = _num(body.get("temperature"), "temperature")
-    req.top_p = _num(body.get("top_p"), "top_p")
-    req.top_k = _int(body.get("top_k"), "top_k")
-    stops = body.get("stop_sequences")
-    if stops is not None:
-        if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
-            raise _fail("stop_sequences", "must be an array of strings")
-        req.stop = list(stops)
-    req.stream = bool(_bool(body.get("stream"), "stream"))
-    req.include_usage = req.stream  # Anthropic streams always carry usage
-    _tools(body.get("tools"), req)
-    _tool_choice(body.get("tool_choice"), req)
-    _thinking(body.get("thinking"), req)
-    oc = _dict(body, "output_config", "")
-    if oc is not None:
-        effort = _str(oc, "effort", "output_config")
-        if effort is not None:
-            req.reasoning = req.reasoning or ReasoningConfig()
-            req.reasoning.effort = effort
-            req.extra["anthropic_effort"] = effort
-        req.output_format = _format(oc.get("format"), "output_config.format")
-        rest = sorted(k for k in oc if k not in ("effort", "format"))
-        if rest:
-            warnings.append(f"output_config fields ignored: {', '.join(rest)}")
-    if req.output_format is None:
-        req.output_format = _format(body.get("output_format"), "output_format")
-    md = _dict(body, "metadata", "")
+            raise _fail(f"messages[{i}].content", "must be a string or an array of content blocks")
+    v = get("max_tokens")
+    if v is not None:
+        req.max_output_tokens = v if v.__class__ is int else _int(v, "max_tokens")
+    v = get("temperature")
+    if v is not None:
+        req.temperature = v if v.__class__ is float or v.__class__ is int else _num(v, "temperature")
+    if rare:
+        v = get("top_p")
+        if v is not None:
+            req.top_p = _num(v, "top_p")
+        v = get("top_k")
+        if v is not None:
+            req.top_k = _int(v, "top_k")
+        stops = get("stop_sequences")
+        if stops is not None:
+            if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
+                raise _fail("stop_sequences", "must be an array of strings")
+            req.stop = list(stops)
+    v = get("stream")
+    if v is not None:
+        # Anthropic streams always carry usage
+        req.stream = req.include_usage = v if v.__class__ is bool else bool(_bool(v, "stream"))
+    v = get("tools")
+    if v is not None:
+        _tools(v, req)
+    v = get("tool_choice")
+    if v is not None:
+        if v.__class__ is dict and v.get("type") == "auto" and len(v) == 1:
+            req.tool_choice = ToolChoice("auto")
+        else:
+            _tool_choice(v, req)
+    v = get("thinking")
+    if v is not None:
+        _thinking(v, req)
+    if rare:
+        if get("output_config") is not None:
+            oc = _dict(body, "output_config", "")
+            effort = _str(oc, "effort", "output_config")  # type: ignore[arg-type]
+            if effort is not None:
+                req.reasoning = req.reasoning or ReasoningConfig()
+                req.reasoning.effort = effort
+                req.extra["anthropic_effort"] = effort
+            req.output_format = _format(oc.get("format"), "output_config.format")  # type: ignore[union-attr]
+            rest = sorted(k for k in oc if k not in ("effort", "format"))  # type: ignore[union-attr]
+            if rest:
+                warnings.append(f"output_config fields ignored: {', '.join(rest)}")
+        if req.output_format is None:
+            v = get("output_format")
+            if v is not None:
+                req.output_format = _format(v, "output_format")
+    md = get("metadata")
     if md is not None:
-        req.user = _str(md, "user_id", "metadata")
-        req.metadata = dict(md)
-    st = body.get("service_tier")
-    if st is not None:
-        req.extra["service_tier"] = _str(body, "service_tier", "")
-    for k in PASSTHROUGH_EXTRA:
-        if body.get(k) is not None:
-            req.extra[k] = body[k]
-    unknown = sorted(k for k in body if k not in _KNOWN_FIELDS)
-    if unknown:
-        warnings.append(f"unknown request fields ignored: {', '.join(unknown)}")
+        uid = md.get("user_id") if md.__class__ is dict else None
+        if uid is None or uid.__class__ is not str:
+            md = _dict(body, "metadata", "")
+            uid = _str(md, "user_id", "metadata")  # type: ignore[arg-type]
+        req.user = uid
+        req.metadata = dict(md)  # type: ignore[arg-type]
+    if rare and not body.keys() <= _CORE_FIELDS:
+        st = get("service_tier")
+        if st is not None:
+            req.extra["service_tier"] = _str(body, "service_tier", "")
+        for k in PASSTHROUGH_EXTRA:
+            if get(k) is not None:
+                req.extra[k] = body[k]
+        unknown = sorted(k for k in body if k not in _KNOWN_FIELDS)
+        if unknown:
+            warnings.append(f"unknown request fields ignored: {', '.join(unknown)}")
     return req
 
 
 # ============================================================================= encode
 def _tool_id(tid: str, warnings: list[str]) -> str:
-    if tid and _TOOL_ID.match(tid):
+    # the string test is a cheaper sufficient condition for the regex (ids are on every call and result)
+    if tid and ((tid.isascii() and tid.replace("_", "").replace("-", "").isalnum()) or _TOOL_ID.match(tid)):
         return tid
     clean = re.sub(r"[^a-zA-Z0-9_-]", "_", tid) or "toolu"
     warn_once(warnings, "tool call ids with characters Anthropic rejects were rewritten")
@@ -582,7 +683,7 @@ def _enc_text(p: Text, warnings: list[str]) -> dict[str, Any] | None:
     return out
 
 
-def _enc_tool_call(p: ToolCall, path: str, warnings: list[str]) -> dict[str, Any]:
+def _enc_tool_call(p: ToolCall, i: int, j: int, warnings: list[str]) -> dict[str, Any]:
     if p.kind == "custom":
         inp: Any = {"input": p.arguments}
     elif not p.arguments.strip():
@@ -591,13 +692,13 @@ def _enc_tool_call(p: ToolCall, path: str, warnings: list[str]) -> dict[str, Any
         try:
             inp = orjson.loads(p.arguments)
         except orjson.JSONDecodeError:
-            raise _fail(f"{path}.arguments", "tool call arguments are not valid JSON") from None
+            raise _fail(f"messages[{i}].content[{j}].arguments", "tool call arguments are not valid JSON") from None
         if not isinstance(inp, dict):
-            raise _fail(f"{path}.arguments", "tool call arguments must be a JSON object")
+            raise _fail(f"messages[{i}].content[{j}].arguments", "tool call arguments must be a JSON object")
     return {"type": "tool_use", "id": _tool_id(p.id, warnings), "name": short_tool_name(p.name), "input": inp}
 
 
-def _enc_tool_result(p: ToolResult, path: str, warnings: list[str]) -> dict[str, Any]:
+def _enc_tool_result(p: ToolResult, i: int, j: int, warnings: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"type": "tool_result", "tool_use_id": _tool_id(p.call_id, warnings)}
     blocks: list[dict[str, Any]] = []
     for k, c in enumerate(p.content):
@@ -606,9 +707,9 @@ def _enc_tool_result(p: ToolResult, path: str, warnings: list[str]) -> dict[str,
             if b is not None:
                 blocks.append(b)
         elif isinstance(c, Image):
-            blocks.append(_enc_image(c, f"{path}.content[{k}]"))
+            blocks.append(_enc_image(c, f"messages[{i}].content[{j}].content[{k}]"))
         elif isinstance(c, Document):
-            blocks.append(_enc_document(c, f"{path}.content[{k}]"))
+            blocks.append(_enc_document(c, f"messages[{i}].content[{j}].content[{k}]"))
     if len(blocks) == 1 and blocks[0]["type"] == "text" and len(blocks[0]) == 2:
         out["content"] = blocks[0]["text"]
     elif blocks:
@@ -643,15 +744,27 @@ def _message_blocks(m: Message, i: int, warnings: list[str]) -> list[tuple[str, 
     role = m.role
     out: list[tuple[str, dict[str, Any]]] = []
     for j, p in enumerate(m.parts):
+        c = p.__class__
+        if c is Text:
+            if p.text:  # type: ignore[union-attr]
+                out.append((role, {"type": "text", "text": p.text}  # type: ignore[union-attr]
+                            if not p.citations and not p.cache_control else _enc_text(p, warnings)))  # type: ignore
+            continue
+        if c is ToolCall:
+            out.append(("assistant", _enc_tool_call(p, i, j, warnings)))  # type: ignore[arg-type]
+            continue
+        if c is ToolResult:
+            out.append(("user", _enc_tool_result(p, i, j, warnings)))  # type: ignore[arg-type]
+            continue
         path = f"messages[{i}].content[{j}]"
         b: dict[str, Any] | None
         if isinstance(p, Text):
             b = _enc_text(p, warnings)
         elif isinstance(p, ToolCall):
-            out.append(("assistant", _enc_tool_call(p, path, warnings)))
+            out.append(("assistant", _enc_tool_call(p, i, j, warnings)))
             continue
         elif isinstance(p, ToolResult):
-            out.append(("user", _enc_tool_result(p, path, warnings)))
+            out.append(("user", _enc_tool_result(p, i, j, warnings)))
             continue
         elif isinstance(p, Reasoning):
             b = _enc_reasoning(p, warnings) if role == "assistant" else None
@@ -728,7 +841,7 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                 turns.append((role, [b]))
     out = []
     for role, blocks in turns:
-        if role == "user":
+        if role == "user" and len(blocks) > 1:  # one block is always in order
             n_results = sum(1 for b in blocks if b.get("type") == "tool_result")
             if n_results and any(b.get("type") != "tool_result" for b in blocks[:n_results]):
                 warn_once(warnings, "tool results were moved ahead of other user content in their turn "
@@ -903,18 +1016,22 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
     system = _system_texts(req.system, warnings)
     messages = _messages(req, system, warnings)
 
-    # ---- tools
-    tools = _enc_tools(req, warnings)
-    server = _enc_server_tools(req, warnings)
-    tc = _enc_tool_choice(req, tools, warnings)
-    all_tools = tools + server
+    # ---- tools (helpers only for what is there)
+    tools = _enc_tools(req, warnings) if req.tools else []
+    server = _enc_server_tools(req, warnings) if req.extra else []
+    tc = _enc_tool_choice(req, tools, warnings) \
+        if req.tool_choice is not None or req.parallel_tool_calls is False else None
+    all_tools = tools + server if server else tools
     if not all_tools and tc is not None:
         if tc["type"] in ("any", "tool"):
             warnings.append("tool_choice dropped: the request has no tools")
         tc = None
 
     # ---- reasoning / thinking
-    thinking, budget, effort_out = _thinking_config(req, warnings)
+    if req.reasoning is None and not req.extra:
+        thinking, budget, effort_out = None, None, None
+    else:
+        thinking, budget, effort_out = _thinking_config(req, warnings)
     if thinking is not None and thinking["type"] in ("enabled", "adaptive"):
         if tc is not None and tc["type"] in ("any", "tool"):
             warnings.append("thinking disabled: Anthropic does not allow thinking with a forced tool choice")
@@ -991,14 +1108,16 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
             out["tool_choice"] = tc
 
     # ---- user / metadata / stream / extras
-    md = req.metadata or {}
-    user = req.user if req.user is not None else md.get("user_id")
+    md = req.metadata
+    user = req.user if req.user is not None or not md else md.get("user_id")
     if isinstance(user, str) and user:
         out["metadata"] = {"user_id": user}
-    other_md = sorted(k for k in md if k != "user_id")
-    if other_md:
-        warnings.append(f"metadata keys without an Anthropic equivalent were not sent: {', '.join(other_md)}")
+    if md:
+        other_md = sorted(k for k in md if k != "user_id")
+        if other_md:
+            warnings.append(f"metadata keys without an Anthropic equivalent were not sent: {', '.join(other_md)}")
     if req.stream:
         out["stream"] = True
-    _extras(req, out, warnings)
+    if req.extra:
+        _extras(req, out, warnings)
     return out

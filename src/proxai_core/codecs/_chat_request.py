@@ -33,6 +33,7 @@ from ..neutral import (
     ToolResult,
 )
 from ._chat_common import PROTOCOL, reasoning_parts, thinking_text
+from ._request_common import Tail, read_tail
 
 _BUDGET_EFFORT = ((32768, "xhigh"), (16384, "high"), (8192, "medium"), (2048, "low"))
 _EFFORTS = frozenset({"none", "minimal", "low", "medium", "high", "xhigh"})
@@ -49,6 +50,8 @@ _KNOWN = frozenset({
     "response_format", "stream", "stream_options", "user", "metadata", "n", "functions",
     "function_call", "modalities", "audio", "thinking", *_EXTRA_KEYS,
 })
+
+_TAIL = Tail(_EXTRA_KEYS, _KNOWN, "request field {!r} is not translated")
 
 
 def _err(path: str, why: str) -> TranslationError:
@@ -283,61 +286,127 @@ def _decode_tool_message(m: dict, path: str, kinds: dict[str, str]) -> ToolResul
     return ToolResult(cid, parts, kind=kinds.get(cid, "function"))  # type: ignore[arg-type]
 
 
+#: Assistant message fields that need the full decoder when set (reasoning, refusals, audio, legacy call).
+_ASSISTANT_SLOW = ("reasoning_content", "reasoning", "reasoning_details", "refusal", "audio", "function_call")
+_ASSISTANT_PLAIN = frozenset({"role", "content", "tool_calls", "name"})
+
+
+def _fast_tool_call_in(tc: Any) -> ToolCall | None:
+    """A plain function call with string arguments, else None (``_decode_tool_call`` decides)."""
+    if tc.__class__ is not dict:
+        return None
+    tid = tc.get("id")
+    tt = tc.get("type")
+    fn = tc.get("function")
+    if tid.__class__ is not str or (tt != "function" and tt is not None) or fn.__class__ is not dict:
+        return None
+    name = fn.get("name")
+    args = fn.get("arguments")
+    if name.__class__ is not str or (args.__class__ is not str and args is not None):
+        return None
+    return ToolCall(tid, name, args or "")
+
+
+def _fast_assistant_in(m: dict, kinds: dict[str, str]) -> Message | None:
+    """``_decode_assistant`` for text content and plain function calls, else None."""
+    if not m.keys() <= _ASSISTANT_PLAIN:
+        for k in _ASSISTANT_SLOW:
+            if m.get(k) is not None:
+                return None
+    content = m.get("content")
+    if content.__class__ is str:
+        parts: list[Any] = [Text(content)] if content else []
+    elif content is None:
+        parts = []
+    else:
+        return None
+    tcs = m.get("tool_calls")
+    if tcs is not None:
+        if tcs.__class__ is not list:
+            return None
+        calls = [_fast_tool_call_in(tc) for tc in tcs]
+        if None in calls:
+            return None
+        for call in calls:
+            kinds[call.id] = "function"  # type: ignore[union-attr]
+        parts += calls
+    name = m.get("name")
+    return Message("assistant", parts, name if isinstance(name, str) else None)
+
+
+def _fast_user_part_in(p: Any) -> Text | None:
+    if p.__class__ is dict and p.get("type") == "text":
+        t = p.get("text")
+        if t.__class__ is str:
+            return Text(t, None, p.get("cache_control"))
+    return None
+
+
 def _decode_messages(msgs: Any, req: Request, warnings: list[str]) -> None:
     if not isinstance(msgs, list):
         raise _err("messages", f"expected a list, got {_tname(msgs)}")
     kinds: dict[str, str] = {}
     leading = True
+    tool_turn = False  # the last message is a user turn of tool results only (the next tool result joins it)
     out = req.messages
     for i, m in enumerate(msgs):
-        path = f"messages[{i}]"
         if not isinstance(m, dict):
-            raise _err(path, f"expected an object, got {_tname(m)}")
+            raise _err(f"messages[{i}]", f"expected an object, got {_tname(m)}")
         role = m.get("role")
         if role is None:
-            raise _err(f"{path}.role", "required")
-        if role in ("system", "developer"):
-            texts = _decode_text_content(m.get("content"), f"{path}.content")
+            raise _err(f"messages[{i}].role", "required")
+        if role == "user":
+            leading = tool_turn = False
+            content = m.get("content")
+            if isinstance(content, str):
+                parts: list[Any] = [Text(content)]
+            elif isinstance(content, list):
+                parts = [_fast_user_part_in(p) or _decode_user_part(p, f"messages[{i}].content[{j}]")
+                         for j, p in enumerate(content)]
+            else:
+                raise _err(f"messages[{i}].content",
+                           f"expected a string or a list of parts, got {_tname(content)}")
+            if m.get("tool_calls"):
+                warnings.append(f"messages[{i}].tool_calls on a user message ignored")
+            name = m.get("name")
+            out.append(Message("user", parts, name if isinstance(name, str) else None))
+        elif role == "assistant":
+            leading = tool_turn = False
+            msg = _fast_assistant_in(m, kinds)
+            out.append(msg if msg is not None else _decode_assistant(m, f"messages[{i}]", i, kinds))
+        elif role == "tool":
+            leading = False
+            cid = m.get("tool_call_id")
+            content = m.get("content")
+            if cid.__class__ is str and content.__class__ is str:
+                tr = ToolResult(cid, [Text(content)], None, kinds.get(cid, "function"))  # type: ignore[arg-type]
+            else:
+                tr = _decode_tool_message(m, f"messages[{i}]", kinds)
+            # consecutive tool messages: separate ToolResults, in order, in one user turn
+            if tool_turn:
+                out[-1].parts.append(tr)
+            else:
+                out.append(Message("user", [tr]))
+                tool_turn = True
+        elif role in ("system", "developer"):
+            content = m.get("content")
+            texts = [Text(content)] if content.__class__ is str else \
+                _decode_text_content(content, f"messages[{i}].content")
             if leading and (not req.system or req.system_role == role):
                 if not req.system:
                     req.system_role = role
                 req.system.extend(texts)
                 continue
-            leading = False
+            leading = tool_turn = False
             name = m.get("name")
-            out.append(Message(role, list(texts), name=name if isinstance(name, str) else None))
-            continue
-        leading = False
-        if role == "user":
-            content = m.get("content")
-            if isinstance(content, str):
-                parts: list[Any] = [Text(content)]
-            elif isinstance(content, list):
-                parts = [_decode_user_part(p, f"{path}.content[{j}]") for j, p in enumerate(content)]
-            else:
-                raise _err(f"{path}.content", f"expected a string or a list of parts, got {_tname(content)}")
-            if m.get("tool_calls"):
-                warnings.append(f"{path}.tool_calls on a user message ignored")
-            name = m.get("name")
-            out.append(Message("user", parts, name=name if isinstance(name, str) else None))
-        elif role == "assistant":
-            out.append(_decode_assistant(m, path, i, kinds))
-        elif role == "tool":
-            tr = _decode_tool_message(m, path, kinds)
-            prev = out[-1] if out else None
-            # consecutive tool messages: separate ToolResults, in order, in one user turn
-            if prev is not None and prev.role == "user" and prev.parts and all(
-                    isinstance(p, ToolResult) for p in prev.parts):
-                prev.parts.append(tr)
-            else:
-                out.append(Message("user", [tr]))
+            out.append(Message(role, texts, name if isinstance(name, str) else None))
         elif role == "function":
-            raise _err(f"{path}.role", "legacy role 'function' cannot be translated; use tool messages "
-                                       "with tool_call_id")
+            raise _err(f"messages[{i}].role", "legacy role 'function' cannot be translated; use tool messages "
+                                              "with tool_call_id")
         elif isinstance(role, str):
-            raise _err(f"{path}.role", f"unknown role {role!r}")
+            raise _err(f"messages[{i}].role", f"unknown role {role!r}")
         else:
-            raise _err(f"{path}.role", f"expected a string, got {_tname(role)}")
+            raise _err(f"messages[{i}].role", f"expected a string, got {_tname(role)}")
 
 
 def _decode_tools(tools: Any, req: Request, key: str = "tools") -> None:
@@ -346,6 +415,18 @@ def _decode_tools(tools: Any, req: Request, key: str = "tools") -> None:
     if not isinstance(tools, list):
         raise _err(key, f"expected a list, got {_tname(tools)}")
     for i, t in enumerate(tools):
+        if t.__class__ is dict and t.get("type", "function") == "function":
+            fn = t.get("function")
+            if fn.__class__ is dict:
+                name = fn.get("name")
+                params = fn.get("parameters")
+                if name.__class__ is str and (params is None or params.__class__ is dict):
+                    desc = fn.get("description")
+                    strict = fn.get("strict")
+                    req.tools.append(Tool(name, desc if isinstance(desc, str) else None, params,
+                                          "function", strict if isinstance(strict, bool) else None, None,
+                                          t.get("cache_control")))
+                    continue
         path = f"{key}[{i}]"
         if not isinstance(t, dict):
             raise _err(path, f"expected an object, got {_tname(t)}")
@@ -454,97 +535,126 @@ def _decode_response_format(rf: Any) -> OutputFormat | None:
     raise _err("response_format.type", f"unknown response format type {t!r}")
 
 
+#: The fields of a usual request; a body of only these skips the checks of the others.
+_USUAL = frozenset({"model", "messages", "tools", "tool_choice", "parallel_tool_calls", "max_completion_tokens",
+                    "max_tokens", "temperature", "response_format", "stream", "stream_options", "user",
+                    "metadata"})
+
+
 def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
     if not isinstance(body, dict):
         raise _err("body", "request body must be a JSON object")
+    get = body.get
+    # the usual fields take inline type checks (``_opt`` names the field on a mismatch); the rarer
+    # fields are looked at only when the body has any
+    rare = not body.keys() <= _USUAL
     req = Request()
-    req.model = _opt(body, "model", (str,), "a string")
-    n = body.get("n")
-    if n is not None:
-        if isinstance(n, bool) or not isinstance(n, int):
-            raise _err("n", f"expected an integer, got {_tname(n)}")
-        if n > 1:
-            raise _err("n", "only one choice can be translated")
-    mods = body.get("modalities")
-    if isinstance(mods, list) and "audio" in mods or body.get("audio") is not None:
-        raise _err("audio" if body.get("audio") is not None else "modalities",
-                   "audio output cannot be translated")
-    _decode_messages(body.get("messages"), req, warnings)
-    _decode_tools(body.get("tools"), req)
-    funcs = body.get("functions")  # legacy
-    if funcs is not None:
-        if not isinstance(funcs, list):
-            raise _err("functions", f"expected a list, got {_tname(funcs)}")
-        for j, f in enumerate(funcs):
-            if not isinstance(f, dict):
-                raise _err(f"functions[{j}]", f"expected an object, got {_tname(f)}")
-        _decode_tools([{"type": "function", "function": f} for f in funcs], req, "functions")
-    req.tool_choice = _decode_tool_choice(body.get("tool_choice"))
-    fc = body.get("function_call")
-    if req.tool_choice is None and fc is not None:
-        if isinstance(fc, dict):
-            req.tool_choice = _named_choice({"type": "function", "function": fc}, "function_call")
-        else:
-            req.tool_choice = _decode_tool_choice(fc, "function_call")
-    req.parallel_tool_calls = _opt(body, "parallel_tool_calls", (bool,), "a boolean")
-    mct = _opt(body, "max_completion_tokens", (int,), "an integer")
-    mt = _opt(body, "max_tokens", (int,), "an integer")
+    v = get("model")
+    if v is not None:
+        req.model = v if v.__class__ is str else _opt(body, "model", (str,), "a string")
+    if rare:
+        n = get("n")
+        if n is not None:
+            if isinstance(n, bool) or not isinstance(n, int):
+                raise _err("n", f"expected an integer, got {_tname(n)}")
+            if n > 1:
+                raise _err("n", "only one choice can be translated")
+        mods = get("modalities")
+        if isinstance(mods, list) and "audio" in mods or get("audio") is not None:
+            raise _err("audio" if get("audio") is not None else "modalities",
+                       "audio output cannot be translated")
+    _decode_messages(get("messages"), req, warnings)
+    v = get("tools")
+    if v is not None:
+        _decode_tools(v, req)
+    if rare:
+        funcs = get("functions")  # legacy
+        if funcs is not None:
+            if not isinstance(funcs, list):
+                raise _err("functions", f"expected a list, got {_tname(funcs)}")
+            for j, f in enumerate(funcs):
+                if not isinstance(f, dict):
+                    raise _err(f"functions[{j}]", f"expected an object, got {_tname(f)}")
+            _decode_tools([{"type": "function", "function": f} for f in funcs], req, "functions")
+    v = get("tool_choice")
+    if v is not None:
+        req.tool_choice = ToolChoice(v) if v == "auto" else _decode_tool_choice(v)  # type: ignore[arg-type]
+    if rare:
+        fc = get("function_call")
+        if req.tool_choice is None and fc is not None:
+            if isinstance(fc, dict):
+                req.tool_choice = _named_choice({"type": "function", "function": fc}, "function_call")
+            else:
+                req.tool_choice = _decode_tool_choice(fc, "function_call")
+    v = get("parallel_tool_calls")
+    if v is not None:
+        req.parallel_tool_calls = v if v.__class__ is bool else _opt(body, "parallel_tool_calls", (bool,), "a boolean")
+    v = get("max_completion_tokens")
+    mct = None if v is None else v if v.__class__ is int else \
+        _opt(body, "max_completion_tokens", (int,), "an integer")
+    v = get("max_tokens")
+    mt = None if v is None else v if v.__class__ is int else _opt(body, "max_tokens", (int,), "an integer")
     req.max_output_tokens = mct if mct is not None else mt
-    req.temperature = _opt(body, "temperature", (int, float), "a number")
-    req.top_p = _opt(body, "top_p", (int, float), "a number")
-    req.top_k = _opt(body, "top_k", (int,), "an integer")
-    stop = body.get("stop")
-    if isinstance(stop, str):
-        req.stop = [stop]
-    elif isinstance(stop, list):
-        for j, s in enumerate(stop):
-            if not isinstance(s, str):
-                raise _err(f"stop[{j}]", f"expected a string, got {_tname(s)}")
-        req.stop = list(stop)
-    elif stop is not None:
-        raise _err("stop", f"expected a string or a list of strings, got {_tname(stop)}")
-    req.seed = _opt(body, "seed", (int,), "an integer")
-    effort = _opt(body, "reasoning_effort", (str,), "a string")
-    if effort is not None:
-        req.reasoning = ReasoningConfig(effort=effort, disabled=effort == "none")
-    rz = body.get("reasoning")  # OpenRouter style
-    if isinstance(rz, dict):
-        rc = req.reasoning or ReasoningConfig()
-        if isinstance(rz.get("effort"), str) and rc.effort is None:
-            rc.effort = rz["effort"]
-        mx = rz.get("max_tokens")
-        if isinstance(mx, int) and not isinstance(mx, bool):
-            rc.budget_tokens = mx
-        if rz.get("enabled") is False or rc.effort == "none":
-            rc.disabled = True
-        req.reasoning = rc
-    elif rz is not None:
-        raise _err("reasoning", f"expected an object, got {_tname(rz)}")
-    th = body.get("thinking")  # Z.ai / DeepSeek style
-    if isinstance(th, dict) and th.get("type") in ("enabled", "disabled") and req.reasoning is None:
-        req.reasoning = ReasoningConfig(disabled=th.get("type") == "disabled")
-    req.output_format = _decode_response_format(body.get("response_format"))
-    req.stream = bool(_opt(body, "stream", (bool,), "a boolean"))
-    so = body.get("stream_options")
+    v = get("temperature")
+    if v is not None:
+        req.temperature = v if v.__class__ is float or v.__class__ is int else \
+            _opt(body, "temperature", (int, float), "a number")
+    if rare:
+        if get("top_p") is not None:
+            req.top_p = _opt(body, "top_p", (int, float), "a number")
+        if get("top_k") is not None:
+            req.top_k = _opt(body, "top_k", (int,), "an integer")
+        stop = get("stop")
+        if isinstance(stop, str):
+            req.stop = [stop]
+        elif isinstance(stop, list):
+            for j, s in enumerate(stop):
+                if not isinstance(s, str):
+                    raise _err(f"stop[{j}]", f"expected a string, got {_tname(s)}")
+            req.stop = list(stop)
+        elif stop is not None:
+            raise _err("stop", f"expected a string or a list of strings, got {_tname(stop)}")
+        if get("seed") is not None:
+            req.seed = _opt(body, "seed", (int,), "an integer")
+        effort = _opt(body, "reasoning_effort", (str,), "a string") if get("reasoning_effort") is not None \
+            else None
+        if effort is not None:
+            req.reasoning = ReasoningConfig(effort=effort, disabled=effort == "none")
+        rz = get("reasoning")  # OpenRouter style
+        if isinstance(rz, dict):
+            rc = req.reasoning or ReasoningConfig()
+            if isinstance(rz.get("effort"), str) and rc.effort is None:
+                rc.effort = rz["effort"]
+            mx = rz.get("max_tokens")
+            if isinstance(mx, int) and not isinstance(mx, bool):
+                rc.budget_tokens = mx
+            if rz.get("enabled") is False or rc.effort == "none":
+                rc.disabled = True
+            req.reasoning = rc
+        elif rz is not None:
+            raise _err("reasoning", f"expected an object, got {_tname(rz)}")
+        th = get("thinking")  # Z.ai / DeepSeek style
+        if isinstance(th, dict) and th.get("type") in ("enabled", "disabled") and req.reasoning is None:
+            req.reasoning = ReasoningConfig(disabled=th.get("type") == "disabled")
+    v = get("response_format")
+    if v is not None:
+        req.output_format = _decode_response_format(v)
+    v = get("stream")
+    if v is not None:
+        req.stream = v if v.__class__ is bool else bool(_opt(body, "stream", (bool,), "a boolean"))
+    so = get("stream_options")
     if so is not None:
         if not isinstance(so, dict):
             raise _err("stream_options", f"expected an object, got {_tname(so)}")
         req.include_usage = bool(so.get("include_usage"))
-    user = _opt(body, "user", (str,), "a string")
-    sid = _opt(body, "safety_identifier", (str,), "a string")
-    req.user = user if user is not None else sid
-    md = body.get("metadata")
-    if md is not None:
-        if not isinstance(md, dict):
-            raise _err("metadata", f"expected an object, got {_tname(md)}")
-        req.metadata = md
-    for k in _EXTRA_KEYS:
-        v = body.get(k)
-        if v is not None:
-            req.extra[k] = v
-    for k in body:
-        if k not in _KNOWN:
-            warnings.append(f"request field {k!r} is not translated")
+    v = get("user")
+    user = None if v is None else v if v.__class__ is str else _opt(body, "user", (str,), "a string")
+    if rare and get("safety_identifier") is not None:
+        sid = _opt(body, "safety_identifier", (str,), "a string")
+        req.user = user if user is not None else sid
+    else:
+        req.user = user
+    read_tail(body, req, warnings, _TAIL)
     return req
 
 
@@ -789,11 +899,69 @@ def _encode_assistant(msg: Message, path: str, warnings: list[str]) -> dict[str,
 
 
 def _system_message(role: str, texts: list[Text]) -> dict[str, Any]:
-    return {"role": role, "content": "\n\n".join(t.text for t in texts)}
+    return {"role": role, "content": texts[0].text if len(texts) == 1 else "\n\n".join([t.text for t in texts])}
 
 
-def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
-    st = req.extra.get("server_tools")
+def _fast_user_out(msg: Message, out: list[dict[str, Any]]) -> bool:
+    """``_encode_user`` for a message of only texts or only plain tool results (no media, no error
+    flag): appended to ``out``, True. Anything else: False, nothing appended."""
+    parts = msg.parts
+    first = parts[0] if parts else None
+    if first.__class__ is Text:
+        for p in parts:
+            if p.__class__ is not Text:
+                return False
+        m: dict[str, Any] = {"role": "user", "content": first.text if len(parts) == 1 else  # type: ignore[union-attr]
+                             [{"type": "text", "text": p.text} for p in parts]}  # type: ignore[union-attr]
+        if msg.name:
+            m["name"] = msg.name
+        out.append(m)
+        return True
+    if first.__class__ is ToolResult:
+        msgs = []
+        for p in parts:
+            if p.__class__ is not ToolResult or p.is_error:  # type: ignore[union-attr]
+                return False
+            content = p.content  # type: ignore[union-attr]
+            if not content:
+                text = ""
+            elif len(content) == 1 and content[0].__class__ is Text:
+                text = content[0].text  # type: ignore[union-attr]
+            else:
+                return False
+            msgs.append({"role": "tool", "tool_call_id": p.call_id, "content": text})  # type: ignore[union-attr]
+        out.extend(msgs)
+        return True
+    return False
+
+
+def _fast_assistant_out(msg: Message) -> dict[str, Any] | None:
+    """``_encode_assistant`` for a message of only texts and function calls, else None."""
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for p in msg.parts:
+        c = p.__class__
+        if c is Text:
+            texts.append(p.text)  # type: ignore[union-attr]
+        elif c is ToolCall and p.kind == "function":  # type: ignore[union-attr]
+            calls.append({"id": p.id, "type": "function",  # type: ignore[union-attr]
+                          "function": {"name": short_tool_name(p.name),  # type: ignore[union-attr]
+                                       "arguments": p.arguments or "{}"}})  # type: ignore[union-attr]
+        else:
+            return None
+    m: dict[str, Any] = {"role": "assistant"}
+    if texts or not calls:
+        m["content"] = texts[0] if len(texts) == 1 else "".join(texts)
+    if calls:
+        m["tool_calls"] = calls
+    if msg.name:
+        m["name"] = msg.name
+    return m
+
+
+def _extra_checks(ex: dict[str, Any], warnings: list[str]) -> list[dict[str, Any]]:
+    """Reject or warn about other protocols' server-side features; the Chat gateway tools to keep."""
+    st = ex.get("server_tools")
     chat_server_tools: list[dict[str, Any]] = []
     if isinstance(st, list):
         # gateway tools of Chat upstreams (openrouter:web_search) stay; other providers' go
@@ -806,15 +974,21 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
             if isinstance(st, list) else [str(st)]
         warnings.append(f"tools: server tool(s) {', '.join(kinds)} dropped: a Chat Completions upstream "
                         "cannot run them")
-    if req.extra.get("previous_response_id"):
+    if ex.get("previous_response_id"):
         raise TranslationError("previous_response_id: a Chat Completions upstream keeps no server-side "
                                "conversation; send the full input (store=false)", field="previous_response_id")
-    if req.extra.get("conversation"):
+    if ex.get("conversation"):
         raise TranslationError("conversation: a Chat Completions upstream keeps no server-side conversation; "
                                "send the full input", field="conversation")
-    stc = req.extra.get("server_tool_choice")
+    stc = ex.get("server_tool_choice")
     if stc:
         warnings.append(f"tool_choice: hosted tool choice {stc!r} dropped (the tool is not available)")
+    return chat_server_tools
+
+
+def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
+    ex = req.extra
+    chat_server_tools = _extra_checks(ex, warnings) if ex else []
     body: dict[str, Any] = {}
     if req.model is not None:
         body["model"] = req.model
@@ -822,20 +996,23 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
     if req.system:
         messages.append(_system_message(req.system_role, req.system))
     for i, msg in enumerate(req.messages):
-        path = f"messages[{i}]"
-        if msg.role in ("system", "developer"):
-            texts = [p for p in msg.parts if isinstance(p, Text)]
-            if len(texts) != len(msg.parts):
-                warnings.append(f"{path}: non-text parts of a {msg.role} message dropped")
-            if texts:
-                m = _system_message(msg.role, texts)
-                if msg.name:
-                    m["name"] = msg.name
-                messages.append(m)
-        elif msg.role == "assistant":
-            messages.append(_encode_assistant(msg, path, warnings))
-        else:
-            _encode_user(msg, path, messages, warnings)
+        role = msg.role
+        if role == "assistant":
+            m = _fast_assistant_out(msg)
+            messages.append(m if m is not None else _encode_assistant(msg, f"messages[{i}]", warnings))
+            continue
+        if role != "system" and role != "developer":
+            if not _fast_user_out(msg, messages):
+                _encode_user(msg, f"messages[{i}]", messages, warnings)
+            continue
+        texts = [p for p in msg.parts if isinstance(p, Text)]
+        if len(texts) != len(msg.parts):
+            warnings.append(f"messages[{i}]: non-text parts of a {role} message dropped")
+        if texts:
+            m = _system_message(role, texts)
+            if msg.name:
+                m["name"] = msg.name
+            messages.append(m)
     body["messages"] = messages
     if req.tools or chat_server_tools:
         # OpenAI rejects tool_choice / parallel_tool_calls without tools (400)
@@ -878,20 +1055,21 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
             body["response_format"] = {"type": "json_object"}
         else:
             body["response_format"] = {"type": "text"}
-    if req.user is not None and req.user != req.extra.get("safety_identifier"):
+    if req.user is not None and req.user != ex.get("safety_identifier"):
         body["user"] = req.user
     if req.metadata:
-        if req.extra.get("store") is not True:
+        if ex.get("store") is not True:
             # OpenAI: "The 'metadata' parameter is only allowed when 'store' is enabled." (400)
             warnings.append("metadata not sent (Chat accepts it only with store: true)")
         elif all(isinstance(v, str) for v in req.metadata.values()):
             body["metadata"] = req.metadata
         else:
             warnings.append("metadata dropped (Chat metadata values must be strings)")
-    for k in _EXTRA_KEYS:
-        v = req.extra.get(k)
-        if v is not None:
-            body[k] = v
+    if ex:
+        for k in _EXTRA_KEYS:
+            v = ex.get(k)
+            if v is not None:
+                body[k] = v
     if req.stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}

@@ -44,6 +44,7 @@ from ..neutral import (
     ToolChoice,
     ToolResult,
 )
+from ._request_common import Tail, read_tail
 from ._responses_common import (
     PROTOCOL,
     annotations_to_citations,
@@ -79,6 +80,7 @@ _KNOWN = frozenset(_EXTRA_PASS) | {
     "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "max_output_tokens",
     "temperature", "top_p", "reasoning", "text", "stream", "user", "safety_identifier", "metadata",
 }
+_TAIL = Tail(_EXTRA_PASS, _KNOWN, "unknown request field {!r} ignored")
 _SERVICE_TIERS = frozenset({"auto", "default", "flex", "scale", "priority", "fast"})
 
 _EFFORT_TABLE = ((32768, "xhigh"), (16384, "high"), (8192, "medium"), (2048, "low"), (0, "minimal"))
@@ -458,18 +460,7 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
     req.user = sid or user
     if user is not None and sid is not None and user != sid:
         req.extra["user"] = user
-    md = body.get("metadata")
-    if md is not None:
-        if not isinstance(md, dict):
-            fail("metadata", "expected an object")
-        req.metadata = md
-    for k in _EXTRA_PASS:
-        v = body.get(k)
-        if v is not None:
-            req.extra[k] = v
-    for k in body:
-        if k not in _KNOWN:
-            w.append(f"unknown request field {k!r} ignored")
+    read_tail(body, req, w, _TAIL)
     return req
 
 
