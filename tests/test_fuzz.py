@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -157,21 +158,30 @@ def test_known_stream_item_type_object_does_not_raise():
     t.close()
 
 
-@pytest.mark.xfail(reason=_known("invalid-tool-args-stream"), strict=False)
+# fixed: was pytest.mark.xfail(reason=_known("invalid-tool-args-stream")); more cases in
+# tests/proxai_core/test_tool_args_stream.py
 def test_known_invalid_streamed_tool_arguments_reach_anthropic_client_parseable():
-    from proxai_core import StreamTranslator
+    from proxai_core import StopReason, StreamTranslator
     from tests.fake_upstream import _enc_event
-    from tests.sdk import StreamError, accumulate_stream
+    from tests.sdk import StreamError, accumulate_stream, sse_events
 
     evs = copy.deepcopy(fz.RECORDED["openai_chat_completions"]["tool"]["sse"])
     evs[2]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"] = '{"city" '
     evs[3]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"] = '"Paris"}'
     t = StreamTranslator(fz.C, fz.A)
     out = t.feed(b"".join(_enc_event(e) for e in evs)) + t.close()
-    try:
-        accumulate_stream(fz.A, out)  # the anthropic SDK's own accumulator must not crash
-    except StreamError:
-        pass  # a native error event would be a fine answer too
+    # the anthropic SDK's own accumulator does not crash: it reaches the native error event
+    with pytest.raises(StreamError, match="tool-call arguments for tool 'get_weather' that are not valid JSON"):
+        accumulate_stream(fz.A, out)
+    name, data = sse_events(out)[-1]
+    assert name == "error"
+    assert json.loads(data) == {"type": "error", "error": {
+        "type": "api_error",
+        "message": "upstream sent tool-call arguments for tool 'get_weather' that are not valid JSON; "
+                   "the turn was ended"}}
+    assert b'"Paris"' not in out  # the fragment that broke the JSON is never sent
+    assert [w for w in t.warnings if "get_weather" in w and "error event" in w], t.warnings
+    assert t.stop.reason is StopReason.TOOL_USE  # what the upstream said
 
 
 # ----------------------------------------------------------------------------- through mitmdump

@@ -20,6 +20,7 @@ import orjson
 
 from .. import reasoning as rz
 from ..errors import anthropic_error_body, parse_error
+from ..jsonscan import JsonObjectScanner
 from ..neutral import (
     BlockEnd,
     BlockStart,
@@ -554,7 +555,7 @@ class StreamDecoder:
 
 # ============================================================================= stream encode
 class _Out:
-    __slots__ = ("a", "buf", "head", "kind", "part", "sent", "sig")
+    __slots__ = ("a", "buf", "head", "kind", "part", "scan", "sent", "sig")
 
     def __init__(self, a: int, kind: str, part: Any = None):
         self.a = a  # Anthropic block index (-1: not yet emitted)
@@ -603,6 +604,7 @@ def _tool_start(a: int, tid: Any, name: Any) -> bytes:
 
 
 _MESSAGE_STOP = frame("message_stop", {"type": "message_stop"})
+_TRUNCATED = (StopReason.MAX_OUTPUT, StopReason.CONTEXT_FULL)
 
 
 class StreamEncoder:
@@ -622,6 +624,7 @@ class StreamEncoder:
         self._text_sent = False
         self._has_tools = False
         self._model = getattr(ctx, "model", None)
+        self._cut: _Out | None = None  # a tool block whose arguments ended incomplete (left open)
 
     def encode(self, ev: Event) -> bytes:
         if self.done:
@@ -745,11 +748,48 @@ class StreamEncoder:
 
     def _args(self, o: _Out, v: str) -> bytes:
         """Every tool-argument fragment of a tool_use block passes here (streamed or late)."""
-        o.sent = True
         if o.kind == "custom":
+            o.sent = True
             o.buf.append(v)
             return b""
+        # the SDK re-parses the whole buffer at every fragment: forward only valid object prefixes
+        if o.sent:
+            if o.scan.feed(v):
+                return o.head + orjson.dumps(v) + _DELTA_TAIL
+            return self._bad_args(o, v)
+        return self._first_args(o, v)
+
+    def _first_args(self, o: _Out, v: str) -> bytes:
+        # whitespace before the '{' waits: the SDK cannot parse a buffer of only whitespace
+        if not o.buf:
+            o.scan = JsonObjectScanner()
+        if not o.scan.feed(v):
+            return self._bad_args(o, v)
+        if not o.scan.opened:
+            o.buf.append(v)
+            return b""
+        if o.buf:
+            v = "".join(o.buf) + v
+            o.buf.clear()
+        o.sent = True
         return o.head + orjson.dumps(v) + _DELTA_TAIL
+
+    def _bad_args(self, o: _Out, frag: str | None) -> bytes:
+        """Tool arguments the client's SDK could not parse (invalid, or ended incomplete): never
+        forwarded; the client's native error event ends the turn and the rest of the upstream
+        stream is dropped (StopInfo still says what the upstream said)."""
+        p = o.part
+        name = p.name if isinstance(p, ToolCall) else ""
+        if frag is None:
+            what, why = "are not a complete JSON object", "ended before their JSON object was complete"
+        else:
+            what, why = "are not valid JSON", f"stopped being a valid JSON object at the fragment {frag[:60]!r}"
+        self.warnings.append(f"tool call {getattr(p, 'id', '')} ({name}): the upstream's arguments {why}; "
+                             "the Anthropic client's stream was ended with an error event and the rest "
+                             "of the upstream stream was dropped")
+        self.done = True
+        return error_frame(Error(kind="api_error", status=502, message=(
+            f"upstream sent tool-call arguments for tool {name!r} that {what}; the turn was ended")))
 
     def _delta(self, ev: Delta) -> bytes:
         o = self._open.get(ev.index)
@@ -822,8 +862,15 @@ class StreamEncoder:
         if k == "redacted":
             return _cb_stop(o.a)
         if k == "tool":
-            if not o.sent and isinstance(final, ToolCall) and final.arguments:
-                out += self._args(o, final.arguments)
+            if not o.sent and not o.buf and isinstance(final, ToolCall) and final.arguments:
+                out += self._args(o, final.arguments)  # nothing streamed: the whole arguments now
+                if self.done:
+                    return out
+            if o.sent and not o.scan.complete():
+                # never a block stop after incomplete JSON: a max_tokens cut leaves the block open
+                # (as Anthropic does); any other ending is an error (decided at the turn's end)
+                self._cut = self._cut or o
+                return out
             return out + _cb_stop(o.a)
         if k == "custom":
             text = "".join(o.buf)
@@ -860,6 +907,8 @@ class StreamEncoder:
             out.append(self._close(self._open.pop(i), None))
         refusal_text = "".join(self._refusal) or None
         stop = _effective_stop(self._stop, self._has_tools, refusal_text)
+        if self._cut is not None and stop.reason not in _TRUNCATED:
+            return b"".join(out) + self._bad_args(self._cut, None)
         if stop.reason is StopReason.REFUSAL and not self._text_sent:
             a = self._alloc()
             out.append(_cb_start(a, {"type": "text", "text": ""}))
