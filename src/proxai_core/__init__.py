@@ -18,6 +18,7 @@ from .api import (
 )
 from .context import ClientContext, build_context, short_tool_name
 from .errors import TranslationError
+from .jsonutil import dumps
 from .protocol import Protocol
 from .stop import GENERIC_CONTENT_FILTER_REFUSAL, StopInfo, StopReason, classify_stop
 
@@ -45,4 +46,5 @@ __all__ = [
     "ClientContext",
     "build_context",
     "short_tool_name",
+    "dumps",
 ]

@@ -12,6 +12,7 @@ from .codecs import codec
 from .collect import Collector, response_to_events
 from .context import ClientContext, build_context
 from .errors import TranslationError, native_error, parse_error, translation_error_response
+from .jsonutil import dumps
 from .protocol import Protocol, as_protocol
 from .sse import SSEReader
 from .stop import StopInfo, StopReason, classify_stop
@@ -92,8 +93,8 @@ def _content_id(data: Any) -> str:
     import hashlib
 
     try:
-        raw = data if isinstance(data, (bytes, str)) else orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
-    except (orjson.JSONEncodeError, TypeError):
+        raw = data if isinstance(data, (bytes, str)) else dumps(data, sort_keys=True)
+    except (TypeError, TranslationError):
         raw = b"unencodable"
     if isinstance(raw, str):
         raw = raw.encode("utf-8", "replace")

@@ -20,6 +20,8 @@ from typing import Any
 
 import orjson
 
+from .jsonutil import dumps
+
 PREFIX = "proxai.v1."
 _CHAT_OPEN = "<proxai-reasoning v1>"
 _CHAT_CLOSE = "</proxai-reasoning>"
@@ -27,7 +29,7 @@ _CHAT_RE = re.compile(re.escape(_CHAT_OPEN) + r"([A-Za-z0-9_\-=]*)" + re.escape(
 
 
 def pack(payload: dict[str, Any]) -> str:
-    return PREFIX + base64.urlsafe_b64encode(orjson.dumps(payload)).decode("ascii")
+    return PREFIX + base64.urlsafe_b64encode(dumps(payload)).decode("ascii")
 
 
 def is_packed(value: Any) -> bool:

@@ -13,6 +13,7 @@ import orjson
 from .. import reasoning as rz
 from ..context import short_tool_name
 from ..errors import TranslationError
+from ..jsonutil import dumps
 from ..neutral import (
     Document,
     Image,
@@ -299,7 +300,7 @@ def _block(b: Any, path: str, warnings: list[str]) -> Any:
         tid = _str(b, "id", path, required=True)
         name = _str(b, "name", path, required=True)
         inp = b.get("input")
-        args = orjson.dumps(inp if inp is not None else {}).decode()
+        args = dumps(inp if inp is not None else {}).decode()
         return ToolCall(tid, name, args)  # type: ignore[arg-type]
     if t == "tool_result":
         cid = _str(b, "tool_use_id", path, required=True)
@@ -354,7 +355,7 @@ def _fast_block(b: Any, i: int, j: int, warnings: list[str]) -> Any:
             name = b.get("name")
             if tid.__class__ is str and name.__class__ is str:
                 inp = b.get("input")
-                return ToolCall(tid, name, "{}" if inp is None else orjson.dumps(inp).decode())
+                return ToolCall(tid, name, "{}" if inp is None else dumps(inp).decode())
         elif t == "tool_result":
             cid = b.get("tool_use_id")
             err = b.get("is_error")

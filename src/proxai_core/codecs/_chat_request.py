@@ -16,6 +16,7 @@ import orjson
 
 from ..context import short_tool_name
 from ..errors import TranslationError
+from ..jsonutil import dumps
 from ..neutral import (
     Document,
     Image,
@@ -203,7 +204,7 @@ def _decode_tool_call(tc: Any, path: str) -> ToolCall:
     if args is None:
         args = ""
     elif isinstance(args, (dict, list)):
-        args = orjson.dumps(args).decode()
+        args = dumps(args).decode()
     elif not isinstance(args, str):
         raise _err(f"{path}.function.arguments", f"expected a string, got {_tname(args)}")
     return ToolCall(tid, fn["name"], args)
@@ -666,7 +667,7 @@ def _custom_params(t: Tool) -> dict[str, Any]:
         syntax = fmt.get("syntax")
         definition = fmt.get("definition")
         desc += f" It must follow this {syntax or fmt.get('type')} grammar:\n{definition}" \
-            if definition else f" Format: {orjson.dumps(fmt).decode()}"
+            if definition else f" Format: {dumps(fmt).decode()}"
     return {"type": "object", "properties": {"input": {"type": "string", "description": desc}},
             "required": ["input"], "additionalProperties": False}
 

@@ -21,6 +21,7 @@ import orjson
 from .. import reasoning as rz
 from ..errors import anthropic_error_body, parse_error
 from ..jsonscan import JsonObjectScanner
+from ..jsonutil import dumps
 from ..neutral import (
     BlockEnd,
     BlockStart,
@@ -96,7 +97,7 @@ def _dec_block(b: Any, warnings: list[str]) -> Any:
     if t == "tool_use":
         inp = b.get("input")
         return ToolCall(str(b.get("id") or ""), str(b.get("name") or ""),
-                        orjson.dumps(inp if inp is not None else {}).decode())
+                        dumps(inp if inp is not None else {}).decode())
     if not isinstance(t, str):
         warnings.append("a content block without a type in the upstream response was skipped")
         return None
@@ -415,7 +416,7 @@ class StreamDecoder:
             blk = _Blk(n, "tool", ToolCall(tid if isinstance(tid, str) else "", name if isinstance(name, str) else ""))
             inp = cb.get("input")
             if isinstance(inp, dict) and inp:
-                blk.extra = orjson.dumps(inp).decode()  # used only if no input_json_delta follows
+                blk.extra = dumps(inp).decode()  # used only if no input_json_delta follows
             out.append(BlockStart(n, ToolCall(blk.part.id, blk.part.name, "")))
         else:
             label = t if isinstance(t, str) else "unknown"
@@ -886,7 +887,7 @@ class StreamEncoder:
         if not isinstance(t, str):
             t = ""
         if t in _INPUT_STREAMED and isinstance(raw.get("input"), dict) and raw["input"]:
-            out += _cb_delta(o.a, {"type": "input_json_delta", "partial_json": orjson.dumps(raw["input"]).decode()})
+            out += _cb_delta(o.a, {"type": "input_json_delta", "partial_json": dumps(raw["input"]).decode()})
         elif t == "compaction" and isinstance(raw.get("content"), str):
             out += _cb_delta(o.a, {"type": "compaction_delta", "content": raw["content"]})
         return out + _cb_stop(o.a)

@@ -25,6 +25,7 @@ import orjson
 from .. import reasoning as rz
 from ..context import ClientContext
 from ..errors import openai_error_body, parse_error
+from ..jsonutil import dumps
 from ..neutral import (
     BlockEnd,
     BlockStart,
@@ -156,7 +157,7 @@ def _response_tool_calls(tcs: Any, parts: list[Any], resp_id: str | None) -> int
             continue
         args = fn.get("arguments")
         if isinstance(args, (dict, list)):
-            args = orjson.dumps(args).decode()
+            args = dumps(args).decode()
         elif not isinstance(args, str):
             args = ""
         parts.append(ToolCall(tid, fn["name"], args))
@@ -555,7 +556,7 @@ class StreamDecoder:
         name = name if isinstance(name, str) and name else None
         frag = inner.get("input" if kind == "custom" else "arguments")
         if isinstance(frag, (dict, list)):
-            frag = orjson.dumps(frag).decode()
+            frag = dumps(frag).decode()
         frag = frag if isinstance(frag, str) and frag else None
         call = None
         if key is not None:

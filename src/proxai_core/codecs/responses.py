@@ -27,6 +27,7 @@ import orjson
 from .. import reasoning as rz
 from ..context import ClientContext
 from ..errors import TranslationError, parse_error
+from ..jsonutil import dumps
 from ..neutral import (
     BlockEnd,
     BlockStart,
@@ -105,7 +106,7 @@ def _tool_from_item(item: dict[str, Any]) -> ToolCall:
     return ToolCall(
         id=call_id if isinstance(call_id, str) else "",
         name=name if isinstance(name, str) else "",
-        arguments=args if isinstance(args, str) else ("" if args is None else orjson.dumps(args).decode()),
+        arguments=args if isinstance(args, str) else ("" if args is None else dumps(args).decode()),
         kind="custom" if custom else "function",
         item_id=iid if isinstance(iid, str) else None,
     )
