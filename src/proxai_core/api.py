@@ -27,21 +27,35 @@ def translate_request(
     warnings: list[str] | None = None,
 ) -> dict[str, Any]:
     """A client request in ``source`` becomes the upstream request in ``target``."""
-    source, target = as_protocol(source), as_protocol(target)
-    if source is target:
+    try:
+        pair = _REQUEST_CODECS[source, target]
+    except (KeyError, TypeError):
+        pair = _request_codecs(source, target)
+    if pair is None:
         return body
     if not isinstance(body, dict):
         raise TranslationError("request body must be a JSON object", field="body")
     w = warnings if warnings is not None else []
     try:
-        req = codec(source).decode_request(body, w)
-        return codec(target).encode_request(req, w)
+        req = pair[1].decode_request(body, w)
+        return pair[2].encode_request(req, w)
     except TranslationError:
         raise
     except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
         # a shape the decoders' checks did not foresee: still the client's mistake, named as such
-        raise TranslationError(f"body: malformed {source.value} request ({type(exc).__name__}: {exc})",
+        raise TranslationError(f"body: malformed {pair[0].value} request ({type(exc).__name__}: {exc})",
                                field="body") from exc
+
+
+#: (source, target) as given (enum or string) -> (source, its codec, the target's codec); None: same
+_REQUEST_CODECS: dict[tuple[Any, Any], tuple[Protocol, Any, Any] | None] = {}
+
+
+def _request_codecs(source: Protocol | str, target: Protocol | str) -> tuple[Protocol, Any, Any] | None:
+    src, tgt = as_protocol(source), as_protocol(target)  # clear errors for unknown protocols
+    pair = None if src is tgt else (src, codec(src), codec(tgt))
+    _REQUEST_CODECS[src, tgt] = pair  # the enum and its string value are the same key
+    return pair
 
 
 def decode_request(body: dict[str, Any], protocol: Protocol | str,

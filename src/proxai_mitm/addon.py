@@ -49,6 +49,7 @@ from proxai_core import (
     Protocol,
     StreamTranslator,
     TranslationError,
+    dumps,
     error_response,
     error_stop_info,
     response_from_stream,
@@ -518,8 +519,11 @@ class ProxAI:
             up["model"] = mapped
         state.upstream_model = up.get("model") if isinstance(up.get("model"), str) else None
         try:
-            payload = orjson.dumps(up)
-        except (orjson.JSONEncodeError, TypeError) as exc:  # e.g. nesting deeper than orjson writes
+            payload = dumps(up)  # falls back to the stdlib past orjson's 254 levels
+        except TranslationError as err:  # nesting deeper than even the stdlib writes
+            status, native = error_response(err, client)
+            return self._reply_body(flow, state, status, native)
+        except TypeError as exc:
             err = TranslationError(f"body: the request cannot be re-encoded ({exc})", field="body")
             status, native = error_response(err, client)
             return self._reply_body(flow, state, status, native)
@@ -572,7 +576,12 @@ class ProxAI:
         self._retarget(flow, scheme, host, port, up_path)
         routing.rewrite_headers(req.headers, client=Protocol.ANTHROPIC, target=route.protocol,
                                 same_host=same_host, key=key, upstream_host=host)
-        req.content = orjson.dumps(up)
+        try:
+            req.content = dumps(up)
+        except (TranslationError, TypeError) as exc:
+            status, native = error_response(TranslationError(f"body: the request cannot be re-encoded ({exc})",
+                                                             field="body"), Protocol.ANTHROPIC)
+            return self._reply_body(flow, state, status, native)
         return self._maybe_probe(flow, state, host, port)
 
     def _models(self, flow: http.HTTPFlow, ep: routing.Endpoint) -> Any:
@@ -836,7 +845,7 @@ class ProxAI:
             if state.route is not None and (upstream is not client or not state.client_stream):
                 res = response_from_stream(content, upstream, client, state.client_body)
                 self._take_result(state, res)
-                _set_body(resp, res.status, orjson.dumps(res.body), "application/json")
+                _set_body(resp, res.status, dumps(res.body), "application/json")
             else:
                 self._observe_sse(state, content, client)
             return
@@ -868,7 +877,7 @@ class ProxAI:
             else:
                 res = translate_response_result(obj, upstream, client, state.client_body, status=status)
                 self._take_result(state, res)
-                _set_body(resp, res.status, orjson.dumps(res.body), "application/json")
+                _set_body(resp, res.status, dumps(res.body), "application/json")
             return
         res = translate_response_result(obj, upstream, upstream)
         self._take_result(state, res)

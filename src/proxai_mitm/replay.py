@@ -119,7 +119,12 @@ def canonical_body(body: bytes | None) -> bytes:
         return b""
     if isinstance(obj, dict):
         obj = {k: v for k, v in obj.items() if k not in VOLATILE_FIELDS}
-    return b"json:" + orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+    from proxai_core import TranslationError, dumps
+
+    try:
+        return b"json:" + dumps(obj, sort_keys=True)
+    except (TranslationError, TypeError):  # unwritable (too deep even for the stdlib): match byte for byte
+        return b"raw:" + body
 
 
 def _path_only(path: str) -> str:
@@ -428,11 +433,11 @@ def _adapt(rec: Recording, wants_stream: bool | None) -> tuple[list[tuple[str, s
     if proto is None:
         return headers, body, sse, chunks
     try:
-        from proxai_core import response_from_stream, stream_from_response
+        from proxai_core import dumps, response_from_stream, stream_from_response
 
         if sse and not wants_stream:
             res = response_from_stream(body, proto, proto)
-            new = orjson.dumps(res.body)
+            new = dumps(res.body)
             hdrs = [(k, v) for k, v in headers if k.lower() != "content-type"]
             hdrs.append(("content-type", "application/json"))
             return hdrs, new, False, [(0.0, new)]

@@ -644,3 +644,18 @@ def test_first_contact_is_probed_and_answering_upstreams_are_not(addon):
         assert addon._maybe_probe(make_flow(ANTH), st, "192.0.2.1", 443) is None
 
     addon.tctx.master.event_loop.run_until_complete(check())
+
+
+def test_tool_schema_deeper_than_orjson_writes_is_translated(addon):
+    """A tool schema nested 300 levels (orjson writes 254) is still translated and sent, not refused."""
+    deep: Any = {"type": "string"}
+    for _ in range(300):
+        deep = {"type": "object", "properties": {"p": deep}}
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}],
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": deep}}]}
+    addon.tctx.configure(addon, proxai_target=ANTH)
+    f = make_flow(CHAT, body=body)
+    addon.request(f)
+    assert f.response is None, f.response and f.response.content[:300]
+    sent = json.loads(f.request.content)
+    assert sent["tools"][0]["name"] == "f" and sent["tools"][0]["input_schema"] == deep

@@ -333,11 +333,12 @@ def _block(b: Any, path: str, warnings: list[str]) -> Any:
 
 
 def _plain_text(b: Any) -> Text | None:
-    """Text of a bare ``{"type": "text", "text": str}`` block (no citations or cache_control), else None."""
+    """Text of a ``{"type": "text", "text": str}`` block without citations, else None."""
     if b.__class__ is dict and b.get("type") == "text":
         text = b.get("text")
-        if text.__class__ is str and b.get("citations") is None and b.get("cache_control") is None:
-            return Text(text)
+        cc = b.get("cache_control")
+        if text.__class__ is str and (cc is None or cc.__class__ is dict) and b.get("citations") is None:
+            return Text(text, None, cc)
     return None
 
 
@@ -348,8 +349,9 @@ def _fast_block(b: Any, i: int, j: int, warnings: list[str]) -> Any:
         t = b.get("type")
         if t == "text":
             text = b.get("text")
-            if text.__class__ is str and b.get("citations") is None and b.get("cache_control") is None:
-                return Text(text)
+            cc = b.get("cache_control")
+            if text.__class__ is str and (cc is None or cc.__class__ is dict) and b.get("citations") is None:
+                return Text(text, None, cc)
         elif t == "tool_use":
             tid = b.get("id")
             name = b.get("name")
@@ -359,16 +361,17 @@ def _fast_block(b: Any, i: int, j: int, warnings: list[str]) -> Any:
         elif t == "tool_result":
             cid = b.get("tool_use_id")
             err = b.get("is_error")
-            if cid.__class__ is str and (err is None or err.__class__ is bool) and b.get("cache_control") is None:
+            cc = b.get("cache_control")
+            if cid.__class__ is str and (err is None or err.__class__ is bool) and (cc is None or cc.__class__ is dict):
                 content = b.get("content")
                 if content.__class__ is str:
-                    return ToolResult(cid, [Text(content)] if content else [], err)
+                    return ToolResult(cid, [Text(content)] if content else [], err, "function", cc)
                 if content is None:
-                    return ToolResult(cid, [], err)
+                    return ToolResult(cid, [], err, "function", cc)
                 if content.__class__ is list:
                     texts = [_plain_text(c) for c in content]
-                    if None not in texts:
-                        return ToolResult(cid, texts, err)  # type: ignore[arg-type]
+                    if all(texts):  # no None (parts are always truthy)
+                        return ToolResult(cid, texts, err, "function", cc)  # type: ignore[arg-type]
         elif t == "thinking":
             text = b.get("thinking")
             sig = b.get("signature")
@@ -687,7 +690,7 @@ def _enc_text(p: Text, warnings: list[str]) -> dict[str, Any] | None:
 def _enc_tool_call(p: ToolCall, i: int, j: int, warnings: list[str]) -> dict[str, Any]:
     if p.kind == "custom":
         inp: Any = {"input": p.arguments}
-    elif not p.arguments.strip():
+    elif not p.arguments or p.arguments.isspace():  # (strip() would copy the arguments)
         inp = {}
     else:
         try:
@@ -701,8 +704,18 @@ def _enc_tool_call(p: ToolCall, i: int, j: int, warnings: list[str]) -> dict[str
 
 def _enc_tool_result(p: ToolResult, i: int, j: int, warnings: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"type": "tool_result", "tool_use_id": _tool_id(p.call_id, warnings)}
+    content = p.content
+    if len(content) == 1 and content[0].__class__ is Text and not content[0].citations \
+            and not content[0].cache_control:  # the usual one plain text
+        if content[0].text:
+            out["content"] = content[0].text
+        if p.is_error:
+            out["is_error"] = True
+        if p.cache_control:
+            out["cache_control"] = p.cache_control
+        return out
     blocks: list[dict[str, Any]] = []
-    for k, c in enumerate(p.content):
+    for k, c in enumerate(content):
         if isinstance(c, Text):
             b = _enc_text(c, warnings)
             if b is not None:
@@ -740,64 +753,46 @@ def _enc_reasoning(p: Reasoning, warnings: list[str]) -> dict[str, Any] | None:
     return None
 
 
-def _message_blocks(m: Message, i: int, warnings: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    """(role, block) pairs; tool calls always belong to the assistant, tool results to the user."""
-    role = m.role
-    out: list[tuple[str, dict[str, Any]]] = []
-    for j, p in enumerate(m.parts):
-        c = p.__class__
-        if c is Text:
-            if p.text:  # type: ignore[union-attr]
-                out.append((role, {"type": "text", "text": p.text}  # type: ignore[union-attr]
-                            if not p.citations and not p.cache_control else _enc_text(p, warnings)))  # type: ignore
-            continue
-        if c is ToolCall:
-            out.append(("assistant", _enc_tool_call(p, i, j, warnings)))  # type: ignore[arg-type]
-            continue
-        if c is ToolResult:
-            out.append(("user", _enc_tool_result(p, i, j, warnings)))  # type: ignore[arg-type]
-            continue
-        path = f"messages[{i}].content[{j}]"
-        b: dict[str, Any] | None
-        if isinstance(p, Text):
-            b = _enc_text(p, warnings)
-        elif isinstance(p, ToolCall):
-            out.append(("assistant", _enc_tool_call(p, i, j, warnings)))
-            continue
-        elif isinstance(p, ToolResult):
-            out.append(("user", _enc_tool_result(p, i, j, warnings)))
-            continue
-        elif isinstance(p, Reasoning):
-            b = _enc_reasoning(p, warnings) if role == "assistant" else None
-            if b is None and role != "assistant":
-                warn_once(warnings, "reasoning in a non-assistant message was dropped")
-        elif isinstance(p, Refusal):
-            warn_once(warnings, "refusals in the conversation history were sent as text")
-            b = {"type": "text", "text": p.text} if p.text else None
-        elif isinstance(p, Image):
-            if role == "assistant":
-                warn_once(warnings, "images in assistant messages were dropped (Anthropic has no slot for them)")
-                b = None
-            else:
-                b = _enc_image(p, path)
-        elif isinstance(p, Document):
-            if role == "assistant":
-                warn_once(warnings, "documents in assistant messages were dropped")
-                b = None
-            else:
-                b = _enc_document(p, path)
-        elif isinstance(p, Opaque):
-            if p.protocol == PROTOCOL:
-                b = p.raw
-            else:
-                warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} was dropped: "
-                          "Anthropic cannot represent it")
-                b = None
+def _part_block(p: Any, role: str, i: int, j: int, warnings: list[str]) -> tuple[str, dict[str, Any]] | None:
+    """(role, block) of a part other than the plain text / tool call / tool result ``_messages``
+    handles itself; None when it is dropped."""
+    path = f"messages[{i}].content[{j}]"
+    b: dict[str, Any] | None
+    if isinstance(p, Text):
+        b = _enc_text(p, warnings)
+    elif isinstance(p, ToolCall):
+        return "assistant", _enc_tool_call(p, i, j, warnings)
+    elif isinstance(p, ToolResult):
+        return "user", _enc_tool_result(p, i, j, warnings)
+    elif isinstance(p, Reasoning):
+        b = _enc_reasoning(p, warnings) if role == "assistant" else None
+        if b is None and role != "assistant":
+            warn_once(warnings, "reasoning in a non-assistant message was dropped")
+    elif isinstance(p, Refusal):
+        warn_once(warnings, "refusals in the conversation history were sent as text")
+        b = {"type": "text", "text": p.text} if p.text else None
+    elif isinstance(p, Image):
+        if role == "assistant":
+            warn_once(warnings, "images in assistant messages were dropped (Anthropic has no slot for them)")
+            b = None
         else:
-            raise _fail(path, f"unsupported part {type(p).__name__}")
-        if b is not None:
-            out.append((role, b))
-    return out
+            b = _enc_image(p, path)
+    elif isinstance(p, Document):
+        if role == "assistant":
+            warn_once(warnings, "documents in assistant messages were dropped")
+            b = None
+        else:
+            b = _enc_document(p, path)
+    elif isinstance(p, Opaque):
+        if p.protocol == PROTOCOL:
+            b = p.raw
+        else:
+            warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} was dropped: "
+                      "Anthropic cannot represent it")
+            b = None
+    else:
+        raise _fail(path, f"unsupported part {type(p).__name__}")
+    return None if b is None else (role, b)
 
 
 def _system_texts(parts: list[Any], warnings: list[str]) -> list[Text]:
@@ -826,23 +821,52 @@ def _system_out(texts: list[Text], warnings: list[str]) -> str | list[dict[str, 
 
 
 def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dict[str, Any]]:
+    # blocks go to turns of alternating roles: tool calls always belong to the assistant, tool
+    # results to the user, other parts to their message's role
     turns: list[tuple[str, list[dict[str, Any]]]] = []
+    turn_role = None
+    blocks: list[dict[str, Any]] = []
     for i, m in enumerate(req.messages):
-        if m.role in ("system", "developer"):
+        mrole = m.role
+        if mrole in ("system", "developer"):
             warn_once(warnings, "system/developer messages inside the conversation were merged into the "
                       "Anthropic system prompt")
             system.extend(_system_texts(m.parts, warnings))
             continue
-        if m.role not in ("user", "assistant"):
+        if mrole not in ("user", "assistant"):
             raise _fail(f"messages[{i}].role", f"unsupported role {m.role!r}")
-        for role, b in _message_blocks(m, i, warnings):
-            if turns and turns[-1][0] == role:
-                turns[-1][1].append(b)
+        for j, p in enumerate(m.parts):
+            c = p.__class__
+            if c is Text:
+                if not p.text:  # type: ignore[union-attr]
+                    continue  # Anthropic rejects empty text blocks
+                role = mrole
+                # a plain text stays a str until its turn is known to have more than this block
+                b = p.text if not p.citations and not p.cache_control else _enc_text(p, warnings)  # type: ignore
+            elif c is ToolCall:
+                role, b = "assistant", _enc_tool_call(p, i, j, warnings)  # type: ignore[arg-type]
+            elif c is ToolResult:
+                role, b = "user", _enc_tool_result(p, i, j, warnings)  # type: ignore[arg-type]
             else:
-                turns.append((role, [b]))
+                rb = _part_block(p, mrole, i, j, warnings)
+                if rb is None:
+                    continue
+                role, b = rb
+            if role == turn_role:
+                blocks.append(b)  # type: ignore[arg-type]
+            else:
+                turn_role, blocks = role, [b]  # type: ignore[list-item]
+                turns.append((role, blocks))
     out = []
     for role, blocks in turns:
-        if role == "user" and len(blocks) > 1:  # one block is always in order
+        if len(blocks) == 1:  # one block is always in order
+            b = blocks[0]
+            if b.__class__ is str:
+                out.append({"role": role, "content": b})
+                continue
+        else:
+            blocks = [{"type": "text", "text": b} if b.__class__ is str else b for b in blocks]
+        if role == "user" and len(blocks) > 1:
             n_results = sum(1 for b in blocks if b.get("type") == "tool_result")
             if n_results and any(b.get("type") != "tool_result" for b in blocks[:n_results]):
                 warn_once(warnings, "tool results were moved ahead of other user content in their turn "

@@ -326,7 +326,7 @@ def _fast_assistant_in(m: dict, kinds: dict[str, str]) -> Message | None:
         if tcs.__class__ is not list:
             return None
         calls = [_fast_tool_call_in(tc) for tc in tcs]
-        if None in calls:
+        if not all(calls):  # a None (parts are always truthy)
             return None
         for call in calls:
             kinds[call.id] = "function"  # type: ignore[union-attr]
