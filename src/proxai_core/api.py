@@ -263,7 +263,8 @@ class StreamTranslator:
         self.model: str | None = None
         self.error: n.Error | None = None
         self.closed = False
-        self._ctx = build_context(request, self.target)
+        # no request: the empty context build_context would make, without its parsing
+        self._ctx = ClientContext(self.target) if request is None else build_context(request, self.target)
         self._reader = SSEReader()
         self._dec = codec(self.source).StreamDecoder(self.warnings)
         self._pass = self.source is self.target
@@ -282,25 +283,25 @@ class StreamTranslator:
         return self._terminal
 
     def _observe(self, ev: n.Event) -> None:
-        t = type(ev)
+        t = type(ev)  # neutral events are never subclassed: identity checks, most frequent first
         if t is n.Delta or t is n.BlockStart or t is n.BlockEnd:
             return  # the hot path: nothing to observe
-        if isinstance(ev, n.Stop):
+        if t is n.Stop:
             self.stop = ev.stop
-        elif isinstance(ev, n.UsageEvent):
+        elif t is n.UsageEvent:
             self.usage = ev.usage if self.usage is None else self.usage.merge(ev.usage)
-        elif isinstance(ev, n.Start):
-            self.model = ev.model
-            if ev.usage is not None:
-                self.usage = ev.usage if self.usage is None else self.usage.merge(ev.usage)
-        elif isinstance(ev, n.ErrorEvent):
-            self.error = ev.error
-            self.stop = stop_of_error(ev.error)
-            self._terminal = True
-        elif isinstance(ev, n.End):
+        elif t is n.End:
             self._terminal = True
             if self.stop is None:
                 self.stop = classify_stop(None)
+        elif t is n.Start:
+            self.model = ev.model
+            if ev.usage is not None:
+                self.usage = ev.usage if self.usage is None else self.usage.merge(ev.usage)
+        elif t is n.ErrorEvent:
+            self.error = ev.error
+            self.stop = stop_of_error(ev.error)
+            self._terminal = True
 
     def _glue(self, ev: n.Event) -> list[n.Event]:
         """Tool names back to the client's; custom tool input unwrapped from its JSON carrier."""
@@ -355,9 +356,11 @@ class StreamTranslator:
         return b"".join(out)
 
     def _slow(self, ev: n.Event, data: str, out: list[bytes]) -> None:
-        if type(ev) is n.Start and not ev.id:
-            ev.id = _content_id(data)  # deterministic ids when the upstream gave none
-        self._observe(ev)
+        t = type(ev)
+        if t is not n.BlockStart and t is not n.BlockEnd:  # (blocks: nothing to observe)
+            if t is n.Start and not ev.id:
+                ev.id = _content_id(data)  # deterministic ids when the upstream gave none
+            self._observe(ev)
         if self._restore:
             for ev2 in self._glue(ev):
                 self._encode(ev2, out)

@@ -34,11 +34,14 @@ class SSEReader:
         # ends on an event boundary. The whole chunk is decoded once (a UTF-8 character cannot be
         # split when the chunk ends on a blank line); str searches are cheaper than bytes ones.
         if self._idle and chunk[-2:] == b"\n\n":
-            s = chunk.decode("utf-8", "replace")
+            try:
+                s = chunk.decode()
+            except UnicodeDecodeError:
+                s = chunk.decode("utf-8", "replace")
             if "\r" not in s:
-                end = len(s) - 2
-                if s.find("\n") == end and s.startswith("data: "):
-                    return [(None, s[6:end])]  # one bare data: event
+                body = s[6:-2]
+                if "\n" not in body and s[:6] == "data: ":
+                    return [(None, body)]  # one bare data: event
                 out: list[SSEEvent] = []
                 for block in s.split("\n\n"):
                     if not block:

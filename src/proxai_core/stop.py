@@ -32,7 +32,10 @@ class StopReason(StrEnum):
     OTHER = "other"
 
 
-@dataclass(frozen=True, slots=True)
+_NO_DETAIL: Any = object()
+
+
+@dataclass(frozen=True, slots=True, init=False)
 class StopInfo:
     """Why one model step stopped, normalized, with what the provider said kept."""
 
@@ -42,6 +45,18 @@ class StopInfo:
     message: str | None = None
     recommended_model: str | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
+
+    def __init__(self, reason: StopReason, raw: str | None = None, category: str | None = None,
+                 message: str | None = None, recommended_model: str | None = None,
+                 detail: Mapping[str, Any] = _NO_DETAIL) -> None:
+        # the generated frozen __init__ goes through object.__setattr__ per field: twice as slow,
+        # and one is built for every response and stream
+        _set_reason(self, reason)
+        _set_raw(self, raw)
+        _set_category(self, category)
+        _set_message(self, message)
+        _set_recommended_model(self, recommended_model)
+        _set_detail(self, {} if detail is _NO_DETAIL else detail)
 
     @property
     def ok(self) -> bool:
@@ -88,6 +103,10 @@ class StopInfo:
             recommended_model=d.get("recommended_model"),
             detail=dict(d.get("detail") or {}),
         )
+
+
+_set_reason, _set_raw, _set_category, _set_message, _set_recommended_model, _set_detail = (
+    StopInfo.__dict__[f].__set__ for f in ("reason", "raw", "category", "message", "recommended_model", "detail"))
 
 
 def _plain(v: Any) -> Any:
@@ -188,11 +207,4 @@ def classify_stop(
             category = "malformed-output"
     if category is None and raw is not None and reason in (StopReason.REFUSAL, StopReason.INTERRUPTED):
         category = raw
-    return StopInfo(
-        reason=reason,
-        raw=raw,
-        category=category,
-        message=message,
-        recommended_model=recommended_model,
-        detail=dict(detail) if detail else {},
-    )
+    return StopInfo(reason, raw, category, message, recommended_model, dict(detail) if detail else {})

@@ -44,6 +44,8 @@ def now() -> int:
 
 # ----------------------------------------------------------------------------- ints
 def as_int(v: Any) -> int | None:
+    if type(v) is int:  # the common case, first (a stream's usage chunk reads several)
+        return v
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     return int(v)

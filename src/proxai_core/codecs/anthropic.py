@@ -605,6 +605,11 @@ def _tool_start(a: int, tid: Any, name: Any) -> bytes:
 
 
 _MESSAGE_STOP = frame("message_stop", {"type": "message_stop"})
+_MESSAGE_START = (b'event: message_start\ndata: {"type":"message_start","message":{"id":%s,"type":"message",'
+                  b'"role":"assistant","model":%s,"content":[],"stop_reason":null,"stop_sequence":null,'
+                  b'"usage":%s}}\n\n')
+_MESSAGE_DELTA = (b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":%s,'
+                  b'"stop_sequence":%s,"stop_details":%s},"usage":%s}\n\n')
 _TRUNCATED = (StopReason.MAX_OUTPUT, StopReason.CONTEXT_FULL)
 
 
@@ -640,19 +645,13 @@ class StreamEncoder:
     # ---- lifecycle
     def _message_start(self, sid: str | None, model: str | None) -> bytes:
         self._started = True
-        return _ev("message_start", {
-            "type": "message_start",
-            "message": {
-                "id": msg_id(sid),
-                "type": "message",
-                "role": "assistant",
-                "model": self._model or model or "unknown",
-                "content": [],
-                "stop_reason": None,
-                "stop_sequence": None,
-                "usage": usage_to_wire(self._usage),
-            },
-        })
+        # msg_id's common cases without its regex; the frame is frame() of the message_start dict
+        if sid and sid[:9] == "chatcmpl-":
+            mid = "msg_" + sid[9:]
+        else:
+            mid = sid if sid and sid[:4] == "msg_" else msg_id(sid)
+        return _MESSAGE_START % (orjson.dumps(mid), orjson.dumps(self._model or model or "unknown"),
+                                 orjson.dumps(usage_to_wire(self._usage)))
 
     def _pre(self) -> bytes:
         return b"" if self._started else self._message_start(None, None)
@@ -801,7 +800,11 @@ class StreamEncoder:
         ok = o.kind
         if ok == "text" or ok == "refusal":
             if k == "text" or k == "refusal":
-                return self._text_delta(o, v)
+                if o.a < 0:
+                    return self._text_delta(o, v)
+                if ok == "refusal":  # the block is open: the hot path of _text_delta
+                    self._refusal.append(v)
+                return o.head + orjson.dumps(v) + _DELTA_TAIL
         elif ok == "tool" or ok == "custom":
             if k == "arguments":
                 return self._args(o, v)
@@ -916,11 +919,8 @@ class StreamEncoder:
             out.append(_cb_delta(a, {"type": "text_delta", "text": stop.message or FALLBACK_REFUSAL_TEXT}))
             out.append(_cb_stop(a))
         reason, seq, details = stop_to_wire(stop, self._stop_seq, refusal_text, self.warnings)
-        out.append(_ev("message_delta", {
-            "type": "message_delta",
-            "delta": {"stop_reason": reason, "stop_sequence": seq, "stop_details": details},
-            "usage": usage_to_wire(self._usage, delta=True),
-        }))
+        out.append(_MESSAGE_DELTA % (orjson.dumps(reason), orjson.dumps(seq), orjson.dumps(details),
+                                     orjson.dumps(usage_to_wire(self._usage, delta=True))))
         out.append(_MESSAGE_STOP)
         self.done = True
         return b"".join(out)

@@ -372,6 +372,11 @@ class StreamDecoder:
     """Chat chunks -> neutral events. Stop is held until ``[DONE]`` (or EOF after a finish) so a
     usage-only chunk after the finish chunk and an in-band error after it are both seen first."""
 
+    __slots__ = ("_calls", "_calls_by_index", "_choice_warned", "_cites", "_created", "_detail", "_details",
+                 "_dup_warned", "_finish", "_finish_seen", "_had_tools", "_id", "_last_call", "_late_warned",
+                 "_model", "_next", "_out", "_produced", "_reasoning_field", "_reasoning_text", "_refusal",
+                 "_seq_idx", "_seq_kind", "_started", "done", "warnings")
+
     def __init__(self, warnings: list[str]):
         self.warnings = warnings
         self.done = False
@@ -398,17 +403,8 @@ class StreamDecoder:
         self._model: str | None = None
         self._created: int | None = None
         self._out: list[Event] = []
-        self._delta_handlers = {
-            "content": self._on_content,
-            "refusal": self._on_refusal,
-            "reasoning_content": self._on_reasoning_content,
-            "reasoning": self._on_reasoning,
-            "reasoning_details": self._on_details,
-            "tool_calls": self._on_tool_calls,
-            "function_call": self._on_function_call,
-            "annotations": self._on_annotations,
-        }
         self._cites: list[dict[str, Any]] = []
+        self._had_tools = False
 
     # ------------------------------------------------------------------ helpers
     def _start(self, obj: dict[str, Any] | None) -> None:
@@ -641,8 +637,6 @@ class StreamDecoder:
         out, self._out = self._out, []
         return out
 
-    _had_tools = False
-
     def _error(self, obj: Any) -> list[Event]:
         err = parse_error(None, obj)
         if err.message == "upstream returned HTTP None":
@@ -721,15 +715,14 @@ class StreamDecoder:
                 delta = ch.get("delta")
                 if isinstance(delta, dict) and delta:
                     if self._finish_seen:
-                        if not self._late_warned and any(delta.get(k) for k in self._delta_handlers):
+                        if not self._late_warned and any(delta.get(k) for k in _DELTA_HANDLERS):
                             self._late_warned = True
                             self.warnings.append("content after finish_reason ignored")
                     else:
-                        handlers = self._delta_handlers
                         for k, v in delta.items():
-                            h = handlers.get(k)
+                            h = _DELTA_HANDLERS.get(k)
                             if h is not None and v is not None:
-                                h(v, delta)
+                                h(self, v, delta)
                 fr = ch.get("finish_reason")
                 if fr:
                     self._on_finish(fr, ch)
@@ -766,6 +759,19 @@ class StreamDecoder:
         out, self._out = self._out, []
         out.append(ErrorEvent(Error(kind="interrupted", message=_INTERRUPTED, status=502)))
         return out
+
+
+# delta field -> handler (per class: no bound-method table built per stream)
+_DELTA_HANDLERS = {
+    "content": StreamDecoder._on_content,
+    "refusal": StreamDecoder._on_refusal,
+    "reasoning_content": StreamDecoder._on_reasoning_content,
+    "reasoning": StreamDecoder._on_reasoning,
+    "reasoning_details": StreamDecoder._on_details,
+    "tool_calls": StreamDecoder._on_tool_calls,
+    "function_call": StreamDecoder._on_function_call,
+    "annotations": StreamDecoder._on_annotations,
+}
 
 
 # ============================================================================= stream encode
