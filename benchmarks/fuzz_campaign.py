@@ -365,6 +365,15 @@ FIXED_FINDINGS: dict[str, str] = {
                                 "arguments a valid JSON-object prefix (proxai_core.jsonscan); invalid "
                                 "arguments, or arguments that end incomplete (but for a max_tokens cut), "
                                 "end the turn with the native error event and a warning",
+    "unhashable-sniff": "routing.sniff_protocol ignores roles that are not strings; the translator's own "
+                        "validation answers a native 400",
+    "unhashable": "request decoders check the type before any set/dict lookup (TranslationError, native "
+                  "400); StreamTranslator and response_from_stream skip a malformed upstream event with a "
+                  "warning, and a stream that never ends properly is answered with the native error",
+    "non-object-json-upstream": "a 2xx JSON upstream body that is not an object is a native 502 on a "
+                                "translated route",
+    "empty-sse-upstream": "an empty 2xx event-stream upstream body gives a streaming client its native "
+                          "error event (translated whole in the response hook)",
 }
 
 

@@ -210,6 +210,19 @@ def test_known_invalid_streamed_tool_arguments_reach_anthropic_client_parseable(
     assert t.stop.reason is StopReason.TOOL_USE  # what the upstream said
 
 
+def test_known_unhashable_item_type_in_a_collected_stream_is_a_native_error():
+    """response_from_stream (streaming upstream, non-streaming client) skips the malformed event like
+    StreamTranslator does; the never-finished stream is the client's native 502."""
+    raw = (b'event: response.output_item.added\ndata: {"type":"response.output_item.added","sequence_number":1,'
+           b'"output_index":0,"item":{"type":[],"id":"x"}}\n\n')
+    from proxai_core import response_from_stream
+
+    for tgt in fz.PROTOCOLS:
+        res = response_from_stream(raw, fz.R, tgt)
+        assert res.status == 502 and res.stop.reason.value == "interrupted", (tgt, res.body)
+        assert any("unhashable" in w for w in res.warnings), res.warnings
+
+
 # ----------------------------------------------------------------------------- through mitmdump
 @pytest.fixture(scope="module")
 def rig():

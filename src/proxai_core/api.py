@@ -228,6 +228,11 @@ def error_stop_info(status: int, body: bytes | str | dict | None) -> StopInfo:
 
 
 # ----------------------------------------------------------------------------- streams
+# the stream hot path compares event types by identity (neutral events are never subclassed)
+_Delta, _Start, _BlockStart, _BlockEnd = n.Delta, n.Start, n.BlockStart, n.BlockEnd
+_Stop, _ErrorEvent = n.Stop, n.ErrorEvent
+
+
 def error_of_interrupted_stop(stop: StopInfo) -> n.Error:
     raw = (stop.raw or "").lower()
     kind = "overloaded" if raw in ("insufficient_system_resource",) else "interrupted"
@@ -269,6 +274,9 @@ class StreamTranslator:
         self._dec = codec(self.source).StreamDecoder(self.warnings)
         self._pass = self.source is self.target
         self._enc = None if self._pass else codec(self.target).StreamEncoder(self._ctx, self.warnings)
+        # where both ends support it, a lone delta travels unboxed: (index, kind, value)
+        self._enc_delta = getattr(self._enc, "encode_delta", None)
+        self._feed = self._dec.feed if self._enc_delta is None else getattr(self._dec, "feed_fast", self._dec.feed)
         self._terminal = False
         self._dead = False  # the client stream already ended (error frame sent)
         # custom tools carried as functions: index -> buffered JSON arguments
@@ -338,16 +346,21 @@ class StreamTranslator:
     def _run_translated(self, sse_events: list) -> bytes:
         """The hot path: one decoder call per SSE event, deltas straight to the encoder."""
         out: list[bytes] = []
-        feed = self._dec.feed
-        Delta = n.Delta
+        feed = self._feed
         for name, data in sse_events:
             try:
                 evs = feed(name, data)
             except Exception as exc:  # a malformed upstream event never breaks the client stream
                 self.warnings.append(f"malformed upstream event ignored ({type(exc).__name__}: {exc})"[:300])
                 continue
+            if type(evs) is tuple:  # one unboxed delta (feed_fast)
+                if self._fast:
+                    out.append(self._enc_delta(evs))
+                else:
+                    self._slow(_Delta(*evs), data, out)
+                continue
             for ev in evs:
-                if type(ev) is Delta and self._fast:
+                if type(ev) is _Delta and self._fast:
                     out.append(self._enc.encode(ev))
                 else:
                     self._slow(ev, data, out)
@@ -357,15 +370,17 @@ class StreamTranslator:
 
     def _slow(self, ev: n.Event, data: str, out: list[bytes]) -> None:
         t = type(ev)
-        if t is not n.BlockStart and t is not n.BlockEnd:  # (blocks: nothing to observe)
-            if t is n.Start and not ev.id:
+        if t is not _BlockStart and t is not _BlockEnd:  # (blocks: nothing to observe)
+            if t is _Start and not ev.id:
                 ev.id = _content_id(data)  # deterministic ids when the upstream gave none
             self._observe(ev)
         if self._restore:
             for ev2 in self._glue(ev):
                 self._encode(ev2, out)
-        else:
-            self._encode(ev, out)
+        elif t is _Stop or t is _ErrorEvent or t is _Delta:
+            self._encode(ev, out)  # what may end the client stream
+        elif not self._dead:
+            out.append(self._enc.encode(ev))
 
     def _run(self, sse_events: list, blobs: list[bytes] | None) -> bytes:
         out: list[bytes] = []
@@ -525,12 +540,29 @@ def response_from_stream(sse: bytes, source: Protocol | str, target: Protocol | 
                          request: dict[str, Any] | None = None) -> ResponseResult:
     """The client did not stream but the upstream did: collect it into a complete response."""
     source, target = as_protocol(source), as_protocol(target)
+    try:
+        return _response_from_stream(sse, source, target, request)
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
+        err = n.Error(kind="interrupted", status=502,
+                      message=f"the upstream {source.value} stream could not be read "
+                              f"({type(exc).__name__}: {str(exc)[:200]})")
+        st, out = native_error(err, target)
+        return ResponseResult(st, out, stop_of_error(err), None, [err.message], None)
+
+
+def _response_from_stream(sse: bytes, source: Protocol, target: Protocol,
+                          request: dict[str, Any] | None) -> ResponseResult:
     w: list[str] = []
     reader = SSEReader()
     dec = codec(source).StreamDecoder(w)
     col = Collector()
     for sev in reader.feed(sse) + reader.close():
-        for ev in dec.feed(sev[0], sev[1]):
+        try:
+            evs = dec.feed(sev[0], sev[1])
+        except Exception as exc:  # like StreamTranslator: a malformed upstream event is skipped, noted
+            w.append(f"malformed upstream event ignored ({type(exc).__name__}: {exc})"[:300])
+            continue
+        for ev in evs:
             col.add(ev)
     if not dec.done:
         for ev in dec.finish():
