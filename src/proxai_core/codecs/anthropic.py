@@ -588,6 +588,8 @@ def _delta_head(a: int, dtype: bytes, field: bytes) -> bytes:
 
 
 _DELTA_TAIL = b"}}\n\n"
+_TEXT_HEADS = [_delta_head(a, b"text_delta", b"text") for a in range(16)]
+_JSON_HEADS = [_delta_head(a, b"input_json_delta", b"partial_json") for a in range(16)]
 _STOP_FRAMES = [frame("content_block_stop", {"type": "content_block_stop", "index": a}) for a in range(16)]
 _TEXT_STARTS = [_cb_start(a, {"type": "text", "text": ""}) for a in range(16)]
 
@@ -608,6 +610,7 @@ _MESSAGE_STOP = frame("message_stop", {"type": "message_stop"})
 _MESSAGE_START = (b'event: message_start\ndata: {"type":"message_start","message":{"id":%s,"type":"message",'
                   b'"role":"assistant","model":%s,"content":[],"stop_reason":null,"stop_sequence":null,'
                   b'"usage":%s}}\n\n')
+_NO_USAGE = orjson.dumps(usage_to_wire(None))
 _MESSAGE_DELTA = (b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":%s,'
                   b'"stop_sequence":%s,"stop_details":%s},"usage":%s}\n\n')
 _TRUNCATED = (StopReason.MAX_OUTPUT, StopReason.CONTEXT_FULL)
@@ -636,7 +639,7 @@ class StreamEncoder:
         if self.done:
             return b""
         if type(ev) is Delta:  # the hot path
-            return self._delta(ev)
+            return self.encode_delta((ev.index, ev.kind, ev.value))
         h = _HANDLERS.get(type(ev))
         if h is None:
             return b""
@@ -650,8 +653,8 @@ class StreamEncoder:
             mid = "msg_" + sid[9:]
         else:
             mid = sid if sid and sid[:4] == "msg_" else msg_id(sid)
-        return _MESSAGE_START % (orjson.dumps(mid), orjson.dumps(self._model or model or "unknown"),
-                                 orjson.dumps(usage_to_wire(self._usage)))
+        usage = _NO_USAGE if self._usage is None else orjson.dumps(usage_to_wire(self._usage))
+        return _MESSAGE_START % (orjson.dumps(mid), orjson.dumps(self._model or model or "unknown"), usage)
 
     def _pre(self) -> bytes:
         return b"" if self._started else self._message_start(None, None)
@@ -699,7 +702,7 @@ class StreamEncoder:
             self._has_tools = True
             a = self._alloc()
             o = self._open[i] = _Out(a, "custom" if p.kind == "custom" else "tool", p)
-            o.head = _delta_head(a, b"input_json_delta", b"partial_json")
+            o.head = _JSON_HEADS[a] if a < 16 else _delta_head(a, b"input_json_delta", b"partial_json")
             out = _tool_start(a, p.id, p.name)
             if p.arguments:
                 out += self._args(o, p.arguments)
@@ -727,8 +730,11 @@ class StreamEncoder:
 
     def _text_start(self, o: _Out) -> bytes:
         a = o.a = self._alloc()
+        if a < 16:
+            o.head = _TEXT_HEADS[a]
+            return _TEXT_STARTS[a]
         o.head = _delta_head(a, b"text_delta", b"text")
-        return _TEXT_STARTS[a] if a < 16 else _cb_start(a, {"type": "text", "text": ""})
+        return _cb_start(a, {"type": "text", "text": ""})
 
     def _text_delta(self, o: _Out, v: str) -> bytes:
         if o.a < 0:
@@ -791,12 +797,14 @@ class StreamEncoder:
         return error_frame(Error(kind="api_error", status=502, message=(
             f"upstream sent tool-call arguments for tool {name!r} that {what}; the turn was ended")))
 
-    def _delta(self, ev: Delta) -> bytes:
-        o = self._open.get(ev.index)
-        v = ev.value
+    def encode_delta(self, d: tuple[int, str, str]) -> bytes:
+        """encode(Delta(*d)): a delta that came unboxed from the decoder (see api.StreamTranslator)."""
+        if self.done:
+            return b""
+        i, k, v = d
+        o = self._open.get(i)
         if o is None or not v:
             return b""
-        k = ev.kind
         ok = o.kind
         if ok == "text" or ok == "refusal":
             if k == "text" or k == "refusal":
@@ -919,7 +927,8 @@ class StreamEncoder:
             out.append(_cb_delta(a, {"type": "text_delta", "text": stop.message or FALLBACK_REFUSAL_TEXT}))
             out.append(_cb_stop(a))
         reason, seq, details = stop_to_wire(stop, self._stop_seq, refusal_text, self.warnings)
-        out.append(_MESSAGE_DELTA % (orjson.dumps(reason), orjson.dumps(seq), orjson.dumps(details),
+        out.append(_MESSAGE_DELTA % (orjson.dumps(reason), b"null" if seq is None else orjson.dumps(seq),
+                                     b"null" if details is None else orjson.dumps(details),
                                      orjson.dumps(usage_to_wire(self._usage, delta=True))))
         out.append(_MESSAGE_STOP)
         self.done = True
@@ -934,7 +943,7 @@ class StreamEncoder:
 _HANDLERS = {
     Start: StreamEncoder._start,
     BlockStart: StreamEncoder._block_start,
-    Delta: StreamEncoder._delta,
+    Delta: lambda self, ev: self.encode_delta((ev.index, ev.kind, ev.value)),
     BlockEnd: StreamEncoder._block_end,
     UsageEvent: StreamEncoder._usage_ev,
     Stop: StreamEncoder._stop_ev,

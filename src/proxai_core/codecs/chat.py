@@ -355,10 +355,14 @@ _INTERRUPTED = "upstream stream ended before its terminal event"
 _TEXT, _REFUSAL, _REASONING = 1, 2, 3
 
 
+_NO_KEY: Any = object()
+
+
 class _Call:
-    __slots__ = ("args", "id", "idx", "kind", "name", "pending", "started")
+    __slots__ = ("args", "id", "idx", "key", "kind", "name", "pending", "started")
 
     def __init__(self, cid: str, name: str, kind: str):
+        self.key = _NO_KEY  # the index this call is found by (_calls_by_index), while it is
         self.idx = -1
         self.id = cid
         self.name = name
@@ -373,7 +377,7 @@ class StreamDecoder:
     usage-only chunk after the finish chunk and an in-band error after it are both seen first."""
 
     __slots__ = ("_calls", "_calls_by_index", "_choice_warned", "_cites", "_created", "_detail", "_details",
-                 "_dup_warned", "_finish", "_finish_seen", "_had_tools", "_id", "_last_call", "_late_warned",
+                 "_dup_warned", "_finish", "_finish_seen", "_fkey", "_had_tools", "_id", "_last_call", "_late_warned",
                  "_model", "_next", "_out", "_produced", "_reasoning_field", "_reasoning_text", "_refusal",
                  "_seq_idx", "_seq_kind", "_started", "done", "warnings")
 
@@ -405,6 +409,14 @@ class StreamDecoder:
         self._out: list[Event] = []
         self._cites: list[dict[str, Any]] = []
         self._had_tools = False
+        self._fkey: str | None = None  # the delta field feed's fast path takes (see _sync_fast)
+
+    def _sync_fast(self) -> None:
+        """Called wherever _seq_kind, _last_call or _finish_seen change: the one delta field that
+        continues what is streaming (text, refusal, current tool call's arguments), or None."""
+        sk = self._seq_kind
+        self._fkey = (None if self._finish_seen else "content" if sk == _TEXT else "refusal" if sk == _REFUSAL
+                      else "tool_calls" if sk == 0 and self._last_call is not None else None)
 
     # ------------------------------------------------------------------ helpers
     def _start(self, obj: dict[str, Any] | None) -> None:
@@ -441,6 +453,7 @@ class StreamDecoder:
         else:
             self._out.append(BlockEnd(idx))
         self._seq_kind = 0
+        self._sync_fast()
 
     def _open_seq(self, kind: int) -> int:
         if self._seq_kind == kind:
@@ -450,6 +463,7 @@ class StreamDecoder:
         self._next += 1
         self._seq_kind = kind
         self._seq_idx = idx
+        self._sync_fast()
         if kind == _TEXT:
             part: Any = Text("")
         elif kind == _REFUSAL:
@@ -492,6 +506,7 @@ class StreamDecoder:
             self._out.append(BlockEnd(idx, unpacked(payload)))
             self._reasoning_text = []
             self._seq_kind = 0
+            self._sync_fast()
 
     def _on_reasoning_content(self, v: Any, delta: dict) -> None:
         if isinstance(v, str) and v:
@@ -574,8 +589,13 @@ class StreamDecoder:
             call = _Call(tid or f"call_{self._id or 'x'}_{len(self._calls)}", name or "", kind)
             self._calls.append(call)
             if key is not None:
+                prev = self._calls_by_index.get(key)
+                if prev is not None:
+                    prev.key = _NO_KEY
                 self._calls_by_index[key] = call
+                call.key = key
         self._last_call = call
+        self._sync_fast()
         if not call.started:
             if name and not call.name:
                 call.name = name
@@ -621,6 +641,7 @@ class StreamDecoder:
         self._calls = []
         self._calls_by_index = {}
         self._last_call = None
+        self._sync_fast()
 
     def _stop_info(self) -> StopInfo:
         return build_stop(self._finish, refusal="".join(self._refusal) or None,
@@ -647,6 +668,11 @@ class StreamDecoder:
         return out
 
     def feed(self, event: str | None, data: str) -> list[Event]:
+        evs = self.feed_fast(event, data)
+        return evs if type(evs) is list else [Delta(*evs)]
+
+    def feed_fast(self, event: str | None, data: str) -> list[Event] | tuple[int, str, str]:
+        """feed, except that a lone delta comes back unboxed, as (index, kind, value)."""
         if self.done:
             return []
         if data[:1] != "{" and data.strip() == "[DONE]":  # no copy of ordinary JSON payloads
@@ -658,43 +684,43 @@ class StreamDecoder:
                 return self._error(data)
             self.warnings.append("invalid JSON in a Chat stream event ignored")
             return []
+        # Fast path: one choice, no finish, no usage, no error, and a delta carrying only the field
+        # of what is streaming now (text, refusal, or the arguments of the current tool call, given
+        # by its index alone). An unexpected shape raises or fails a test: the general path decides.
+        fk = self._fkey
+        if fk is not None and event is None:
+            try:
+                choices = obj["choices"]
+                if len(choices) == 1 and obj.get("usage") is None and "error" not in obj:
+                    ch = choices[0]
+                    delta = ch["delta"]
+                    if (ch.get("finish_reason") is None and ch.get("index", 0) == 0 and (len(delta) == 1 or all(
+                            k == fk or delta[k] is None or k == "role" for k in delta))):
+                        c = delta.get(fk)
+                        if fk == "tool_calls":
+                            if type(c) is list and len(c) == 1:
+                                tc = c[0]
+                                fn = tc["function"]
+                                call = self._last_call
+                                if len(tc) == 2 and len(fn) == 1 and tc.get("index") == call.key and call.started:
+                                    frag = fn["arguments"]
+                                    if type(frag) is str:
+                                        if not frag:
+                                            return []
+                                        call.args.append(frag)
+                                        return (call.idx, "arguments", frag)
+                        elif type(c) is str and c:
+                            if fk == "content":
+                                self._produced = True
+                                return (self._seq_idx, "text", c)
+                            self._refusal.append(c)
+                            return (self._seq_idx, "refusal", c)
+            except (KeyError, TypeError, AttributeError, IndexError):
+                pass
         if not isinstance(obj, dict):
             self.warnings.append("non-object Chat stream event ignored")
             return []
-        # Fast path: one choice, no finish, no usage, no error, and a delta carrying only the field
-        # of what is streaming now (text, refusal, or the arguments of the current tool call).
         choices = obj.get("choices")
-        if (type(choices) is list and len(choices) == 1 and event is None and not self._finish_seen
-                and obj.get("usage") is None and "error" not in obj):
-            ch = choices[0]
-            if type(ch) is dict and ch.get("finish_reason") is None and ch.get("index", 0) == 0:
-                delta = ch.get("delta")
-                sk = self._seq_kind
-                key = ("content" if sk == _TEXT else "refusal" if sk == _REFUSAL
-                       else "tool_calls" if sk == 0 and self._last_call is not None else None)
-                if key is not None and type(delta) is dict and (len(delta) == 1 or all(
-                        k == key or delta[k] is None or k == "role" for k in delta)):
-                    c = delta.get(key)
-                    if sk == _TEXT:
-                        if type(c) is str and c:
-                            self._produced = True
-                            return [Delta(self._seq_idx, "text", c)]
-                    elif sk == _REFUSAL:
-                        if type(c) is str and c:
-                            self._refusal.append(c)
-                            return [Delta(self._seq_idx, "refusal", c)]
-                    elif type(c) is list and len(c) == 1:
-                        tc = c[0]
-                        fn = tc.get("function") if type(tc) is dict else None
-                        if type(fn) is dict and len(fn) == 1:
-                            frag = fn.get("arguments")
-                            call = self._last_call
-                            if (type(frag) is str and call.started and not tc.get("id")
-                                    and self._calls_by_index.get(tc.get("index")) is call):
-                                if not frag:
-                                    return []
-                                call.args.append(frag)
-                                return [Delta(call.idx, "arguments", frag)]
         out = self._out
         if obj.get("error") or event == "error":
             u = decode_usage(obj.get("usage"))
@@ -741,6 +767,7 @@ class StreamDecoder:
                 self.warnings.append(f"finish_reason sent twice ({self._finish!r}, then {fr!r}); the first is kept")
             return
         self._finish_seen = True
+        self._sync_fast()
         self._finish = fr if isinstance(fr, str) else str(fr)
         nfr = ch.get("native_finish_reason")
         if nfr is not None:
