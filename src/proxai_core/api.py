@@ -344,28 +344,30 @@ class StreamTranslator:
         return [ev]
 
     def _run_translated(self, sse_events: list) -> bytes:
-        """The hot path: one decoder call per SSE event, deltas straight to the encoder."""
         out: list[bytes] = []
-        feed = self._feed
         for name, data in sse_events:
-            try:
-                evs = feed(name, data)
-            except Exception as exc:  # a malformed upstream event never breaks the client stream
-                self.warnings.append(f"malformed upstream event ignored ({type(exc).__name__}: {exc})"[:300])
-                continue
-            if type(evs) is tuple:  # one unboxed delta (feed_fast)
-                if self._fast:
-                    out.append(self._enc_delta(evs))
-                else:
-                    self._slow(_Delta(*evs), data, out)
-                continue
-            for ev in evs:
-                if type(ev) is _Delta and self._fast:
-                    out.append(self._enc.encode(ev))
-                else:
-                    self._slow(ev, data, out)
+            out.append(self._run_one(name, data))
             if self._terminal:
                 break
+        return b"".join(out)
+
+    def _run_one(self, name: str | None, data: str) -> bytes:
+        """The hot path: one decoder call per SSE event, deltas straight to the encoder."""
+        try:
+            evs = self._feed(name, data)
+        except Exception as exc:  # a malformed upstream event never breaks the client stream
+            self.warnings.append(f"malformed upstream event ignored ({type(exc).__name__}: {exc})"[:300])
+            return b""
+        if type(evs) is tuple:  # one unboxed delta (feed_fast)
+            if self._fast:
+                return self._enc_delta(evs)
+            evs = [_Delta(*evs)]
+        out: list[bytes] = []
+        for ev in evs:
+            if type(ev) is _Delta and self._fast:
+                out.append(self._enc.encode(ev))
+            else:
+                self._slow(ev, data, out)
         return b"".join(out)
 
     def _slow(self, ev: n.Event, data: str, out: list[bytes]) -> None:
@@ -439,7 +441,10 @@ class StreamTranslator:
             return self._run(events, blobs)
         if self._terminal:
             return b""
-        return self._run_translated(self._reader.feed(chunk))
+        data = self._reader.one(chunk)  # the usual read: exactly one event
+        if data is None:
+            return self._run_translated(self._reader.feed(chunk))
+        return self._run_one(None, data)
 
     def close(self) -> bytes:
         if self.closed:

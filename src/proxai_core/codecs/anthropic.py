@@ -675,7 +675,7 @@ class StreamEncoder:
 
     # ---- blocks
     def _block_start(self, ev: BlockStart) -> bytes:
-        pre = self._pre()
+        pre = b"" if self._started else self._message_start(None, None)
         p = ev.part
         i = ev.index
         if isinstance(p, (Text, Refusal)):
@@ -700,7 +700,8 @@ class StreamEncoder:
             return pre + out
         if isinstance(p, ToolCall):
             self._has_tools = True
-            a = self._alloc()
+            a = self._n
+            self._n = a + 1
             o = self._open[i] = _Out(a, "custom" if p.kind == "custom" else "tool", p)
             o.head = _JSON_HEADS[a] if a < 16 else _delta_head(a, b"input_json_delta", b"partial_json")
             out = _tool_start(a, p.id, p.name)
@@ -914,11 +915,14 @@ class StreamEncoder:
         return b""
 
     def _end(self, ev: End) -> bytes:
-        out = [self._pre()]
-        for i in list(self._open):
-            out.append(self._close(self._open.pop(i), None))
-        refusal_text = "".join(self._refusal) or None
-        stop = _effective_stop(self._stop, self._has_tools, refusal_text)
+        out = [b"" if self._started else self._message_start(None, None)]
+        if self._open:
+            for i in list(self._open):
+                out.append(self._close(self._open.pop(i), None))
+        refusal_text = ("".join(self._refusal) or None) if self._refusal else None
+        stop = self._stop
+        if stop is None or refusal_text:
+            stop = _effective_stop(stop, self._has_tools, refusal_text)
         if self._cut is not None and stop.reason not in _TRUNCATED:
             return b"".join(out) + self._bad_args(self._cut, None)
         if stop.reason is StopReason.REFUSAL and not self._text_sent:

@@ -594,8 +594,9 @@ class StreamDecoder:
                     prev.key = _NO_KEY
                 self._calls_by_index[key] = call
                 call.key = key
-        self._last_call = call
-        self._sync_fast()
+        if call is not self._last_call:
+            self._last_call = call
+            self._sync_fast()
         if not call.started:
             if name and not call.name:
                 call.name = name
@@ -650,8 +651,10 @@ class StreamDecoder:
     def _terminal(self) -> list[Event]:
         if not self._started:
             self._start(None)
-        self._had_tools = self._had_tools or bool(self._calls)
-        self._close_all()
+        if self._calls:
+            self._had_tools = True
+        if self._seq_kind or self._calls or self._cites:  # else _close_all has nothing to do
+            self._close_all()
         self._out.append(Stop(self._stop_info()))
         self._out.append(End())
         self.done = True
@@ -700,9 +703,9 @@ class StreamDecoder:
                         if fk == "tool_calls":
                             if type(c) is list and len(c) == 1:
                                 tc = c[0]
-                                fn = tc["function"]
                                 call = self._last_call
-                                if len(tc) == 2 and len(fn) == 1 and tc.get("index") == call.key and call.started:
+                                if len(tc) == 2 and len(fn := tc["function"]) == 1 and tc.get("index") == call.key \
+                                        and call.started:
                                     frag = fn["arguments"]
                                     if type(frag) is str:
                                         if not frag:
@@ -766,8 +769,7 @@ class StreamDecoder:
                 self._dup_warned = True
                 self.warnings.append(f"finish_reason sent twice ({self._finish!r}, then {fr!r}); the first is kept")
             return
-        self._finish_seen = True
-        self._sync_fast()
+        self._finish_seen = True  # (_close_all below syncs the fast path)
         self._finish = fr if isinstance(fr, str) else str(fr)
         nfr = ch.get("native_finish_reason")
         if nfr is not None:
