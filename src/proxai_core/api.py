@@ -231,6 +231,16 @@ def error_stop_info(status: int, body: bytes | str | dict | None) -> StopInfo:
 # the stream hot path compares event types by identity (neutral events are never subclassed)
 _Delta, _Start, _BlockStart, _BlockEnd = n.Delta, n.Start, n.BlockStart, n.BlockEnd
 _Stop, _ErrorEvent = n.Stop, n.ErrorEvent
+_INTERRUPTED = StopReason.INTERRUPTED
+#: (source, target) -> (decoder class, encoder class, whether a lone delta may travel unboxed)
+_STREAM_PAIRS: dict[tuple[Protocol, Protocol], tuple[Any, Any, bool]] = {}
+
+
+def _stream_pair(source: Protocol, target: Protocol) -> tuple[Any, Any, bool]:
+    dec, enc = codec(source).StreamDecoder, codec(target).StreamEncoder
+    pair = _STREAM_PAIRS[source, target] = (dec, enc, source is not target and hasattr(dec, "feed_fast")
+                                            and hasattr(enc, "encode_delta"))
+    return pair
 
 
 def error_of_interrupted_stop(stop: StopInfo) -> n.Error:
@@ -271,12 +281,14 @@ class StreamTranslator:
         # no request: the empty context build_context would make, without its parsing
         self._ctx = ClientContext(self.target) if request is None else build_context(request, self.target)
         self._reader = SSEReader()
-        self._dec = codec(self.source).StreamDecoder(self.warnings)
+        dec_cls, enc_cls, unboxed = _STREAM_PAIRS.get((self.source, self.target)) or _stream_pair(self.source,
+                                                                                                   self.target)
+        self._dec = dec_cls(self.warnings)
         self._pass = self.source is self.target
-        self._enc = None if self._pass else codec(self.target).StreamEncoder(self._ctx, self.warnings)
+        self._enc = None if self._pass else enc_cls(self._ctx, self.warnings)
         # where both ends support it, a lone delta travels unboxed: (index, kind, value)
-        self._enc_delta = getattr(self._enc, "encode_delta", None)
-        self._feed = self._dec.feed if self._enc_delta is None else getattr(self._dec, "feed_fast", self._dec.feed)
+        self._enc_delta = self._enc.encode_delta if unboxed else None
+        self._feed = self._dec.feed_fast if unboxed else self._dec.feed
         self._terminal = False
         self._dead = False  # the client stream already ended (error frame sent)
         # custom tools carried as functions: index -> buffered JSON arguments
@@ -292,9 +304,9 @@ class StreamTranslator:
 
     def _observe(self, ev: n.Event) -> None:
         t = type(ev)  # neutral events are never subclassed: identity checks, most frequent first
-        if t is n.Delta or t is n.BlockStart or t is n.BlockEnd:
+        if t is _Delta or t is _BlockStart or t is _BlockEnd:
             return  # the hot path: nothing to observe
-        if t is n.Stop:
+        if t is _Stop:
             self.stop = ev.stop
         elif t is n.UsageEvent:
             self.usage = ev.usage if self.usage is None else self.usage.merge(ev.usage)
@@ -420,10 +432,10 @@ class StreamTranslator:
         if self._dead:
             return
         t = type(ev)
-        if t is n.Delta:
+        if t is _Delta:
             out.append(self._enc.encode(ev))
             return
-        if t is n.Stop and ev.stop.reason is StopReason.INTERRUPTED and self.target is not Protocol.RESPONSES:
+        if t is _Stop and ev.stop.reason is _INTERRUPTED and self.target is not Protocol.RESPONSES:
             # seed 003: an interrupted upstream turn reaches the client as its native error
             ev = n.ErrorEvent(error_of_interrupted_stop(ev.stop))
             self._dead = True

@@ -56,10 +56,13 @@ def decode_usage(u: Any) -> Usage | None:
     """Chat usage (prompt/completion or input/output naming) -> neutral usage (input uncached)."""
     if not isinstance(u, dict):
         return None
-    prompt = as_int(u.get("prompt_tokens"))
+    # (as_int inlined for plain ints: one of these ends every Chat stream)
+    v = u.get("prompt_tokens")
+    prompt = v if type(v) is int else as_int(v)
     if prompt is None:
         prompt = as_int(u.get("input_tokens"))
-    completion = as_int(u.get("completion_tokens"))
+    v = u.get("completion_tokens")
+    completion = v if type(v) is int else as_int(v)
     if completion is None:
         completion = as_int(u.get("output_tokens"))
     pd = u.get("prompt_tokens_details")
@@ -67,30 +70,38 @@ def decode_usage(u: Any) -> Usage | None:
         pd = u.get("input_tokens_details")
     cached = cache_write = None
     if isinstance(pd, dict):
-        cached = as_int(pd.get("cached_tokens"))
-        cache_write = as_int(pd.get("cache_write_tokens"))
+        v = pd.get("cached_tokens")
+        cached = v if type(v) is int else as_int(v)
+        v = pd.get("cache_write_tokens")
+        cache_write = None if v is None else as_int(v)
     if cached is None:
         cached = as_int(u.get("prompt_cache_hit_tokens"))  # DeepSeek
     cd = u.get("completion_tokens_details")
     if not isinstance(cd, dict):
         cd = u.get("output_tokens_details")
-    reasoning = as_int(cd.get("reasoning_tokens")) if isinstance(cd, dict) else None
+    if isinstance(cd, dict):
+        v = cd.get("reasoning_tokens")
+        reasoning = v if type(v) is int else as_int(v)
+    else:
+        reasoning = None
     if prompt is None and completion is None:
         return None
-    total = as_int(u.get("total_tokens"))
     output = completion
     # xAI counts reasoning outside completion_tokens (total = prompt + completion + reasoning);
     # neutral reasoning is part of output.
-    if (reasoning and completion is not None and prompt is not None and total is not None
-            and total == prompt + completion + reasoning):
-        output = completion + reasoning
+    if reasoning and completion is not None and prompt is not None:
+        total = as_int(u.get("total_tokens"))
+        if total is not None and total == prompt + completion + reasoning:
+            output = completion + reasoning
     inp = None
     if prompt is not None:
         if cache_write and (cached or 0) + cache_write > prompt:
             # inconsistent report (OpenRouter/Gemini sends cached == cache_write): keep the total
             cache_write = None
-        inp = max(prompt - (cached or 0) - (cache_write or 0), 0)
-    return Usage(input=inp, cache_read=cached, cache_write=cache_write, output=output, reasoning=reasoning)
+        inp = prompt - (cached or 0) - (cache_write or 0)
+        if inp < 0:
+            inp = 0
+    return Usage(inp, cached, cache_write, output, reasoning)
 
 
 def encode_usage(usage: Usage) -> dict[str, Any]:

@@ -412,11 +412,12 @@ class StreamDecoder:
         self._fkey: str | None = None  # the delta field feed's fast path takes (see _sync_fast)
 
     def _sync_fast(self) -> None:
-        """Called wherever _seq_kind, _last_call or _finish_seen change: the one delta field that
-        continues what is streaming (text, refusal, current tool call's arguments), or None."""
+        """Called wherever _started, _seq_kind, _last_call or _finish_seen change: the one delta
+        field feed's fast path takes now (text or refusal continuing the open block; tool calls when
+        no such block is open), or None."""
         sk = self._seq_kind
         self._fkey = (None if self._finish_seen else "content" if sk == _TEXT else "refusal" if sk == _REFUSAL
-                      else "tool_calls" if sk == 0 and self._last_call is not None else None)
+                      else "tool_calls" if sk == 0 and self._started else None)
 
     # ------------------------------------------------------------------ helpers
     def _start(self, obj: dict[str, Any] | None) -> None:
@@ -431,6 +432,7 @@ class StreamDecoder:
             if isinstance(v, int) and v:
                 self._created = v
         self._started = True
+        self._sync_fast()
         self._out.append(Start(self._id, self._model, None, self._created))
 
     def _close_seq(self) -> None:
@@ -692,34 +694,51 @@ class StreamDecoder:
         # by its index alone). An unexpected shape raises or fails a test: the general path decides.
         fk = self._fkey
         if fk is not None and event is None:
+            new_tc = fin = None
             try:
                 choices = obj["choices"]
                 if len(choices) == 1 and obj.get("usage") is None and "error" not in obj:
                     ch = choices[0]
                     delta = ch["delta"]
-                    if (ch.get("finish_reason") is None and ch.get("index", 0) == 0 and (len(delta) == 1 or all(
-                            k == fk or delta[k] is None or k == "role" for k in delta))):
+                    fr = ch.get("finish_reason")
+                    if ch.get("index", 0) != 0:
+                        pass
+                    elif fr is None and (len(delta) == 1 or all(
+                            k == fk or delta[k] is None or k == "role" for k in delta)):
                         c = delta.get(fk)
                         if fk == "tool_calls":
                             if type(c) is list and len(c) == 1:
                                 tc = c[0]
                                 call = self._last_call
-                                if len(tc) == 2 and len(fn := tc["function"]) == 1 and tc.get("index") == call.key \
-                                        and call.started:
+                                if call is not None and len(tc) == 2 and len(fn := tc["function"]) == 1 \
+                                        and tc.get("index") == call.key and call.started:
                                     frag = fn["arguments"]
                                     if type(frag) is str:
                                         if not frag:
                                             return []
                                         call.args.append(frag)
                                         return (call.idx, "arguments", frag)
+                                if type(tc) is dict:
+                                    new_tc = tc  # a call starting (or an odd fragment): _tool_fragment
                         elif type(c) is str and c:
                             if fk == "content":
                                 self._produced = True
                                 return (self._seq_idx, "text", c)
                             self._refusal.append(c)
                             return (self._seq_idx, "refusal", c)
+                    elif fr and not delta:
+                        fin = ch  # the finish chunk: nothing but its finish_reason
             except (KeyError, TypeError, AttributeError, IndexError):
                 pass
+            # what the general path below would do for these chunks, without its walk
+            if new_tc is not None:
+                self._tool_fragment(new_tc)
+                out, self._out = self._out, []
+                return out
+            if fin is not None:
+                self._on_finish(fin["finish_reason"], fin)
+                out, self._out = self._out, []
+                return out
         if not isinstance(obj, dict):
             self.warnings.append("non-object Chat stream event ignored")
             return []
