@@ -2,15 +2,14 @@
 direction, judged by the SDKs and the semantic comparison) has no unexplained fail.
 
 One pass over all cases (about 20–40 s on a 2-core machine), shared by the tests below. Known fails
-(bugs reported to the lead, listed in ``KNOWN_FAILS`` with the reason) show up as xfail with that
-reason; any other fail fails the suite. Skips when ../shared/fixtures is absent.
+(bugs reported, listed in ``KNOWN_FAILS`` with the reason; none today) must still fail until they are
+removed from the list; any other fail fails the suite. Skips when ../shared/fixtures is absent.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -62,10 +61,11 @@ def test_rejections_name_a_feature(cases):
             assert len(c.reason) > 20, (c.name, c.reason)
 
 
-@pytest.mark.parametrize("key", list(cf.KNOWN_FAILS), ids=lambda k: "/".join(k[:4]).replace("→", "-to-"))
-def test_known_fail(cases, key):
-    why = cf.KNOWN_FAILS[key]
-    hits = [c for c in cases if c.status == "fail" and c.known == why]
-    if hits:
-        pytest.xfail(f"{len(hits)} case(s): {why}")
-    warnings.warn(f"known fail no longer fails (remove it from KNOWN_FAILS): {why}", stacklevel=1)
+def test_known_fails_still_fail(cases):
+    """Every entry of KNOWN_FAILS (bugs reported, not fixed yet) still matches a failing case; a fixed
+    one must be removed from the list. The list is empty today: every case passes or is rejected by
+    design."""
+    stale = [why for why in cf.KNOWN_FAILS.values()
+             if not any(c.status == "fail" and c.known == why for c in cases)]
+    assert not stale, f"known fails that no longer fail (remove them from KNOWN_FAILS): {stale}"
+    assert sum(c.status == "fail" for c in cases) == sum(c.status == "fail" and bool(c.known) for c in cases)
