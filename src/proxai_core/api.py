@@ -367,12 +367,19 @@ class StreamTranslator:
         """The hot path: one decoder call per SSE event, deltas straight to the encoder."""
         try:
             evs = self._feed(name, data)
-        except Exception as exc:  # a malformed upstream event never breaks the client stream
-            self.warnings.append(f"malformed upstream event ignored ({type(exc).__name__}: {exc})"[:300])
-            return b""
-        if type(evs) is tuple:  # one unboxed delta (feed_fast)
-            if self._fast:
-                return self._enc_delta(evs)
+        except Exception as exc:
+            return self._malformed(exc)
+        if type(evs) is tuple and self._fast:  # one unboxed delta (feed_fast)
+            return self._enc_delta(evs)
+        return self._run_events(evs, data)
+
+    def _malformed(self, exc: Exception) -> bytes:
+        # a malformed upstream event never breaks the client stream
+        self.warnings.append(f"malformed upstream event ignored ({type(exc).__name__}: {exc})"[:300])
+        return b""
+
+    def _run_events(self, evs: list[n.Event] | tuple[int, str, str], data: str) -> bytes:
+        if type(evs) is tuple:
             evs = [_Delta(*evs)]
         out: list[bytes] = []
         for ev in evs:
@@ -456,7 +463,13 @@ class StreamTranslator:
         data = self._reader.one(chunk)  # the usual read: exactly one event
         if data is None:
             return self._run_translated(self._reader.feed(chunk))
-        return self._run_one(None, data)
+        try:  # _run_one, with its most common case first
+            evs = self._feed(None, data)
+        except Exception as exc:
+            return self._malformed(exc)
+        if type(evs) is tuple and self._fast:
+            return self._enc_delta(evs)
+        return self._run_events(evs, data)
 
     def close(self) -> bytes:
         if self.closed:
