@@ -460,10 +460,10 @@ class StreamTranslator:
             return self._run(events, blobs)
         if self._terminal:
             return b""
-        data = self._reader.one(chunk)  # the usual read: exactly one event
-        if data is None:
-            return self._run_translated(self._reader.feed(chunk))
-        try:  # _run_one, with its most common case first
+        data = self._reader.feed_one(chunk)
+        if type(data) is not str:
+            return self._run_translated(data)
+        try:  # the usual read, exactly one event: _run_one, its most common case first
             evs = self._feed(None, data)
         except Exception as exc:
             return self._malformed(exc)

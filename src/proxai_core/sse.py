@@ -29,11 +29,16 @@ class SSEReader:
         self._pending_cr = False
         self._idle = True  # none of the above pending (kept by _iter_raw): the fast path applies
 
-    def one(self, chunk: bytes) -> str | None:
-        """The data of ``chunk`` when it is exactly one bare ``data:`` event and nothing is pending
-        (the usual read); else None, with nothing consumed (use :meth:`feed`)."""
-        # The whole chunk is decoded once (a UTF-8 character cannot be split when the chunk ends on
-        # a blank line); str searches are cheaper than bytes ones.
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        events = self.feed_one(chunk)
+        return [(None, events)] if type(events) is str else events
+
+    def feed_one(self, chunk: bytes) -> str | list[SSEEvent]:
+        """:meth:`feed`, except that a chunk of exactly one bare ``data:`` event (the usual read)
+        gives its data alone."""
+        # Fast paths: nothing pending, LF line ends, and the chunk ends on an event boundary. The
+        # whole chunk is decoded once (a UTF-8 character cannot be split when the chunk ends on a
+        # blank line); str searches are cheaper than bytes ones.
         if self._idle and chunk[-2:] == b"\n\n":
             try:
                 s = chunk.decode()
@@ -42,18 +47,7 @@ class SSEReader:
             if "\r" not in s:
                 body = s[6:-2]
                 if "\n" not in body and s[:6] == "data: ":
-                    return body
-        return None
-
-    def feed(self, chunk: bytes) -> list[SSEEvent]:
-        # Fast paths (the common case on the hot path): nothing pending, LF line ends, and the chunk
-        # ends on an event boundary: one bare data: event, or blocks split on blank lines.
-        if self._idle and chunk[-2:] == b"\n\n":
-            data = self.one(chunk)
-            if data is not None:
-                return [(None, data)]
-            s = chunk.decode("utf-8", "replace")
-            if "\r" not in s:
+                    return body  # one bare data: event
                 out: list[SSEEvent] = []
                 for block in s.split("\n\n"):
                     if not block:

@@ -656,9 +656,6 @@ class StreamEncoder:
         usage = _NO_USAGE if self._usage is None else orjson.dumps(usage_to_wire(self._usage))
         return _MESSAGE_START % (orjson.dumps(mid), orjson.dumps(self._model or model or "unknown"), usage)
 
-    def _pre(self) -> bytes:
-        return b"" if self._started else self._message_start(None, None)
-
     def _start(self, ev: Start) -> bytes:
         if self._started:
             if ev.usage is not None:
