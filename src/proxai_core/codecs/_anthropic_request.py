@@ -598,9 +598,15 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
 
 
 # ============================================================================= encode
+def _tool_id_ok(tid: str) -> bool:
+    """An id Anthropic accepts as it is. The string test is a cheaper sufficient condition for the
+    regex (ids are on every call and result)."""
+    return bool(tid) and ((tid.isascii() and tid.replace("_", "").replace("-", "").isalnum())
+                          or _TOOL_ID.match(tid) is not None)
+
+
 def _tool_id(tid: str, warnings: list[str]) -> str:
-    # the string test is a cheaper sufficient condition for the regex (ids are on every call and result)
-    if tid and ((tid.isascii() and tid.replace("_", "").replace("-", "").isalnum()) or _TOOL_ID.match(tid)):
+    if _tool_id_ok(tid):
         return tid
     clean = re.sub(r"[^a-zA-Z0-9_-]", "_", tid) or "toolu"
     warn_once(warnings, "tool call ids with characters Anthropic rejects were rewritten")
@@ -822,18 +828,20 @@ def _system_out(texts: list[Text], warnings: list[str]) -> str | list[dict[str, 
 
 def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dict[str, Any]]:
     # blocks go to turns of alternating roles: tool calls always belong to the assistant, tool
-    # results to the user, other parts to their message's role
-    turns: list[tuple[str, list[dict[str, Any]]]] = []
-    turn_role = None
-    blocks: list[dict[str, Any]] = []
+    # results to the user, other parts to their message's role. A turn of one plain text is built
+    # with string content directly; turns with a block list are finished at the end.
+    out: list[dict[str, Any]] = []
+    cur: dict[str, Any] = {}
+    cur_role = None
+    listed: list[int] = []  # indices of the turns whose content is a block list
     for i, m in enumerate(req.messages):
         mrole = m.role
-        if mrole in ("system", "developer"):
-            warn_once(warnings, "system/developer messages inside the conversation were merged into the "
-                      "Anthropic system prompt")
-            system.extend(_system_texts(m.parts, warnings))
-            continue
-        if mrole not in ("user", "assistant"):
+        if mrole != "user" and mrole != "assistant":
+            if mrole in ("system", "developer"):
+                warn_once(warnings, "system/developer messages inside the conversation were merged into the "
+                          "Anthropic system prompt")
+                system.extend(_system_texts(m.parts, warnings))
+                continue
             raise _fail(f"messages[{i}].role", f"unsupported role {m.role!r}")
         for j, p in enumerate(m.parts):
             c = p.__class__
@@ -841,7 +849,6 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                 if not p.text:  # type: ignore[union-attr]
                     continue  # Anthropic rejects empty text blocks
                 role = mrole
-                # a plain text stays a str until its turn is known to have more than this block
                 b = p.text if not p.citations and not p.cache_control else _enc_text(p, warnings)  # type: ignore
             elif c is ToolCall:
                 role, b = "assistant", _enc_tool_call(p, i, j, warnings)  # type: ignore[arg-type]
@@ -852,32 +859,34 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                 if rb is None:
                     continue
                 role, b = rb
-            if role == turn_role:
-                blocks.append(b)  # type: ignore[arg-type]
-            else:
-                turn_role, blocks = role, [b]  # type: ignore[list-item]
-                turns.append((role, blocks))
-    out = []
-    for role, blocks in turns:
-        if len(blocks) == 1:  # one block is always in order
-            b = blocks[0]
             if b.__class__ is str:
-                out.append({"role": role, "content": b})
-                continue
-        else:
-            blocks = [{"type": "text", "text": b} if b.__class__ is str else b for b in blocks]
-        if role == "user" and len(blocks) > 1:
+                if role != cur_role:
+                    cur_role, cur = role, {"role": role, "content": b}
+                    out.append(cur)
+                    continue
+                b = {"type": "text", "text": b}
+            if role != cur_role:
+                cur_role, cur = role, {"role": role, "content": [b]}
+                listed.append(len(out))
+                out.append(cur)
+            elif cur["content"].__class__ is str:
+                cur["content"] = [{"type": "text", "text": cur["content"]}, b]
+                listed.append(len(out) - 1)
+            else:
+                cur["content"].append(b)
+    for k in listed:
+        turn = out[k]
+        blocks = turn["content"]
+        if turn["role"] == "user" and len(blocks) > 1:
             n_results = sum(1 for b in blocks if b.get("type") == "tool_result")
             if n_results and any(b.get("type") != "tool_result" for b in blocks[:n_results]):
                 warn_once(warnings, "tool results were moved ahead of other user content in their turn "
                           "(Anthropic requires them first)")
-                blocks = [b for b in blocks if b.get("type") == "tool_result"] + [
+                turn["content"] = blocks = [b for b in blocks if b.get("type") == "tool_result"] + [
                     b for b in blocks if b.get("type") != "tool_result"
                 ]
         if len(blocks) == 1 and blocks[0].get("type") == "text" and len(blocks[0]) == 2:
-            out.append({"role": role, "content": blocks[0]["text"]})
-        else:
-            out.append({"role": role, "content": blocks})
+            turn["content"] = blocks[0]["text"]
     return out
 
 
@@ -1038,7 +1047,12 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
         out["model"] = req.model
     else:
         warnings.append("request has no model; the Anthropic upstream requires one")
-    system = _system_texts(req.system, warnings)
+    system = req.system
+    # one plain text (the usual system prompt) needs no filtering
+    if len(system) != 1 or system[0].__class__ is not Text or not system[0].text:
+        system = _system_texts(system, warnings)
+    else:
+        system = [system[0]]
     messages = _messages(req, system, warnings)
 
     # ---- tools (helpers only for what is there)

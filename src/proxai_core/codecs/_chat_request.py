@@ -1003,7 +1003,10 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
             messages.append(m if m is not None else _encode_assistant(msg, f"messages[{i}]", warnings))
             continue
         if role != "system" and role != "developer":
-            if not _fast_user_out(msg, messages):
+            parts = msg.parts
+            if len(parts) == 1 and parts[0].__class__ is Text and not msg.name:  # the usual user turn
+                messages.append({"role": "user", "content": parts[0].text})  # type: ignore[union-attr]
+            elif not _fast_user_out(msg, messages):
                 _encode_user(msg, f"messages[{i}]", messages, warnings)
             continue
         texts = [p for p in msg.parts if isinstance(p, Text)]
