@@ -9,9 +9,6 @@ objects are dumped with their ``model_dump``/``default=str``) — per request. M
 (min–max), cases of one request interleaved, GC collected outside the timing; × = ratio to the bare
 orjson decode + encode of the same body.
 
-ProxAI translates the usual Anthropic Messages <-> Chat shapes directly (codecs/_direct_request.py,
-same output as the neutral path), everything else through the neutral model; the notes say which.
-
 Directions and peer entry points (landscape.md §4.1/§4.2):
 
 - Anthropic Messages → Chat: ProxAI ``translate_request``; LiteLLM
@@ -295,13 +292,6 @@ DIRECTIONS = {
 BODIES = {A: M_REQUEST, C: C_REQUEST, R: R_REQUEST}
 
 
-def proxai_path(raw: bytes, src, dst) -> str:
-    from proxai_core.codecs._direct_request import DIRECT
-
-    direct = DIRECT.get((src, dst))
-    return "direct path" if direct is not None and direct(orjson.loads(raw), []) is not None else "neutral path"
-
-
 def peers_for(direction: str, raw: bytes) -> dict:
     src, dst, lsrc, ldst, _ = DIRECTIONS[direction]
     mk = {
@@ -367,8 +357,7 @@ def main() -> None:
             except Exception as e:  # noqa: BLE001 - a peer that cannot run is reported, not hidden
                 failed[peer] = f"fails: {type(e).__name__}"
                 notes.append(f"{d} {label}, {peer}: raised {type(e).__name__}: {str(e)[:120]}")
-        notes.append(f"{d} {label}, ProxAI: {sanity('ProxAI', cases['ProxAI'](), tshort, exp)} "
-                     f"({proxai_path(raw, src, dst)})")
+        notes.append(f"{d} {label}, ProxAI: {sanity('ProxAI', cases['ProxAI'](), tshort, exp)}")
         res = bench(cases, args.reps, args.rep_ms)
         base = statistics.median(res["bare"])
 
