@@ -36,15 +36,6 @@ def translate_request(
     if not isinstance(body, dict):
         raise TranslationError("request body must be a JSON object", field="body")
     w = warnings if warnings is not None else []
-    if pair[3] is not None:  # the usual Anthropic <-> Chat shapes, translated without the neutral model
-        dw: list[str] = []
-        try:
-            out = pair[3](body, dw)
-        except Exception:  # noqa: BLE001 - never its own error: the neutral path below names the problem
-            out = None
-        if out is not None:
-            w += dw
-            return out
     try:
         req = pair[1].decode_request(body, w)
         return pair[2].encode_request(req, w)
@@ -56,16 +47,13 @@ def translate_request(
                                field="body") from exc
 
 
-#: (source, target) as given (enum or string) -> (source, its codec, the target's codec, the direct
-#: translation of the usual shapes or None); None: same protocol
-_REQUEST_CODECS: dict[tuple[Any, Any], tuple[Protocol, Any, Any, Any] | None] = {}
+#: (source, target) as given (enum or string) -> (source, its codec, the target's codec); None: same
+_REQUEST_CODECS: dict[tuple[Any, Any], tuple[Protocol, Any, Any] | None] = {}
 
 
-def _request_codecs(source: Protocol | str, target: Protocol | str) -> tuple[Protocol, Any, Any, Any] | None:
-    from .codecs._direct_request import DIRECT
-
+def _request_codecs(source: Protocol | str, target: Protocol | str) -> tuple[Protocol, Any, Any] | None:
     src, tgt = as_protocol(source), as_protocol(target)  # clear errors for unknown protocols
-    pair = None if src is tgt else (src, codec(src), codec(tgt), DIRECT.get((src, tgt)))
+    pair = None if src is tgt else (src, codec(src), codec(tgt))
     _REQUEST_CODECS[src, tgt] = pair  # the enum and its string value are the same key
     return pair
 
