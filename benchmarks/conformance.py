@@ -37,11 +37,9 @@ Each case is classified:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import json
 import re
-import signal
 import sys
 import time
 from collections import Counter, defaultdict
@@ -58,6 +56,7 @@ for p in (ROOT, ROOT / "src"):
 
 import orjson  # noqa: E402
 import pydantic  # noqa: E402
+from benchmarks._common import Hang, time_limit, write_section  # noqa: E402
 from tests.proxai_core import test_fixture_sweep as _sweep  # noqa: E402
 from tests.proxai_core.semantics import assert_same_semantics, summary_from_neutral  # noqa: E402
 from tests.proxai_core.test_stream_sweep import _reason_of_client_stream, neutral_of_stream  # noqa: E402
@@ -187,10 +186,6 @@ class Case:
 
 class Rejected(Exception):
     """Rejected by design (an unrepresentable feature, or a drop the translator warned about)."""
-
-
-class Hang(Exception):
-    pass
 
 
 def index_features() -> dict[str, set[str]]:
@@ -664,27 +659,6 @@ RUNNERS = {"json": run_json, "json→sse": run_json_to_sse, "sse": run_sse, "sse
            "error": run_error, "request": run_request}
 
 
-@contextlib.contextmanager
-def time_limit(seconds: float):
-    """SIGALRM-based limit (main thread only; elsewhere no limit)."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def _alarm(signum, frame):
-        raise Hang(f"no result after {seconds:.0f} s")
-
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
-
 def _short(e: BaseException) -> str:
     s = f"{type(e).__name__}: {e}" if not isinstance(e, AssertionError) else (str(e) or "assertion failed")
     s = " ".join(s.split())
@@ -863,21 +837,6 @@ def main() -> None:
     if not args.no_write and not args.sample:
         write_section(DOC, "conformance", text, "Conformance on real traffic")
         print(f"wrote {DOC.relative_to(ROOT)}")
-
-
-def write_section(doc: Path, name: str, text: str, title: str) -> None:
-    """Replace the block between ``<!-- name:start -->`` and ``<!-- name:end -->`` (appended if absent);
-    other sections (the fuzz campaign's) stay."""
-    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-    body = doc.read_text() if doc.exists() else f"# {title}\n"
-    block = f"{start}\n{text}\n{end}"
-    if start in body:
-        pre, rest = body.split(start, 1)
-        post = rest.split(end, 1)[1] if end in rest else ""
-        body = pre + block + post
-    else:
-        body = body.rstrip() + "\n\n" + block + "\n"
-    doc.write_text(body)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,6 @@ import argparse
 import contextlib
 import copy
 import json
-import signal
 import sys
 import time
 import traceback
@@ -52,6 +51,7 @@ for p in (ROOT, ROOT / "src"):
         sys.path.insert(0, str(p))
 
 import orjson  # noqa: E402
+from benchmarks._common import time_limit, write_section  # noqa: E402
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from tests.fake_upstream import RECORDED, _enc_event  # noqa: E402
@@ -382,30 +382,6 @@ def known(f: Finding) -> str | None:
         if name not in FIXED_FINDINGS and pred(f):
             return name
     return None
-
-
-class Hang(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float):
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def _alarm(signum, frame):
-        raise Hang(f"no result after {seconds:.0f} s")
-
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def _where(e: BaseException) -> str:
@@ -1056,19 +1032,6 @@ def report(tally: Tally, seconds: float, scale: float) -> str:
 
 def _md(s: str) -> str:
     return s.replace("|", "\\|").replace("`", "'").replace("\n", " ")
-
-
-def write_section(doc: Path, name: str, text: str, title: str) -> None:
-    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-    body = doc.read_text() if doc.exists() else f"# {title}\n"
-    block = f"{start}\n{text}\n{end}"
-    if start in body:
-        pre, rest = body.split(start, 1)
-        post = rest.split(end, 1)[1] if end in rest else ""
-        body = pre + block + post
-    else:
-        body = body.rstrip() + "\n\n" + block + "\n"
-    doc.write_text(body)
 
 
 def main() -> None:

@@ -118,12 +118,10 @@ def main() -> None:
         for line in out["bad"][:50]:
             print(" ", line)
     if not args.no_write:
-        import importlib.util
+        from benchmarks._common import write_section
 
-        spec = importlib.util.spec_from_file_location("proxai_bench_stream", ROOT / "benchmarks" / "stream.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        mod.write_section("load", "### Load: concurrent translated streams through one mitmdump\n\n" + text)
+        write_section(ROOT / "docs" / "performance.md", "load",
+                      "### Load: concurrent translated streams through one mitmdump\n\n" + text, "Performance")
         print("wrote the load section of docs/performance.md")
 
 

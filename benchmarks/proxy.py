@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import os
 import statistics
@@ -39,6 +38,7 @@ for p in (ROOT, ROOT / "src"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
+from benchmarks._common import write_section  # noqa: E402
 from tests.proxai_mitm_faults.echo_upstream import (  # noqa: E402
     SHORT,
     Rig,
@@ -52,13 +52,6 @@ from tests.proxai_mitm_faults.echo_upstream import (  # noqa: E402
 CHAT, RESP, ANTH = "openai_chat_completions", "openai_responses", "anthropic_messages"
 TRANSLATE_TO = {CHAT: ANTH, RESP: CHAT, ANTH: RESP}
 HEADERS = {"authorization": "Bearer sk-bench-client", "x-api-key": "sk-bench-client"}
-
-
-def write_section(name: str, text: str) -> None:
-    spec = importlib.util.spec_from_file_location("proxai_bench_stream", HERE / "stream.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.write_section(name, text)
 
 
 def cells() -> list[tuple[str, str | None, bool]]:
@@ -191,7 +184,8 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if not args.no_write and not args.quick:
-        write_section("proxy", "### End to end through mitmdump: translated vs passed through\n\n" + text)
+        write_section(ROOT / "docs" / "performance.md", "proxy",
+                      "### End to end through mitmdump: translated vs passed through\n\n" + text, "Performance")
         print("wrote the proxy section of docs/performance.md")
 
 

@@ -38,10 +38,11 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 # keep this folder off sys.path: a script here must never shadow a library a peer imports
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
-sys.path.insert(0, str(ROOT / "src"))
+sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import orjson  # noqa: E402
+from benchmarks._common import write_section  # noqa: E402
 
 from proxai_core import Protocol, translate_request  # noqa: E402
 
@@ -386,12 +387,8 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if args.write:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("proxai_bench_stream", HERE / "stream.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        mod.write_section("requests", "### Request translation, side by side with the peers\n\n" + text)
+        write_section(ROOT / "docs" / "performance.md", "requests",
+                      "### Request translation, side by side with the peers\n\n" + text, "Performance")
         print("wrote the requests section of docs/performance.md")
 
 

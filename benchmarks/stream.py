@@ -25,10 +25,11 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 FIX = ROOT.parent / "shared" / "fixtures"
 
 import orjson  # noqa: E402
+from benchmarks._common import write_section  # noqa: E402
 
 from proxai_core import Protocol, StreamTranslator  # noqa: E402
 
@@ -284,7 +285,7 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if args.write:
-        write_section("stream", text)
+        write_section(ROOT / "docs" / "performance.md", "stream", text, "Performance")
 
 
 MEMORY_CHILD = r"""
@@ -336,20 +337,6 @@ def memory(n: int = 100_000) -> str:
         lines.append(f"| {C.value} → {dst.value} | {growth:.1f} MB | {carried / 1e6:.1f} MB | "
                      f"{growth - carried / 1048576:.1f} MB |")
     return "\n".join(lines)
-
-
-def write_section(name: str, text: str) -> None:
-    doc = ROOT / "docs" / "performance.md"
-    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-    body = doc.read_text() if doc.exists() else "# Performance\n"
-    block = f"{start}\n{text}\n{end}"
-    if start in body:
-        pre, rest = body.split(start, 1)
-        post = rest.split(end, 1)[1] if end in rest else ""
-        body = pre + block + post
-    else:
-        body = body.rstrip() + "\n\n" + block + "\n"
-    doc.write_text(body)
 
 
 if __name__ == "__main__":
