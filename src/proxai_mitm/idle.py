@@ -82,7 +82,6 @@ class IdleWatch:
         self._streams: dict[str, tuple[Any, Any]] = {}  # flow id -> (flow, StreamHandler)
         self._task: asyncio.Task | None = None
         self._warned = False
-        self.ended = 0  # streams ended by the timeout (for tests and logs)
 
     def add(self, flow: Any, handler: Any) -> None:
         if self.timeout <= 0:
@@ -151,7 +150,6 @@ class IdleWatch:
             await conn.server_event(_IDLE_END(_Route(flow.client_conn, key), stream.stream_id))
         finally:
             http_layer.connections.pop(key, None)
-        self.ended += 1
         logger.info("proxai: %s: %s", flow.request.pretty_url, msg)
         server = flow.server_conn
         # an HTTP/1 connection is mid-body: close it so it is not reused (HTTP/2: other streams live on)
