@@ -66,13 +66,6 @@ class ModelMap:
         """Names a client may ask for explicitly (the non-glob keys), in order."""
         return [p for p, _ in self.entries if not _is_glob(p)]
 
-    def upstream_names(self) -> list[str]:
-        seen: list[str] = []
-        for _, u in self.entries:
-            if u not in seen:
-                seen.append(u)
-        return seen
-
     def to_text(self) -> str:
         return ",".join(f"{p}={u}" for p, u in self.entries)
 

@@ -568,10 +568,6 @@ class _Out:
         self.head = b""  # the frame up to the delta's string value, once the index is known
 
 
-def _ev(name: str, obj: dict[str, Any]) -> bytes:
-    return frame(name, obj)
-
-
 def _cb_start(a: int, block: dict[str, Any]) -> bytes:
     return frame("content_block_start", {"type": "content_block_start", "index": a, "content_block": block})
 
