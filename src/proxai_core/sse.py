@@ -19,11 +19,16 @@ DONE_FRAME = b"data: [DONE]\n\n"
 
 
 class SSEReader:
-    __slots__ = ("_buf", "_raw", "_event", "_data", "_pending_cr", "_idle")
+    """Linear in the bytes read however they are split: each read is scanned once, and what waits
+    (an unfinished line, the raw bytes of the event in progress) is kept as a list of pieces,
+    joined once when its line or event completes."""
+
+    __slots__ = ("_line", "_raw", "_keep_raw", "_event", "_data", "_pending_cr", "_idle")
 
     def __init__(self) -> None:
-        self._buf = b""  # unfinished line
-        self._raw = b""  # raw bytes of completed lines of the event in progress
+        self._line: list[bytes] = []  # pieces of the unfinished line (no line end in them)
+        self._raw: list[bytes] = []  # raw bytes read since the last yield (pass-through)
+        self._keep_raw = False  # set by feed_raw / close_raw (a reader is read one way)
         self._event: str | None = None
         self._data: list[str] = []
         self._pending_cr = False
@@ -39,6 +44,12 @@ class SSEReader:
         # Fast paths: nothing pending, LF line ends, and the chunk ends on an event boundary. The
         # whole chunk is decoded once (a UTF-8 character cannot be split when the chunk ends on a
         # blank line); str searches are cheaper than bytes ones.
+        # mid-line (a long event in many reads). (bytes.find: `in` first tries the needle as an int)
+        if chunk.find(b"\n") < 0 and chunk.find(b"\r") < 0:
+            if chunk:
+                self._line.append(chunk)
+                self._pending_cr = self._idle = False
+            return []
         if self._idle and chunk[-2:] == b"\n\n":
             try:
                 s = chunk.decode()
@@ -75,9 +86,17 @@ class SSEReader:
 
     def feed_raw(self, chunk: bytes) -> tuple[list[SSEEvent], list[bytes]]:
         """Events, and for each yield the raw bytes that made it (pass-through)."""
+        self._keep_raw = True
+        if chunk.find(b"\n") < 0 and chunk.find(b"\r") < 0:
+            if chunk:
+                self._line.append(chunk)
+                self._raw.append(chunk)
+                self._pending_cr = self._idle = False
+            return [], []
         return self._collect(self._iter_raw(chunk, False))
 
     def close_raw(self) -> tuple[list[SSEEvent], list[bytes]]:
+        self._keep_raw = True
         return self._collect(self._iter_raw(b"", True))
 
     @staticmethod
@@ -90,15 +109,18 @@ class SSEReader:
         return events, blobs
 
     def _iter_raw(self, chunk: bytes, final: bool) -> Iterator[tuple[SSEEvent | None, bytes]]:
-        """Yields (event or None for a bare boundary, raw bytes since the previous yield)."""
-        buf = self._buf + chunk if self._buf else chunk
+        """Yields (event or None for a bare boundary, raw bytes since the previous yield). Scans
+        only ``chunk``: the pieces kept from earlier reads hold no line end."""
+        buf = chunk
         pos = 0
-        if self._pending_cr and buf[:1] == b"\n":
-            pos = 1  # second half of a CRLF split across chunks
-        self._pending_cr = False
+        if self._pending_cr and (buf or final):
+            if buf[:1] == b"\n":
+                pos = 1  # second half of a CRLF split across reads
+            self._pending_cr = False
         raw_start = 0
         n = len(buf)
-        has_cr = b"\r" in buf
+        has_cr = buf.find(b"\r") >= 0
+        pieces = self._line
         while True:
             if has_cr:
                 i_lf = buf.find(b"\n", pos)
@@ -118,35 +140,48 @@ class SSEReader:
                 nxt = end + 1
             if end == -1:
                 break
-            line = buf[pos:end]
+            if pieces:
+                pieces.append(buf[pos:end])
+                line = b"".join(pieces)
+                pieces.clear()
+            else:
+                line = buf[pos:end]
             pos = nxt
             pending = bool(self._data) or self._event is not None
-            ev = self._line(line)
+            ev = self._line_of(line)
             if ev is not None or (not line and not pending):
-                blob = self._raw + buf[raw_start:pos]
-                self._raw = b""
+                if self._raw:  # (only a raw reader keeps pieces)
+                    self._raw.append(buf[raw_start:pos])
+                    blob = b"".join(self._raw)
+                    self._raw.clear()
+                else:
+                    blob = buf[raw_start:pos]
                 raw_start = pos
                 yield ev, blob
         if final:
-            rest = buf[pos:]
-            if rest:
-                self._line(rest)
-            if self._data:
-                # an event cut before its blank line: hand over what arrived; decoders judge it
-                ev = (self._event, "\n".join(self._data))
-                blob = self._raw + buf[raw_start:]
-                self._raw, self._event, self._data, self._buf = b"", None, [], b""
-                self._idle = True
-                yield ev, blob
-                return
-            self._raw, self._event, self._data, self._buf = b"", None, [], b""
+            if pos < n:
+                pieces.append(buf[pos:])
+            if pieces:
+                self._line_of(b"".join(pieces))
+                pieces.clear()
+            if raw_start < n and self._keep_raw:
+                self._raw.append(buf[raw_start:])
+            blob = b"".join(self._raw)
+            self._raw.clear()
+            data, event = self._data, self._event
+            self._event, self._data = None, []
             self._idle = True
+            if data:
+                # an event cut before its blank line: hand over what arrived; decoders judge it
+                yield (event, "\n".join(data)), blob
             return
-        self._raw += buf[raw_start:pos]
-        self._buf = buf[pos:]
-        self._idle = not (self._buf or self._raw or self._data or self._pending_cr) and self._event is None
+        if pos < n:
+            pieces.append(buf[pos:])
+        if raw_start < n and self._keep_raw:
+            self._raw.append(buf[raw_start:] if raw_start else buf)
+        self._idle = not (pieces or self._raw or self._data or self._pending_cr) and self._event is None
 
-    def _line(self, line: bytes) -> SSEEvent | None:
+    def _line_of(self, line: bytes) -> SSEEvent | None:
         if not line:
             if not self._data:
                 self._event = None
@@ -161,13 +196,13 @@ class SSEReader:
             name, value = line, b""
         else:
             name = line[:colon]
-            value = line[colon + 1 :]
-            if value[:1] == b" ":
-                value = value[1:]
+            start = colon + 2 if line[colon + 1 : colon + 2] == b" " else colon + 1
+            # a data line can be megabytes: decoded in place, no copy of the bytes first
+            value = line[start:] if len(line) < 4096 else memoryview(line)[start:]
         if name == b"data":
-            self._data.append(value.decode("utf-8", "replace"))
+            self._data.append(str(value, "utf-8", "replace"))
         elif name == b"event":
-            self._event = value.decode("utf-8", "replace")
+            self._event = str(value, "utf-8", "replace")
         return None
 
 

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import time
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -69,3 +72,43 @@ def test_event_without_data_is_not_dispatched():
 def test_frame():
     assert frame("x", {"a": 1}) == b'event: x\ndata: {"a":1}\n\n'
     assert frame(None, {"a": 1}) == b'data: {"a":1}\n\n'
+
+
+def _cpu(fn, rounds=5):
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t0)
+    return best
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["events", "raw"])
+def test_long_event_in_many_reads_costs_about_one_read(raw):
+    """Linear, not quadratic: a 1 MB event in 1 KB reads costs about what one read costs (a reader
+    that re-joins and rescans what waits on every read costs ~10x; the bound is generous, CPU time)."""
+    event = b'data: {"a":"' + "xé ".encode() * (1 << 18) + b'"}\n\n'
+    reads = [event[i:i + 1024] for i in range(0, len(event), 1024)]
+
+    def run(chunks):
+        r = SSEReader()
+        feed = r.feed_raw if raw else r.feed
+        got = [feed(c) for c in chunks]
+        got.append(r.close_raw() if raw else r.close())
+        return got
+
+    whole, split = run([event]), run(reads)
+    if raw:  # same events, and the raw bytes reassemble the input
+        assert [e for evs, _ in whole for e in evs] == [e for evs, _ in split for e in evs]
+        assert b"".join(b for _, bl in split for b in bl) == event
+    else:
+        assert [e for evs in whole for e in evs] == [e for evs in split for e in evs]
+    assert len([e for evs in whole for e in (evs[0] if raw else evs)]) == 1
+    ratio = _cpu(lambda: run(reads)) / _cpu(lambda: run([event]))
+    assert ratio < 4, f"1 KB reads cost {ratio:.1f}x one read"
+
+
+def test_crlf_split_across_reads_and_an_empty_read_between():
+    r = SSEReader()
+    out = r.feed(b"data: 1\r") + r.feed(b"") + r.feed(b"\n\r") + r.feed(b"\n")
+    assert out + r.close() == [(None, "1")]
