@@ -630,6 +630,12 @@ class StreamEncoder:
         self._has_tools = False
         self._model = getattr(ctx, "model", None)
         self._cut: _Out | None = None  # a tool block whose arguments ended incomplete (left open)
+        # Anthropic has one open block at a time; neutral blocks may overlap (Chat parallel tool calls
+        # stay open until the finish). The block on the wire is _active; the events of the others wait
+        # in _held (start order) until it ends. A tool block whose JSON is complete ends early (_early).
+        self._active = -1
+        self._held: dict[int, list[Event]] = {}
+        self._early: dict[int, _Out] = {}
 
     def encode(self, ev: Event) -> bytes:
         if self.done:
@@ -666,11 +672,65 @@ class StreamEncoder:
         self._n += 1
         return a
 
-    # ---- blocks
+    # ---- block order
     def _block_start(self, ev: BlockStart) -> bytes:
+        a = self._active
+        if a >= 0:
+            o = self._open.get(a)
+            if o is None:
+                self._active = -1
+            elif not self._ends_early(o):
+                self._held[ev.index] = [ev]  # sent when the block on the wire ends
+                return b""
+            else:
+                return self._end_early(a, o) + self._open_block(ev)
+        return self._open_block(ev)
+
+    @staticmethod
+    def _ends_early(o: _Out) -> bool:
+        """A function tool block whose arguments are one whole JSON object can take nothing more."""
+        return o.kind == "tool" and o.sent and o.scan.complete()
+
+    def _end_early(self, a: int, o: _Out) -> bytes:
+        del self._open[a]
+        self._early[a] = o
+        self._active = -1
+        return self._close(o, None)
+
+    def _hold(self, i: int, ev: Event) -> bool:
+        evs = self._held.get(i)
+        if evs is None:
+            return False
+        evs.append(ev)
+        return True
+
+    def _promote(self) -> bytes:
+        """The block on the wire ended: the held blocks follow, in start order."""
+        out = []
+        held = self._held
+        while self._active < 0 and held and self._cut is None and not self.done:
+            i = next(iter(held))
+            for ev in held.pop(i):
+                if type(ev) is BlockStart:
+                    out.append(self._open_block(ev))
+                elif type(ev) is BlockEnd:
+                    out.append(self._end_block(ev))
+                else:
+                    out.append(self.encode_delta((ev.index, ev.kind, ev.value)))
+        return b"".join(out)
+
+    def _late(self, i: int, v: str) -> bytes:
+        """A fragment for a tool block that already ended with a whole JSON object."""
+        if not v.strip():
+            return b""
+        return self._bad_args(self._early[i], v)
+
+    # ---- blocks
+    def _open_block(self, ev: BlockStart) -> bytes:
         pre = b"" if self._started else self._message_start(None, None)
         p = ev.part
         i = ev.index
+        self._active = i
         if isinstance(p, (Text, Refusal)):
             # emitted on its first text: an empty text block would be rejected when replayed
             o = self._open[i] = _Out(-1, "text" if isinstance(p, Text) else "refusal")
@@ -706,6 +766,7 @@ class StreamEncoder:
                 warn_once(self.warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Anthropic "
                           "clients cannot represent it")
                 self._open[i] = _Out(-1, "drop")
+                self._active = -1
                 return pre
             raw = p.raw
             t = raw.get("type")
@@ -720,6 +781,7 @@ class StreamEncoder:
             return pre + _cb_start(a, start)
         warn_once(self.warnings, f"{getattr(p, 'type', 'unknown')} part in a response dropped")
         self._open[i] = _Out(-1, "drop")
+        self._active = -1
         return pre
 
     def _text_start(self, o: _Out) -> bytes:
@@ -798,6 +860,10 @@ class StreamEncoder:
         i, k, v = d
         o = self._open.get(i)
         if o is None or not v:
+            if self._held and self._hold(i, Delta(i, k, v)):
+                return b""
+            if self._early and i in self._early and k == "arguments":
+                return self._late(i, v)
             return b""
         ok = o.kind
         if ok == "text" or ok == "refusal":
@@ -809,6 +875,11 @@ class StreamEncoder:
                 return o.head + orjson.dumps(v) + _DELTA_TAIL
         elif ok == "tool" or ok == "custom":
             if k == "arguments":
+                if self._held and i == self._active:
+                    out = self._args(o, v)
+                    if self._ends_early(o):  # the next block need not wait for this one's end
+                        out += self._end_early(i, o) + self._promote()
+                    return out
                 return self._args(o, v)
         elif ok == "thinking":
             if k == "reasoning" or k == "summary":
@@ -820,8 +891,19 @@ class StreamEncoder:
         return b""
 
     def _block_end(self, ev: BlockEnd) -> bytes:
-        o = self._open.pop(ev.index, None)
+        if self._held:
+            if self._hold(ev.index, ev):
+                return b""
+            return self._end_block(ev) + self._promote()
+        return self._end_block(ev)
+
+    def _end_block(self, ev: BlockEnd) -> bytes:
+        i = ev.index
+        o = self._open.pop(i, None)
+        if i == self._active:
+            self._active = -1
         if o is None:
+            self._early.pop(i, None)
             return b""
         return self._close(o, ev.part)
 
@@ -909,6 +991,17 @@ class StreamEncoder:
 
     def _end(self, ev: End) -> bytes:
         out = [b"" if self._started else self._message_start(None, None)]
+        while self._held and self._cut is None and not self.done:
+            a = self._active
+            if a >= 0:
+                out.append(self._end_block(BlockEnd(a)))
+            out.append(self._promote())
+        if self._held:
+            self._held.clear()
+            if self._cut is not None and not self.done:
+                self.warnings.append("tool calls that started after a cut tool call were dropped")
+        if self.done:
+            return b"".join(out)
         if self._open:
             for i in list(self._open):
                 out.append(self._close(self._open.pop(i), None))

@@ -27,6 +27,7 @@ import orjson
 from .. import reasoning as rz
 from ..context import ClientContext
 from ..errors import TranslationError, parse_error
+from ..jsonscan import JsonObjectScanner
 from ..jsonutil import dumps
 from ..neutral import (
     BlockEnd,
@@ -916,7 +917,7 @@ class _Msg:
 
 
 class _Blk:
-    __slots__ = ("acc", "ci", "iid", "item", "kind", "msg", "oi", "part", "summary_open")
+    __slots__ = ("acc", "ci", "iid", "item", "kind", "msg", "oi", "part", "scan", "scanned", "summary_open")
 
     def __init__(self, kind: str, oi: int, iid: str):
         self.kind = kind  # text | refusal | tool | custom | reasoning | opaque | skip
@@ -928,6 +929,20 @@ class _Blk:
         self.item: dict[str, Any] | None = None
         self.summary_open = False
         self.part: Any = None
+        self.scan: JsonObjectScanner | None = None  # built only when another block waits for this one
+        self.scanned = 0  # acc entries fed to scan
+
+    def ends_early(self) -> bool:
+        """A function call whose arguments are one whole JSON object can take nothing more."""
+        if self.kind != "tool":
+            return False
+        if self.scan is None:
+            self.scan = JsonObjectScanner()
+        acc = self.acc
+        for k in range(self.scanned, len(acc)):
+            self.scan.feed(acc[k])
+        self.scanned = len(acc)
+        return self.scan.complete()
 
 
 _SKIP = _Blk("skip", -1, "")
@@ -958,6 +973,12 @@ class StreamEncoder:
         self._stop: StopInfo | None = None
         self._refusal_sent = False
         self._dropped: set[str] = set()
+        # output items never overlap on the wire; neutral blocks may (Chat parallel tool calls stay
+        # open until the finish): one block is on the wire (_active), the events of the others wait in
+        # _held (start order); a function call whose JSON is complete ends early (_early)
+        self._active = -1
+        self._held: dict[int, list[Event]] = {}
+        self._early: set[int] = set()
 
     # ------------------------------------------------------------------ plumbing
     def _emit(self, out: list[bytes], t: str, d: dict[str, Any]) -> None:
@@ -998,9 +1019,13 @@ class StreamEncoder:
         if isinstance(ev, Delta):
             self._delta(ev, out)
         elif isinstance(ev, BlockStart):
-            self._block_start(ev.index, ev.part, out)
+            self._ordered_start(ev, out)
         elif isinstance(ev, BlockEnd):
-            self._block_end(ev.index, ev.part, out)
+            if ev.index in self._held:
+                self._held[ev.index].append(ev)
+            else:
+                self._block_end(ev.index, ev.part, out)
+                self._promote(out)
         elif isinstance(ev, UsageEvent):
             self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
         elif isinstance(ev, Stop):
@@ -1012,6 +1037,43 @@ class StreamEncoder:
         elif isinstance(ev, Start) and ev.usage is not None:
             self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
         return b"".join(out)
+
+    # ------------------------------------------------------------------ item order
+    def _ordered_start(self, ev: BlockStart, out: list[bytes]) -> None:
+        a = self._active
+        if a >= 0:
+            b = self._blocks.get(a)
+            if b is not None and not b.ends_early():
+                self._held[ev.index] = [ev]  # sent when the item on the wire ends
+                return
+            if b is not None:
+                self._early.add(a)
+                self._block_end(a, None, out)
+        self._block_start(ev.index, ev.part, out)
+
+    def _promote(self, out: list[bytes]) -> None:
+        """The block on the wire ended: the held blocks follow, in start order."""
+        held = self._held
+        while self._active < 0 and held:
+            for ev in held.pop(next(iter(held))):
+                if type(ev) is BlockStart:
+                    self._block_start(ev.index, ev.part, out)
+                elif type(ev) is BlockEnd:
+                    self._block_end(ev.index, ev.part, out)
+                else:
+                    self._delta(ev, out)  # type: ignore[arg-type]
+
+    def _flush_held(self, out: list[bytes]) -> None:
+        while self._held:
+            if self._active >= 0:
+                self._block_end(self._active, None, out)
+            self._promote(out)
+
+    def _late(self, ev: Delta) -> None:
+        if ev.kind == "arguments" and ev.value.strip():
+            warn = "tool-call arguments after a complete JSON object were dropped"
+            if warn not in self.warnings:
+                self.warnings.append(warn)
 
     # ------------------------------------------------------------------ items
     def _new_oi(self, item: dict[str, Any]) -> int:
@@ -1036,6 +1098,7 @@ class StreamEncoder:
             self._close_msg(m, out, status)
 
     def _block_start(self, index: int, part: Part, out: list[bytes]) -> None:
+        self._active = index
         if isinstance(part, (Text, Refusal)):
             self._open_part(index, isinstance(part, Text), out)
             return
@@ -1080,6 +1143,7 @@ class StreamEncoder:
             self._dropped.add(label or "opaque")
             self.warnings.append(f"{label or 'opaque'} part dropped (a Responses client cannot receive it)")
         self._blocks[index] = _SKIP
+        self._active = -1
 
     def _open_part(self, index: int, is_text: bool, out: list[bytes]) -> _Blk:
         m = self._msg
@@ -1111,6 +1175,10 @@ class StreamEncoder:
     def _delta(self, ev: Delta, out: list[bytes]) -> None:
         b = self._blocks.get(ev.index)
         if b is None or not ev.value:
+            if self._held and ev.index in self._held:
+                self._held[ev.index].append(ev)
+            elif self._early and ev.index in self._early:
+                self._late(ev)
             return
         k = b.kind
         if k == "text":
@@ -1137,6 +1205,10 @@ class StreamEncoder:
                     out.append(_ARGS_DELTA_HEAD + orjson.dumps({
                         "type": "response.function_call_arguments.delta", "sequence_number": seq,
                         "item_id": b.iid, "output_index": b.oi, "delta": v}) + b"\n\n")
+                    if self._held and ev.index == self._active and b.ends_early():
+                        self._early.add(ev.index)  # the next item need not wait for this one's end
+                        self._block_end(ev.index, None, out)
+                        self._promote(out)
                 else:
                     out.append(_INPUT_DELTA_HEAD + orjson.dumps({
                         "type": "response.custom_tool_call_input.delta", "sequence_number": seq,
@@ -1160,6 +1232,8 @@ class StreamEncoder:
     # ------------------------------------------------------------------ block end
     def _block_end(self, index: int, final: Part | None, out: list[bytes]) -> None:
         b = self._blocks.pop(index, None)
+        if index == self._active:
+            self._active = -1
         if b is None or b is _SKIP:
             return
         self._finish_block(b, final, out)
@@ -1251,6 +1325,7 @@ class StreamEncoder:
 
     # ------------------------------------------------------------------ terminals
     def _close_open(self, out: list[bytes]) -> None:
+        self._flush_held(out)
         for idx in sorted(self._blocks):
             b = self._blocks[idx]
             if b is not _SKIP:
