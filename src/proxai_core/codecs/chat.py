@@ -58,7 +58,6 @@ from ._chat_common import (
     envelope_payload,
     finish_reason,
     merge_details,
-    now,
     reasoning_parts,
     thinking_text,
     unpacked,
@@ -339,7 +338,7 @@ def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> 
     out: dict[str, Any] = {
         "id": chat_id(resp.id),
         "object": "chat.completion",
-        "created": resp.created or now(),
+        "created": resp.created or NO_TIMESTAMP,
         "model": (getattr(ctx, "model", None) or resp.model or ""),
         "choices": [{"index": 0, "message": message, "finish_reason": fr, "logprobs": None}],
     }
@@ -350,6 +349,10 @@ def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> 
 
 # ============================================================================= stream decode
 _INTERRUPTED = "upstream stream ended before its terminal event"
+
+#: created when the source has no timestamp (an Anthropic upstream): a fixed value, never the clock,
+#: so one input always gives the same bytes (docs/mapping.md)
+NO_TIMESTAMP = 0
 
 # block kinds
 _TEXT, _REFUSAL, _REASONING = 1, 2, 3
@@ -377,7 +380,7 @@ class StreamDecoder:
     usage-only chunk after the finish chunk and an in-band error after it are both seen first."""
 
     __slots__ = ("_calls", "_calls_by_index", "_choice_warned", "_cites", "_created", "_detail", "_details",
-                 "_dup_warned", "_finish", "_finish_seen", "_fkey", "_had_tools", "_id", "_last_call", "_late_warned",
+                 "_dup_warned", "_finish", "_finish_seen", "_had_tools", "_id", "_last_call", "_late_warned",
                  "_model", "_next", "_out", "_produced", "_reasoning_field", "_reasoning_text", "_refusal",
                  "_seq_idx", "_seq_kind", "_started", "done", "warnings")
 
@@ -409,15 +412,6 @@ class StreamDecoder:
         self._out: list[Event] = []
         self._cites: list[dict[str, Any]] = []
         self._had_tools = False
-        self._fkey: str | None = None  # the delta field feed's fast path takes (see _sync_fast)
-
-    def _sync_fast(self) -> None:
-        """Called wherever _started, _seq_kind, _last_call or _finish_seen change: the one delta
-        field feed's fast path takes now (text or refusal continuing the open block; tool calls when
-        no such block is open), or None."""
-        sk = self._seq_kind
-        self._fkey = (None if self._finish_seen else "content" if sk == _TEXT else "refusal" if sk == _REFUSAL
-                      else "tool_calls" if sk == 0 and self._started else None)
 
     # ------------------------------------------------------------------ helpers
     def _start(self, obj: dict[str, Any] | None) -> None:
@@ -432,7 +426,6 @@ class StreamDecoder:
             if isinstance(v, int) and v:
                 self._created = v
         self._started = True
-        self._sync_fast()
         self._out.append(Start(self._id, self._model, None, self._created))
 
     def _close_seq(self) -> None:
@@ -455,7 +448,6 @@ class StreamDecoder:
         else:
             self._out.append(BlockEnd(idx))
         self._seq_kind = 0
-        self._sync_fast()
 
     def _open_seq(self, kind: int) -> int:
         if self._seq_kind == kind:
@@ -465,7 +457,6 @@ class StreamDecoder:
         self._next += 1
         self._seq_kind = kind
         self._seq_idx = idx
-        self._sync_fast()
         if kind == _TEXT:
             part: Any = Text("")
         elif kind == _REFUSAL:
@@ -508,7 +499,6 @@ class StreamDecoder:
             self._out.append(BlockEnd(idx, unpacked(payload)))
             self._reasoning_text = []
             self._seq_kind = 0
-            self._sync_fast()
 
     def _on_reasoning_content(self, v: Any, delta: dict) -> None:
         if isinstance(v, str) and v:
@@ -596,9 +586,7 @@ class StreamDecoder:
                     prev.key = _NO_KEY
                 self._calls_by_index[key] = call
                 call.key = key
-        if call is not self._last_call:
-            self._last_call = call
-            self._sync_fast()
+        self._last_call = call
         if not call.started:
             if name and not call.name:
                 call.name = name
@@ -644,7 +632,6 @@ class StreamDecoder:
         self._calls = []
         self._calls_by_index = {}
         self._last_call = None
-        self._sync_fast()
 
     def _stop_info(self) -> StopInfo:
         return build_stop(self._finish, refusal="".join(self._refusal) or None,
@@ -673,11 +660,6 @@ class StreamDecoder:
         return out
 
     def feed(self, event: str | None, data: str) -> list[Event]:
-        evs = self.feed_fast(event, data)
-        return evs if type(evs) is list else [Delta(*evs)]
-
-    def feed_fast(self, event: str | None, data: str) -> list[Event] | tuple[int, str, str]:
-        """feed, except that a lone delta comes back unboxed, as (index, kind, value)."""
         if self.done:
             return []
         if data[:1] != "{" and data.strip() == "[DONE]":  # no copy of ordinary JSON payloads
@@ -689,71 +671,24 @@ class StreamDecoder:
                 return self._error(data)
             self.warnings.append("invalid JSON in a Chat stream event ignored")
             return []
-        # Fast path: one choice, no finish, no usage, no error, and a delta carrying only the field
-        # of what is streaming now (text, refusal, or the arguments of the current tool call, given
-        # by its index alone). An unexpected shape raises or fails a test: the general path decides.
-        fk = self._fkey
-        if fk is not None and event is None:
-            new_tc = fin = None
-            try:
-                choices = obj["choices"]
-                if len(choices) == 1 and obj.get("usage") is None and "error" not in obj:
-                    ch = choices[0]
-                    delta = ch["delta"]
-                    fr = ch.get("finish_reason")
-                    if ch.get("index", 0) != 0:
-                        pass
-                    elif fr is None and (len(delta) == 1 or all(
-                            k == fk or delta[k] is None or k == "role" for k in delta)):
-                        c = delta.get(fk)
-                        if fk == "tool_calls":
-                            if type(c) is list and len(c) == 1:
-                                tc = c[0]
-                                call = self._last_call
-                                if call is not None and len(tc) == 2 and len(fn := tc["function"]) == 1 \
-                                        and tc.get("index") == call.key and call.started:
-                                    frag = fn["arguments"]
-                                    if type(frag) is str:
-                                        if not frag:
-                                            return []
-                                        call.args.append(frag)
-                                        return (call.idx, "arguments", frag)
-                                if type(tc) is dict:
-                                    new_tc = tc  # a call starting (or an odd fragment): _tool_fragment
-                        elif type(c) is str and c:
-                            if fk == "content":
-                                self._produced = True
-                                return (self._seq_idx, "text", c)
-                            self._refusal.append(c)
-                            return (self._seq_idx, "refusal", c)
-                    elif fr and not delta:
-                        fin = ch  # the finish chunk: nothing but its finish_reason
-            except (KeyError, TypeError, AttributeError, IndexError):
-                pass
-            # what the general path below would do for these chunks, without its walk
-            if new_tc is not None:
-                self._tool_fragment(new_tc)
-                out, self._out = self._out, []
-                return out
-            if fin is not None:
-                self._on_finish(fin["finish_reason"], fin)
-                out, self._out = self._out, []
-                return out
-        if not isinstance(obj, dict):
+        if type(obj) is not dict:
             self.warnings.append("non-object Chat stream event ignored")
             return []
-        choices = obj.get("choices")
         out = self._out
-        if obj.get("error") or event == "error":
+        if event == "error" or obj.get("error"):
             u = decode_usage(obj.get("usage"))
             if u is not None:
                 out.append(UsageEvent(u))
             return self._error(obj)
+        choices = obj.get("choices")
         if not self._started and (obj.get("id") or obj.get("model") or choices or obj.get("usage")):
             self._start(obj)  # Azure's prompt-filter chunk (no id, no model, no choices) waits
+        if choices and type(choices) is not list:
+            self.warnings.append("Chat stream chunk whose choices is not a list: its choices ignored")
+            choices = None
         if choices:
             for ch in choices:
-                if not isinstance(ch, dict):
+                if type(ch) is not dict:
                     continue
                 if ch.get("index", 0) != 0:
                     if not self._choice_warned:
@@ -761,7 +696,7 @@ class StreamDecoder:
                         self.warnings.append("stream has more than one choice; only the first is translated")
                     continue
                 delta = ch.get("delta")
-                if isinstance(delta, dict) and delta:
+                if delta and type(delta) is dict:
                     if self._finish_seen:
                         if not self._late_warned and any(delta.get(k) for k in _DELTA_HANDLERS):
                             self._late_warned = True
@@ -788,7 +723,7 @@ class StreamDecoder:
                 self._dup_warned = True
                 self.warnings.append(f"finish_reason sent twice ({self._finish!r}, then {fr!r}); the first is kept")
             return
-        self._finish_seen = True  # (_close_all below syncs the fast path)
+        self._finish_seen = True
         self._finish = fr if isinstance(fr, str) else str(fr)
         nfr = ch.get("native_finish_reason")
         if nfr is not None:
@@ -867,7 +802,7 @@ class StreamEncoder:
     def _begin(self, ev: Start | None) -> bytes:
         cid = chat_id(ev.id if ev is not None else None)
         model = getattr(self.ctx, "model", None) or (ev.model if ev is not None else None) or ""
-        created = (ev.created if ev is not None else None) or now()
+        created = (ev.created if ev is not None else None) or NO_TIMESTAMP
         self._head = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model}
         # constant chunk prefix, so each delta costs one small orjson.dumps
         self._prefix = (b'data: {"id":' + orjson.dumps(cid) + b',"object":"chat.completion.chunk","created":'

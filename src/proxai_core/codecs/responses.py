@@ -19,7 +19,7 @@ Decisions worth knowing (see also the codec brief):
 
 from __future__ import annotations
 
-import time
+import hashlib
 from typing import Any
 
 import orjson
@@ -312,7 +312,7 @@ def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> 
         w.append("parts a Responses client cannot receive dropped: " + ", ".join(sorted(set(dropped))))
     if status == "incomplete" and output and output[-1].get("type") == "message":
         output[-1]["status"] = "incomplete"
-    created = resp.created if resp.created is not None else int(time.time())
+    created = resp.created if resp.created is not None else NO_TIMESTAMP
     return _response_shell("resp_" + base, ctx.model or resp.model, created, status, output,
                            encode_usage(resp.usage), error, incomplete)
 
@@ -945,6 +945,10 @@ class _Blk:
         return self.scan.complete()
 
 
+#: created_at when the source has no timestamp (an Anthropic upstream): a fixed value, never the
+#: clock, so one input always gives the same bytes (docs/mapping.md)
+NO_TIMESTAMP = 0
+
 _SKIP = _Blk("skip", -1, "")
 _TEXT_DELTA_HEAD = b"event: response.output_text.delta\ndata: "
 _SUMMARY_DELTA_HEAD = b"event: response.reasoning_summary_text.delta\ndata: "
@@ -998,7 +1002,7 @@ class StreamEncoder:
         self._rid = "resp_" + self._base
         if self._model is None and ev is not None:
             self._model = ev.model
-        self._created = ev.created if ev is not None and ev.created is not None else int(time.time())
+        self._created = ev.created if ev is not None and ev.created is not None else NO_TIMESTAMP
         if ev is not None and ev.usage is not None:
             self._usage = ev.usage
         snap = self._snapshot("in_progress")
@@ -1379,13 +1383,18 @@ class StreamEncoder:
 
 
 # ============================================================================= error frame
+def _error_id(err: Error) -> str:
+    """A response id for an error with no response of its own: derived from the error, never random."""
+    return hashlib.sha1(f"{err.kind}\n{err.status}\n{err.message}".encode("utf-8", "replace")).hexdigest()[:24]
+
+
 def error_frame(err: Error, *, sequence_number: int | None = None, response_id: str | None = None) -> bytes:
     """The Responses native mid-stream error: an ``error`` event (flat + nested fields) then
     ``response.failed`` (what Codex reads). Sequence numbers are unknown on the pass-through path: pass
     ``sequence_number`` to continue the upstream's numbering (the failed event gets the next one)."""
     e = error_event_payload(err, sequence_number)
     out = frame("error", e)
-    snap = _response_shell(response_id or "resp_" + id_base(None), None, int(time.time()), "failed", [], None,
+    snap = _response_shell(response_id or "resp_" + _error_id(err), None, NO_TIMESTAMP, "failed", [], None,
                            response_error_object(err), None)
     failed: dict[str, Any] = {"type": "response.failed", "response": snap}
     if sequence_number is not None:
