@@ -35,12 +35,7 @@ class SSEReader:
         self._idle = True  # none of the above pending (kept by _iter_raw): the fast path applies
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
-        events = self.feed_one(chunk)
-        return [(None, events)] if type(events) is str else events
-
-    def feed_one(self, chunk: bytes) -> str | list[SSEEvent]:
-        """:meth:`feed`, except that a chunk of exactly one bare ``data:`` event (the usual read)
-        gives its data alone."""
+        """The events this read completes."""
         # Fast paths: nothing pending, LF line ends, and the chunk ends on an event boundary. The
         # whole chunk is decoded once (a UTF-8 character cannot be split when the chunk ends on a
         # blank line); str searches are cheaper than bytes ones.
@@ -58,7 +53,7 @@ class SSEReader:
             if "\r" not in s:
                 body = s[6:-2]
                 if "\n" not in body and s[:6] == "data: ":
-                    return body  # one bare data: event
+                    return [(None, body)]  # one bare data: event
                 out: list[SSEEvent] = []
                 for block in s.split("\n\n"):
                     if not block:

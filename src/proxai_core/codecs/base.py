@@ -30,17 +30,12 @@ Each module exposes::
             # upstream EOF: End if the terminal (or the stop information) was seen, else
             # ErrorEvent(Error(kind="interrupted", ...)). Nothing after a terminal.
         done: bool  # a terminal event (End or ErrorEvent) was produced
-        # optional: def feed_fast(event, data) -> list[neutral.Event] | tuple[int, str, str]
-        #   feed, except that a lone delta may come back unboxed as (index, kind, value) (Chat)
 
     class StreamEncoder:
         def __init__(self, ctx: ClientContext, warnings: list[str]): ...
         def encode(self, ev: neutral.Event) -> bytes
             # neutral event -> SSE bytes for the client (may be b""). After End or ErrorEvent the
             # client stream is complete (its terminal frame, or its native error frame).
-        # optional: def encode_delta(d: tuple[int, str, str]) -> bytes  # encode(Delta(*d)) (Anthropic)
-        # StreamTranslator passes lone deltas unboxed where the decoder has feed_fast and the
-        # encoder encode_delta (no Delta object on the hot path).
 """
 
 # Also, each module exposes:

@@ -51,6 +51,7 @@ from ..neutral import (
 )
 from ..sse import frame
 from ..stop import StopInfo, StopReason
+from ..strict import MalformedEvent
 from ._responses_common import (
     PROTOCOL,
     annotations_to_citations,
@@ -382,6 +383,17 @@ def _idx(v: Any) -> int | None:
     return v if type(v) is int else None
 
 
+def _checked_item(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The event's output item (None: there is none); an item whose type is not a string is a
+    malformed event (raised before any state changes)."""
+    item = obj.get("item")
+    if not isinstance(item, dict):
+        return None
+    if not isinstance(item.get("type"), str):
+        raise MalformedEvent(f"{obj.get('type')}: output item without a string type")
+    return item
+
+
 def _ci(obj: dict[str, Any]) -> int:
     v = obj.get("content_index")
     return v if type(v) is int else 0
@@ -537,6 +549,7 @@ class StreamDecoder:
         return st
 
     def _item_added(self, obj: dict[str, Any]) -> list[Event]:
+        item = _checked_item(obj)
         out: list[Event] = []
         if not self._started:
             self._start(out)
@@ -775,8 +788,8 @@ class StreamDecoder:
 
     def _item_done(self, obj: dict[str, Any]) -> list[Event]:
         out: list[Event] = []
-        item = obj.get("item")
-        if not isinstance(item, dict):
+        item = _checked_item(obj)
+        if item is None:
             return out
         if not self._started:
             self._start(out)
