@@ -55,12 +55,15 @@ class ClientContext:
     name_map: dict[str, str] = field(default_factory=dict)
     #: The client's requested stop sequences (to recover which one matched, where possible).
     stop: list[str] | None = None
+    #: flat upstream name -> (namespace, name) of a tool inside a Responses ``namespace`` tool
+    namespaces: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def original_name(self, name: str) -> str:
         return self.name_map.get(name, name)
 
 
-def _tool_names(body: dict[str, Any], protocol: Protocol) -> tuple[list[str], set[str]]:
+def _tool_names(body: dict[str, Any], protocol: Protocol,
+                namespaces: dict[str, tuple[str, str]] | None = None) -> tuple[list[str], set[str]]:
     names: list[str] = []
     custom: set[str] = set()
     tools = body.get("tools")
@@ -79,9 +82,29 @@ def _tool_names(body: dict[str, Any], protocol: Protocol) -> tuple[list[str], se
             name = t.get("name")
             if protocol is Protocol.RESPONSES and ttype == "custom" and isinstance(name, str):
                 custom.add(name)
+            elif protocol is Protocol.RESPONSES and ttype == "namespace" and namespaces is not None:
+                _namespace_names(t, names, custom, namespaces)
+                continue
         if isinstance(name, str):
             names.append(name)
     return names, custom
+
+
+def _namespace_names(t: dict[str, Any], names: list[str], custom: set[str],
+                     namespaces: dict[str, tuple[str, str]]) -> None:
+    from .codecs._request_common import namespaced_tool_name  # (codecs import this module)
+
+    ns, inner = t.get("name"), t.get("tools")
+    if not isinstance(ns, str) or not ns or not isinstance(inner, list):
+        return
+    for it in inner:
+        name = it.get("name") if isinstance(it, dict) else None
+        if isinstance(name, str):
+            flat = namespaced_tool_name(ns, name)
+            namespaces[flat] = (ns, name)
+            names.append(flat)
+            if it.get("type") == "custom":
+                custom.add(flat)
 
 
 def build_context(request: dict[str, Any] | None, protocol: Protocol | str) -> ClientContext:
@@ -94,7 +117,7 @@ def build_context(request: dict[str, Any] | None, protocol: Protocol | str) -> C
     ctx.stream = bool(request.get("stream"))
     so = request.get("stream_options")
     ctx.include_usage = isinstance(so, dict) and bool(so.get("include_usage"))
-    names, custom = _tool_names(request, protocol)
+    names, custom = _tool_names(request, protocol, ctx.namespaces)
     ctx.custom_tools = custom
     for n in names:
         s = short_tool_name(n)

@@ -1,4 +1,4 @@
-"""Request-decoding helpers shared by the Chat and Responses codecs (private)."""
+"""Request-decoding helpers shared by the request codecs (private)."""
 
 from __future__ import annotations
 
@@ -42,3 +42,11 @@ def read_tail(body: dict[str, Any], req: Request, warnings: list[str], tail: Tai
     for k in body:
         if k not in known:
             warnings.append(tail.unknown.format(k))
+
+
+def namespaced_tool_name(namespace: str, name: str) -> str:
+    """The flat name a tool of a Responses ``namespace`` tool gets toward targets that only have
+    functions (``crm`` + ``lookup`` -> ``crm__lookup``; a namespace already ending in ``__`` is joined
+    as is). Encoders still pass it through ``short_tool_name``; the way back is looked up in the
+    client's own tool list (``ClientContext.namespaces``), never parsed."""
+    return namespace + name if namespace.endswith("__") else f"{namespace}__{name}"

@@ -44,7 +44,7 @@ from ..neutral import (
     ToolChoice,
     ToolResult,
 )
-from ._request_common import Tail, read_tail
+from ._request_common import Tail, namespaced_tool_name, read_tail
 from ._responses_common import (
     PROTOCOL,
     annotations_to_citations,
@@ -284,6 +284,9 @@ def _decode_input(inp: Any, w: list[str]) -> list[Message]:
         elif t == "function_call" or t == "custom_tool_call":
             call_id = _str(item.get("call_id"), path + ".call_id")
             name = _str(item.get("name"), path + ".name")
+            ns = _str(item.get("namespace"), path + ".namespace", False)
+            if ns:
+                name = namespaced_tool_name(ns, name)
             if t == "function_call":
                 args = _str(item.get("arguments"), path + ".arguments", False) or ""
                 kind = "function"
@@ -319,31 +322,51 @@ def _decode_tools(tools: Any, req: Request) -> None:
         if not isinstance(t, dict):
             fail(path, "expected an object")
         tt = t.get("type")
-        if tt == "function":
-            params = t.get("parameters")
-            if params is not None and not isinstance(params, dict):
-                fail(path + ".parameters", "expected an object")
-            req.tools.append(Tool(
-                name=_str(t.get("name"), path + ".name"),
-                description=_str(t.get("description"), path + ".description", False),
-                parameters=params,
-                strict=_boolv(t.get("strict"), path + ".strict"),
-            ))
-        elif tt == "custom":
-            fmt = t.get("format")
-            if fmt is not None and not isinstance(fmt, dict):
-                fail(path + ".format", "expected an object")
-            req.tools.append(Tool(
-                name=_str(t.get("name"), path + ".name"),
-                description=_str(t.get("description"), path + ".description", False),
-                kind="custom", format=fmt,
-            ))
+        if tt == "function" or tt == "custom":
+            req.tools.append(_tool(t, tt, path))
+        elif tt == "namespace":
+            # its function/custom tools, flattened (the namespace description prefixes each one's)
+            ns = _str(t.get("name"), path + ".name")
+            if not ns:
+                fail(path + ".name", "expected a non-empty string")
+            about = _str(t.get("description"), path + ".description", False)
+            inner = t.get("tools")
+            if not isinstance(inner, list):
+                fail(path + ".tools", "expected a list")
+            for j, it in enumerate(inner):
+                ipath = f"{path}.tools[{j}]"
+                if not isinstance(it, dict):
+                    fail(ipath, "expected an object")
+                it_type = it.get("type")
+                if it_type != "function" and it_type != "custom":
+                    fail(ipath + ".type", f"expected 'function' or 'custom', got {it_type!r}")
+                tool = _tool(it, it_type, ipath)
+                tool.name = namespaced_tool_name(ns, tool.name)
+                if about:
+                    tool.description = f"{about}\n\n{tool.description}" if tool.description else about
+                req.tools.append(tool)
         elif isinstance(tt, str) and tt:
             server.append(t)
         else:
             fail(path + ".type", f"unknown tool type {tt!r}")
     if server:
         req.extra["server_tools"] = server
+
+
+def _tool(t: dict[str, Any], tt: str, path: str) -> Tool:
+    """A function or custom tool definition."""
+    name = _str(t.get("name"), path + ".name")
+    description = _str(t.get("description"), path + ".description", False)
+    if tt == "function":
+        params = t.get("parameters")
+        if params is not None and not isinstance(params, dict):
+            fail(path + ".parameters", "expected an object")
+        return Tool(name=name, description=description, parameters=params,
+                    strict=_boolv(t.get("strict"), path + ".strict"))
+    fmt = t.get("format")
+    if fmt is not None and not isinstance(fmt, dict):
+        fail(path + ".format", "expected an object")
+    return Tool(name=name, description=description, kind="custom", format=fmt)
 
 
 def _decode_tool_choice(tc: Any, req: Request) -> None:

@@ -267,6 +267,29 @@ def _apply_refusal_rule(parts: list[Part], stop: StopInfo | None) -> list[Part]:
     return list(parts) + [Refusal(refusal_fallback(stop))]
 
 
+def _call_item(p: ToolCall, ctx: ClientContext, arguments: str, status: str) -> dict[str, Any]:
+    """The function_call / custom_tool_call output item (complete and stream)."""
+    iid = tool_item_id(p.id, p.kind, p.item_id)
+    if p.kind == "custom":
+        item = {"id": iid, "type": "custom_tool_call", "status": status, "call_id": p.id, "name": p.name,
+                "input": arguments}
+    else:
+        item = {"id": iid, "type": "function_call", "status": status, "call_id": p.id, "name": p.name,
+                "arguments": arguments}
+    _set_name(item, p.name, ctx)
+    return item
+
+
+def _set_name(item: dict[str, Any], name: str, ctx: ClientContext) -> None:
+    """A tool of a client's namespace tool was carried flat: its call gets the namespace form back."""
+    nss = getattr(ctx, "namespaces", None)
+    split = nss.get(name) if nss else None
+    if split is None:
+        item["name"] = name
+    else:
+        item["namespace"], item["name"] = split
+
+
 def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> dict[str, Any]:
     w = warnings
     base = id_base(resp.id)
@@ -292,13 +315,7 @@ def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> 
             continue
         msg = None
         if isinstance(p, ToolCall):
-            iid = tool_item_id(p.id, p.kind, p.item_id)
-            if p.kind == "custom":
-                output.append({"id": iid, "type": "custom_tool_call", "call_id": p.id, "name": p.name,
-                               "input": p.arguments, "status": "completed"})
-            else:
-                output.append({"id": iid, "type": "function_call", "call_id": p.id, "name": p.name,
-                               "arguments": p.arguments, "status": "completed"})
+            output.append(_call_item(p, ctx, p.arguments, "completed"))
         elif isinstance(p, Reasoning):
             own = _own_reasoning_id(p)
             output.append(_reasoning_out(p, own or f"rs_{base}_{len(output)}", _is_own(p)))
@@ -553,8 +570,7 @@ class StreamDecoder:
         out: list[Event] = []
         if not self._started:
             self._start(out)
-        item = obj.get("item")
-        if not isinstance(item, dict):
+        if item is None:
             return out
         self._new_item(item, _idx(obj.get("output_index")), out)
         return out
@@ -1121,15 +1137,9 @@ class StreamEncoder:
             return
         if isinstance(part, ToolCall):
             self._detach_msg(out)
-            custom = part.kind == "custom"
-            iid = tool_item_id(part.id, part.kind, part.item_id)
-            if custom:
-                item = {"id": iid, "type": "custom_tool_call", "status": "in_progress", "call_id": part.id,
-                        "name": part.name, "input": ""}
-            else:
-                item = {"id": iid, "type": "function_call", "status": "in_progress", "call_id": part.id,
-                        "name": part.name, "arguments": ""}
-            b = _Blk("custom" if custom else "tool", self._new_oi(item), iid)
+            item = _call_item(part, self.ctx, "", "in_progress")
+            iid = item["id"]
+            b = _Blk("custom" if part.kind == "custom" else "tool", self._new_oi(item), iid)
             b.item = item
             b.part = part
             self._blocks[index] = b
@@ -1299,7 +1309,7 @@ class StreamEncoder:
                                else "response.custom_tool_call_input.delta",
                                {"item_id": b.iid, "output_index": b.oi, "delta": args})
                 if final.name:
-                    item["name"] = final.name
+                    _set_name(item, final.name, self.ctx)
             if k == "tool":
                 item["arguments"] = args
                 self._emit(out, "response.function_call_arguments.done",
