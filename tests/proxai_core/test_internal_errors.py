@@ -114,7 +114,7 @@ def test_production_internal_error_outside_the_decoder_is_a_native_500_named_as_
     def broken(resp, ctx, warnings):
         raise Bug("encoder mistake")
 
-    monkeypatch.setattr(anthropic, "encode_response", broken)
+    monkeypatch.setattr(anthropic.CODEC, "encode_response", broken)
     res = response_from_stream(STREAM, C, A)
     assert res.status == 500
     assert res.body["type"] == "error" and res.body["error"]["type"] == "api_error"

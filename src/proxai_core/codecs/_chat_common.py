@@ -8,7 +8,30 @@ from typing import Any
 
 from .. import reasoning as rz
 from ..neutral import Reasoning, Usage
-from ..stop import GENERIC_CONTENT_FILTER_REFUSAL, StopInfo, StopReason, classify_stop
+from ..stop import (
+    GENERIC_CONTENT_FILTER_REFUSAL,
+    StopInfo,
+    StopKey,
+    StopReason,
+    WireStop,
+    check_stop_table,
+    classify_stop,
+)
+from ._openai_common import credentials, error_facts
+from .base import (
+    SNIFF_CONTENT,
+    SNIFF_DECISIVE,
+    SNIFF_DEFAULT,
+    SNIFF_DIALECT,
+    SNIFF_KEYS,
+    SNIFF_TOOLS,
+    SNIFF_WEAK,
+    Capabilities,
+    ClientTools,
+    Endpoints,
+    Evidence,
+    RequestFields,
+)
 
 PROTOCOL = "openai_chat_completions"
 
@@ -253,3 +276,106 @@ def finish_reason(stop: StopInfo, has_tools: bool, warnings: list[str]) -> str:
         return "stop"
     warnings.append(f"stop reason {r.value} ({stop.raw}) has no Chat equivalent: sent as finish_reason stop")
     return "stop"
+
+
+# ============================================================================= codec facts
+ENDPOINTS = Endpoints(generate="/chat/completions")
+FIELDS = RequestFields(stop="stop", stream_options="stream_options")
+CREDENTIALS = credentials(protocol_headers=("openai-beta",))
+ERRORS = error_facts()
+CAPABILITIES = Capabilities(custom_tools=True, interrupted_is_status=False)
+
+#: neutral stop decision -> finish_reason (seed 003 table; seed 000: a stated refusal is "stop")
+STOP_TABLE = check_stop_table({
+    StopKey.END_TURN: WireStop("stop"),
+    StopKey.TOOL_USE: WireStop("tool_calls"),
+    StopKey.MAX_OUTPUT: WireStop("length"),
+    StopKey.CONTEXT_FULL: WireStop("length"),
+    StopKey.REFUSAL: WireStop("stop"),
+    StopKey.FILTERED: WireStop("content_filter"),
+    StopKey.PAUSED: WireStop("stop", exact=False),
+    StopKey.INTERRUPTED: WireStop("stop", exact=False),
+    StopKey.OTHER: WireStop("stop", exact=False),
+}, "Chat Completions")
+
+#: finish_reason values -> reason (what this protocol writes, read back)
+STOP_VALUES = {
+    "stop": StopReason.END_TURN,
+    "tool_calls": StopReason.TOOL_USE,
+    "function_call": StopReason.TOOL_USE,
+    "length": StopReason.MAX_OUTPUT,
+    "content_filter": StopReason.REFUSAL,
+}
+
+
+def client_tools(body: dict[str, Any]) -> ClientTools:
+    out = ClientTools()
+    tools = body.get("tools")
+    if not isinstance(tools, list):
+        return out
+    for t in tools:
+        if not isinstance(t, dict):
+            continue
+        ttype = t.get("type")
+        fn = t.get("function") if ttype in (None, "function") else t.get("custom")
+        name = fn.get("name") if isinstance(fn, dict) else None
+        if isinstance(name, str):
+            out.names.append(name)
+            if ttype == "custom":
+                out.custom.add(name)
+    return out
+
+
+_REQ_KEYS = frozenset({"max_completion_tokens", "n", "response_format", "stream_options", "logprobs",
+                       "frequency_penalty", "presence_penalty", "logit_bias", "seed", "functions",
+                       "reasoning_effort", "modalities", "audio", "prediction", "web_search_options"})
+_ROLES = frozenset({"system", "developer", "tool", "function"})
+_BLOCKS = frozenset({"image_url", "input_audio", "file", "refusal"})
+
+
+def sniff_request(obj: dict[str, Any]) -> Evidence | None:
+    msgs = obj.get("messages")
+    if not isinstance(msgs, list):
+        return None
+    th = obj.get("thinking")
+    if isinstance(th, dict) and not (th.get("type") == "enabled" and "budget_tokens" in th
+                                     or th.get("type") in ("adaptive", "disabled")):
+        return (SNIFF_DIALECT, 0)  # OpenAI-compatible providers' own "thinking" switches (Z.ai, ...)
+    if _REQ_KEYS & obj.keys():
+        return (SNIFF_KEYS - 1, 0)
+    for i, m in enumerate(msgs):
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") in _ROLES or "tool_calls" in m:
+            return (SNIFF_CONTENT, -i * 1000)
+        content = m.get("content")
+        if isinstance(content, list):
+            for j, b in enumerate(content):
+                t = b.get("type") if isinstance(b, dict) else None
+                if t in _BLOCKS or (isinstance(t, str) and t.endswith("_url")):
+                    return (SNIFF_CONTENT, -(i * 1000 + j + 1))
+    tools = obj.get("tools")
+    if isinstance(tools, list) and tools and isinstance(tools[0], dict):
+        t0 = tools[0]
+        if "function" in t0 or t0.get("type") == "function":
+            return (SNIFF_TOOLS, 0)
+    return (SNIFF_DEFAULT, 0)  # plain text messages: Chat unless Anthropic's required max_tokens
+
+
+def sniff_response(obj: dict[str, Any]) -> Evidence | None:
+    if "choices" in obj or obj.get("object") in ("chat.completion", "chat.completion.chunk"):
+        return (SNIFF_DECISIVE, 0)
+    if "error" in obj:
+        return (SNIFF_WEAK, 0)  # an OpenAI-shaped error; any OpenAI protocol reads it the same
+    return None
+
+
+def sniff_stream(head: bytes) -> Evidence | None:
+    if b"chat.completion.chunk" in head or b'"choices"' in head:
+        return (SNIFF_DECISIVE - 2, 0)
+    return None
+
+
+def is_error_body(obj: dict[str, Any]) -> bool:
+    return obj.get("type") == "error" or ("error" in obj and not obj.get("choices"))
+

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from .. import reasoning as rz
-from ..errors import anthropic_error_body, parse_error
+from ..errors import parse_error
 from ..jsonscan import JsonObjectScanner
 from ..jsonutil import dumps
 from ..neutral import (
@@ -44,8 +44,10 @@ from ..neutral import (
     Usage,
     UsageEvent,
 )
+from ..protocol import Protocol
 from ..sse import frame
 from ..stop import StopInfo, StopReason, classify_stop
+from . import _anthropic_common as _facts
 from ._anthropic_common import (
     FALLBACK_REFUSAL_TEXT,
     PROTOCOL,
@@ -59,6 +61,7 @@ from ._anthropic_common import (
     warn_once,
 )
 from ._anthropic_request import decode_request, encode_request
+from .base import Codec
 
 __all__ = [
     "StreamDecoder",
@@ -246,7 +249,7 @@ def encode_response(resp: Response, ctx: Any, warnings: list[str]) -> dict[str, 
 
 
 def error_frame(err: Error) -> bytes:
-    return frame("error", anthropic_error_body(err))
+    return frame("error", _facts.error_body(err))
 
 
 # ============================================================================= stream decode
@@ -1041,3 +1044,32 @@ _HANDLERS = {
     ErrorEvent: StreamEncoder._error,
 }
 
+
+# ============================================================================= the codec
+CODEC = Codec(
+    protocol=Protocol(_facts.PROTOCOL),
+    name="anthropic",
+    label="Anthropic Messages",
+    decode_request=decode_request,
+    encode_request=encode_request,
+    decode_response=decode_response,
+    encode_response=encode_response,
+    StreamDecoder=StreamDecoder,
+    StreamEncoder=StreamEncoder,
+    error_frame=error_frame,
+    endpoints=_facts.ENDPOINTS,
+    fields=_facts.FIELDS,
+    credentials=_facts.CREDENTIALS,
+    errors=_facts.ERRORS,
+    capabilities=_facts.CAPABILITIES,
+    client_tools=_facts.client_tools,
+    stop_table=_facts.STOP_TABLE,
+    stop_values=_facts.STOP_VALUES,
+    response_id=_facts.msg_id,
+    model_entry=_facts.model_entry,
+    model_list=_facts.model_list,
+    sniff_request=_facts.sniff_request,
+    sniff_response=_facts.sniff_response,
+    sniff_stream=_facts.sniff_stream,
+    is_error_body=_facts.is_error_body,
+)

@@ -24,7 +24,7 @@ import orjson
 
 from .. import reasoning as rz
 from ..context import ClientContext
-from ..errors import openai_error_body, parse_error
+from ..errors import parse_error
 from ..jsonutil import dumps
 from ..neutral import (
     BlockEnd,
@@ -45,8 +45,11 @@ from ..neutral import (
     Usage,
     UsageEvent,
 )
+from ..protocol import Protocol
 from ..sse import DONE_FRAME, frame
 from ..stop import GENERIC_REFUSAL, StopInfo, StopReason, classify_stop
+from . import _chat_common as _facts
+from . import _openai_common as _models
 from ._chat_common import (
     FILTER_RAWS,
     PROTOCOL,
@@ -63,6 +66,7 @@ from ._chat_common import (
     unpacked,
 )
 from ._chat_request import decode_request, encode_request
+from .base import Codec
 
 __all__ = [
     "StreamDecoder",
@@ -77,7 +81,7 @@ __all__ = [
 
 def error_frame(err: Error) -> bytes:
     """Chat's native mid-stream error: a bare ``data: {"error": {...}}`` line (no ``[DONE]``)."""
-    return frame(None, openai_error_body(err))
+    return frame(None, _models.error_body(err))
 
 
 # ============================================================================= response decode
@@ -981,3 +985,33 @@ class StreamEncoder:
             head["usage"] = encode_usage(self._usage)
             out += frame(None, head)
         return out + DONE_FRAME
+
+
+# ============================================================================= the codec
+CODEC = Codec(
+    protocol=Protocol(_facts.PROTOCOL),
+    name="chat",
+    label="OpenAI Chat Completions",
+    decode_request=decode_request,
+    encode_request=encode_request,
+    decode_response=decode_response,
+    encode_response=encode_response,
+    StreamDecoder=StreamDecoder,
+    StreamEncoder=StreamEncoder,
+    error_frame=error_frame,
+    endpoints=_facts.ENDPOINTS,
+    fields=_facts.FIELDS,
+    credentials=_facts.CREDENTIALS,
+    errors=_facts.ERRORS,
+    capabilities=_facts.CAPABILITIES,
+    client_tools=_facts.client_tools,
+    stop_table=_facts.STOP_TABLE,
+    stop_values=_facts.STOP_VALUES,
+    response_id=_facts.chat_id,
+    model_entry=_models.model_entry,
+    model_list=_models.model_list,
+    sniff_request=_facts.sniff_request,
+    sniff_response=_facts.sniff_response,
+    sniff_stream=_facts.sniff_stream,
+    is_error_body=_facts.is_error_body,
+)

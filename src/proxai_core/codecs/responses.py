@@ -49,9 +49,12 @@ from ..neutral import (
     Usage,
     UsageEvent,
 )
+from ..protocol import Protocol
 from ..sse import frame
 from ..stop import StopInfo, StopReason
 from ..strict import MalformedEvent
+from . import _openai_common as _models
+from . import _responses_common as _facts
 from ._responses_common import (
     PROTOCOL,
     annotations_to_citations,
@@ -69,6 +72,7 @@ from ._responses_common import (
     tool_item_id,
 )
 from ._responses_request import decode_request, encode_request
+from .base import Codec
 
 __all__ = [
     "StreamDecoder",
@@ -1423,3 +1427,33 @@ def error_frame(err: Error, *, sequence_number: int | None = None, response_id: 
     if sequence_number is not None:
         failed["sequence_number"] = sequence_number + 1
     return out + frame("response.failed", failed)
+
+
+# ============================================================================= the codec
+CODEC = Codec(
+    protocol=Protocol(_facts.PROTOCOL),
+    name="responses",
+    label="OpenAI Responses",
+    decode_request=decode_request,
+    encode_request=encode_request,
+    decode_response=decode_response,
+    encode_response=encode_response,
+    StreamDecoder=StreamDecoder,
+    StreamEncoder=StreamEncoder,
+    error_frame=error_frame,
+    endpoints=_facts.ENDPOINTS,
+    fields=_facts.FIELDS,
+    credentials=_facts.CREDENTIALS,
+    errors=_facts.ERRORS,
+    capabilities=_facts.CAPABILITIES,
+    client_tools=_facts.client_tools,
+    stop_table=_facts.STOP_TABLE,
+    stop_values=_facts.STOP_VALUES,
+    response_id=_facts.response_id,
+    model_entry=_models.model_entry,
+    model_list=_models.model_list,
+    sniff_request=_facts.sniff_request,
+    sniff_response=_facts.sniff_response,
+    sniff_stream=_facts.sniff_stream,
+    is_error_body=_facts.is_error_body,
+)
