@@ -112,3 +112,60 @@ def test_crlf_split_across_reads_and_an_empty_read_between():
     r = SSEReader()
     out = r.feed(b"data: 1\r") + r.feed(b"") + r.feed(b"\n\r") + r.feed(b"\n")
     assert out + r.close() == [(None, "1")]
+
+
+def _reference(raw: bytes):
+    """The rules SSEReader follows, written plainly: lines end at CRLF, CR or LF; "data"/"event"
+    fields (one optional space after the colon); ":" starts a comment; a blank line dispatches an
+    event that has data; at the end, an event without its blank line is handed over as it is."""
+    import re
+
+    events, event, data = [], None, []
+    lines = re.split(rb"\r\n|\r|\n", raw)
+    tail = lines.pop()  # after the last line end: a line without its end
+    for line in lines + ([tail] if tail else []):
+        line = line.decode("utf-8", "replace")
+        if not line:
+            if data:
+                events.append((event, "\n".join(data)))
+            event, data = None, []
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            event = value
+    if data:
+        events.append((event, "\n".join(data)))
+    return events
+
+
+_piece = st.sampled_from([b"data: ", b"data:", b"data", b"event: x\n", b"event:y", b": c\n", b"id: 1\n", b"{}",
+                          b"x", b" ", b"\n", b"\r", b"\r\n", b"\n\n", b"\xc3", b"\xa9", b"\xe2\x82\xac", b"\xff"])
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_piece, max_size=30).map(b"".join), st.lists(st.integers(min_value=0, max_value=200), max_size=8))
+def test_events_follow_the_rules_however_the_bytes_are_split(raw, cuts):
+    """Behaviour, not a comparison of two paths: every chunking of any byte mix gives the events the
+    rules give, and the raw bytes handed over reassemble the input up to the last event."""
+    cuts = sorted({c for c in cuts if c < len(raw)})
+    chunks = [raw[a:b] for a, b in zip([0] + cuts, cuts + [len(raw)], strict=True)]
+    r = SSEReader()
+    got = [e for c in chunks for e in r.feed(c)] + r.close()
+    assert got == _reference(raw)
+    r = SSEReader()
+    evs, blobs = [], []
+    for c in chunks:
+        e, b = r.feed_raw(c)
+        evs += e
+        blobs += b
+    e, b = r.close_raw()
+    evs += e
+    blobs += b
+    assert [e for e in evs if e is not None] == _reference(raw)
+    assert raw.startswith(b"".join(blobs))
+    assert len(evs) == len(blobs)
