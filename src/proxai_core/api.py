@@ -71,7 +71,7 @@ def decode_request(body: dict[str, Any], protocol: Protocol | str,
 def _restore_tool(part: n.ToolCall, ctx: ClientContext) -> None:
     """Upstream tool names back to the client's; custom tools carried as functions restored."""
     part.name = ctx.original_name(part.name)
-    if part.kind == "function" and part.name in ctx.custom_tools and ctx.protocol is not Protocol.ANTHROPIC:
+    if part.kind == "function" and part.name in ctx.custom_tools and codec(ctx.protocol).capabilities.custom_tools:
         part.kind = "custom"
         if part.arguments:
             part.arguments = _unwrap_custom(part.arguments)
@@ -162,7 +162,8 @@ def _translate_response_result(body: dict[str, Any], source: Protocol, target: P
         return ResponseResult(status, body, stop, resp.usage, w, resp.model)
     ctx = build_context(request, target)
     err = resp.extra.get("error")
-    if not isinstance(err, n.Error) and stop.reason is StopReason.INTERRUPTED and target is not Protocol.RESPONSES:
+    if (not isinstance(err, n.Error) and stop.reason is StopReason.INTERRUPTED
+            and not codec(target).capabilities.interrupted_is_status):
         # seed 003: an interrupted upstream response is an error, never an invented stop reason
         err = error_of_interrupted_stop(stop)
     if isinstance(err, n.Error):
@@ -441,7 +442,7 @@ class StreamTranslator:
             p = ev.part
             p.name = self._ctx.original_name(p.name)
             if (p.kind == "function" and p.name in self._ctx.custom_tools
-                    and self.target is not Protocol.ANTHROPIC):
+                    and codec(self.target).capabilities.custom_tools):
                 p.kind = "custom"
                 self._custom[ev.index] = []
             return [ev]
@@ -474,7 +475,8 @@ class StreamTranslator:
         if t is _Delta:
             out.append(self._enc.encode(ev))
             return
-        if t is _Stop and ev.stop.reason is _INTERRUPTED and self.target is not Protocol.RESPONSES:
+        if (t is _Stop and ev.stop.reason is _INTERRUPTED
+                and not codec(self.target).capabilities.interrupted_is_status):
             # seed 003: an interrupted upstream turn reaches the client as its native error
             ev = n.ErrorEvent(error_of_interrupted_stop(ev.stop))
             self._dead = True
@@ -521,7 +523,7 @@ def _stream_from_response(body: dict[str, Any], source: Protocol, target: Protoc
     _restore_parts(resp.parts, ctx)
     enc = codec(target).StreamEncoder(ctx, w)
     events = response_to_events(resp)
-    if (source is not target and target is not Protocol.RESPONSES and resp.stop is not None
+    if (source is not target and not codec(target).capabilities.interrupted_is_status and resp.stop is not None
             and resp.stop.reason is StopReason.INTERRUPTED and not isinstance(resp.extra.get("error"), n.Error)):
         events = [ev for ev in events if not isinstance(ev, (n.Stop, n.End))]
         events.append(n.ErrorEvent(error_of_interrupted_stop(resp.stop)))

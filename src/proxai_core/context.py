@@ -62,68 +62,29 @@ class ClientContext:
         return self.name_map.get(name, name)
 
 
-def _tool_names(body: dict[str, Any], protocol: Protocol,
-                namespaces: dict[str, tuple[str, str]] | None = None) -> tuple[list[str], set[str]]:
-    names: list[str] = []
-    custom: set[str] = set()
-    tools = body.get("tools")
-    if not isinstance(tools, list):
-        return names, custom
-    for t in tools:
-        if not isinstance(t, dict):
-            continue
-        ttype = t.get("type")
-        if protocol is Protocol.CHAT:
-            fn = t.get("function") if ttype in (None, "function") else t.get("custom")
-            name = fn.get("name") if isinstance(fn, dict) else None
-            if ttype == "custom" and isinstance(name, str):
-                custom.add(name)
-        else:
-            name = t.get("name")
-            if protocol is Protocol.RESPONSES and ttype == "custom" and isinstance(name, str):
-                custom.add(name)
-            elif protocol is Protocol.RESPONSES and ttype == "namespace" and namespaces is not None:
-                _namespace_names(t, names, custom, namespaces)
-                continue
-        if isinstance(name, str):
-            names.append(name)
-    return names, custom
-
-
-def _namespace_names(t: dict[str, Any], names: list[str], custom: set[str],
-                     namespaces: dict[str, tuple[str, str]]) -> None:
-    from .codecs._request_common import namespaced_tool_name  # (codecs import this module)
-
-    ns, inner = t.get("name"), t.get("tools")
-    if not isinstance(ns, str) or not ns or not isinstance(inner, list):
-        return
-    for it in inner:
-        name = it.get("name") if isinstance(it, dict) else None
-        if isinstance(name, str):
-            flat = namespaced_tool_name(ns, name)
-            namespaces[flat] = (ns, name)
-            names.append(flat)
-            if it.get("type") == "custom":
-                custom.add(flat)
-
-
 def build_context(request: dict[str, Any] | None, protocol: Protocol | str) -> ClientContext:
-    protocol = Protocol(protocol)
-    ctx = ClientContext(protocol=protocol)
+    """What the client's codec reads from its request: model, stream flags, tools, stop sequences."""
+    from .codecs import get  # (the codecs import this module)
+
+    c = get(protocol)
+    ctx = ClientContext(protocol=c.protocol)
     if not isinstance(request, dict):
         return ctx
-    model = request.get("model")
+    f = c.fields
+    model = request.get(f.model)
     ctx.model = model if isinstance(model, str) else None
-    ctx.stream = bool(request.get("stream"))
-    so = request.get("stream_options")
-    ctx.include_usage = isinstance(so, dict) and bool(so.get("include_usage"))
-    names, custom = _tool_names(request, protocol, ctx.namespaces)
-    ctx.custom_tools = custom
-    for n in names:
+    ctx.stream = bool(request.get(f.stream))
+    if f.stream_options is not None:
+        so = request.get(f.stream_options)
+        ctx.include_usage = isinstance(so, dict) and bool(so.get("include_usage"))
+    tools = c.client_tools(request)
+    ctx.custom_tools = tools.custom
+    ctx.namespaces = tools.namespaces
+    for n in tools.names:
         s = short_tool_name(n)
         if s != n:
             ctx.name_map[s] = n
-    stop = request.get("stop_sequences") if protocol is Protocol.ANTHROPIC else request.get("stop")
+    stop = request.get(f.stop)
     if isinstance(stop, str):
         ctx.stop = [stop]
     elif isinstance(stop, list):

@@ -8,7 +8,7 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from ..neutral import Error, Usage
-from ..stop import StopInfo, StopKey, StopReason, WireStop, check_stop_table, classify_stop
+from ..stop import StopInfo, StopKey, StopReason, WireStop, check_stop_table, classify_stop, map_stop
 from .base import (
     SNIFF_CONTENT,
     SNIFF_DECISIVE,
@@ -120,20 +120,14 @@ def stop_from_wire(raw: Any, details: Any, has_tool_calls: bool) -> StopInfo:
     )
 
 
-_REASON_TO_WIRE = {
-    StopReason.MAX_OUTPUT: "max_tokens",
-    StopReason.CONTEXT_FULL: "model_context_window_exceeded",
-    StopReason.PAUSED: "pause_turn",
-    StopReason.TOOL_USE: "tool_use",
-}
-
-
 def stop_to_wire(
-    stop: StopInfo, stop_sequence: str | None, refusal_text: str | None, warnings: list[str]
-) -> tuple[str | None, str | None, dict[str, Any] | None]:
-    """(stop_reason, stop_sequence, stop_details) for an Anthropic client (seeds 000/003, §5.2)."""
-    reason = stop.reason
-    if reason is StopReason.REFUSAL:
+    stop: StopInfo, stop_sequence: str | None, refusal_text: str | None, warnings: list[str],
+    has_tools: bool = False,
+) -> tuple[str, str | None, dict[str, Any] | None]:
+    """(stop_reason, stop_sequence, stop_details) for an Anthropic client, from :data:`STOP_TABLE`
+    (seeds 000/003, §5.2). Never null: a finished message carries a valid value."""
+    wire = map_stop(STOP_TABLE, stop, has_tools, "Anthropic Messages", warnings)
+    if wire.value == "refusal":
         cat = stop.category if stop.category in REFUSAL_CATEGORIES else None
         details: dict[str, Any] = {
             "type": "refusal",
@@ -143,25 +137,9 @@ def stop_to_wire(
         if stop.recommended_model:
             details["recommended_model"] = stop.recommended_model
         return "refusal", None, details
-    wire = _REASON_TO_WIRE.get(reason)
-    if wire is not None:
-        return wire, None, None
-    if reason is StopReason.END_TURN:
-        if stop_sequence:
-            return "stop_sequence", stop_sequence, None
-        return "end_turn", None, None
-    if reason is StopReason.INTERRUPTED:
-        warn_once(
-            warnings,
-            f"upstream ended the response as interrupted ({stop.raw or stop.category}); "
-            "sent to the Anthropic client as end_turn",
-        )
-        return "end_turn", None, None
-    warn_once(
-        warnings,
-        f"upstream stop value {stop.raw!r} has no Anthropic equivalent; stop_reason sent as null",
-    )
-    return None, None, None
+    if wire.value == "end_turn" and stop.reason is StopReason.END_TURN and stop_sequence:
+        return "stop_sequence", stop_sequence, None
+    return wire.value, None, None
 
 
 # ----------------------------------------------------------------------------- citations

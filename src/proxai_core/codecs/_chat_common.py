@@ -16,6 +16,7 @@ from ..stop import (
     WireStop,
     check_stop_table,
     classify_stop,
+    map_stop,
 )
 from ._openai_common import credentials, error_facts
 from .base import (
@@ -34,15 +35,6 @@ from .base import (
 )
 
 PROTOCOL = "openai_chat_completions"
-
-#: Raw stop values that mean "a filter withheld output" (not a model's stated refusal). A REFUSAL
-#: whose raw is one of these goes to a Chat client as finish_reason "content_filter"; a stated
-#: refusal (Anthropic "refusal", Chat "stop" + message.refusal) goes as "stop" (seed 000).
-FILTER_RAWS = frozenset({
-    "content_filter", "content_filtered", "guardrail_intervened", "sensitive", "safety", "recitation",
-    "blocklist", "prohibited_content", "spii", "image_safety", "image_prohibited_content",
-    "image_recitation", "jailbreak", "model_armor",
-})
 
 _REASONING_META = ("text", "summary", "redacted")
 
@@ -256,26 +248,12 @@ def build_stop(raw: str | None, *, refusal: str | None, produced: bool, has_tool
 
 
 def finish_reason(stop: StopInfo, has_tools: bool, warnings: list[str]) -> str:
-    """Neutral stop -> Chat finish_reason (seed 003 table, seed 000 for refusals)."""
-    r = stop.reason
-    if r is StopReason.END_TURN:
-        return "stop"
-    if r is StopReason.TOOL_USE:
-        if has_tools:
-            return "tool_calls"
+    """Neutral stop -> Chat finish_reason, from :data:`STOP_TABLE` (seed 003; seed 000 for refusals)."""
+    if stop.reason is StopReason.TOOL_USE and not has_tools:
+        # finish_reason tool_calls without tool_calls is no valid Chat completion
         warnings.append("stop reason tool_use without any tool call: sent as finish_reason stop")
         return "stop"
-    if r is StopReason.MAX_OUTPUT or r is StopReason.CONTEXT_FULL:
-        return "length"
-    if r is StopReason.REFUSAL:
-        raw = stop.raw.lower() if isinstance(stop.raw, str) else None
-        return "content_filter" if raw in FILTER_RAWS else "stop"
-    if r is StopReason.PAUSED:
-        warnings.append(f"stop reason paused ({stop.raw}) has no Chat equivalent: sent as finish_reason "
-                        "stop (lossy; the turn is not finished)")
-        return "stop"
-    warnings.append(f"stop reason {r.value} ({stop.raw}) has no Chat equivalent: sent as finish_reason stop")
-    return "stop"
+    return map_stop(STOP_TABLE, stop, has_tools, "Chat Completions", warnings).value
 
 
 # ============================================================================= codec facts

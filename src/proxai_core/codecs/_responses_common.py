@@ -15,6 +15,8 @@ from ..stop import (
     WireStop,
     check_stop_table,
     classify_stop,
+    is_filter_refusal,
+    map_stop,
 )
 from ._openai_common import credentials, error_body, error_facts
 from ._request_common import namespaced_tool_name
@@ -283,17 +285,6 @@ def stop_from_status(status: Any, incomplete_details: Any, error: Any, *, has_to
 
 
 # ----------------------------------------------------------------------------- stop (encode)
-_MODEL_REFUSAL_RAW = frozenset({"refusal", "completed", "stop", "end_turn", "incomplete", "max_output_tokens",
-                                "max_tokens", "length"})
-
-
-def is_filter_refusal(stop: StopInfo) -> bool:
-    """A REFUSAL that a provider filter produced (Chat content_filter, GLM sensitive, ...), as opposed
-    to a model refusal (Anthropic ``refusal``, a refusal part / message.refusal)."""
-    raw = (stop.raw or "").strip().lower()
-    return bool(raw) and raw not in _MODEL_REFUSAL_RAW and classify_stop(raw).reason is StopReason.REFUSAL
-
-
 def refusal_fallback(stop: StopInfo) -> str:
     if stop.message:
         return stop.message
@@ -306,25 +297,19 @@ _INCOMPLETE_FILTER = {"reason": "content_filter"}
 
 def terminal_status(stop: StopInfo | None, warnings: list[str]
                     ) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None]:
-    """(status, incomplete_details, error) for the client's Responses object (seed 000)."""
+    """(status, incomplete_details, error) for the client's Responses object, from
+    :data:`STOP_TABLE` (seed 000)."""
     if stop is None:
         return "completed", None, None
-    r = stop.reason
-    if r is StopReason.END_TURN or r is StopReason.TOOL_USE or r is StopReason.PAUSED:
-        return "completed", None, None
-    if r is StopReason.MAX_OUTPUT or r is StopReason.CONTEXT_FULL:
-        return "incomplete", dict(_INCOMPLETE_MAX), None
-    if r is StopReason.REFUSAL:
-        if is_filter_refusal(stop):
-            return "incomplete", dict(_INCOMPLETE_FILTER), None
-        return "completed", None, None
-    if r is StopReason.INTERRUPTED:
-        if (stop.raw or "").lower() == "cancelled":
+    wire = map_stop(STOP_TABLE, stop, False, "Responses", warnings)
+    if wire.value == "incomplete":
+        return "incomplete", {"reason": wire.detail}, None
+    if wire.value == "failed":
+        if (stop.raw or "").lower() == "cancelled":  # the upstream's own cancelled status
             return "cancelled", None, None
         msg = stop.message or f"upstream stopped: {stop.raw or 'interrupted'}"
         return "failed", None, {"code": "server_error", "message": msg}
-    warnings.append(f"stop reason {stop.raw!r} has no Responses status: sent as completed")
-    return "completed", None, None
+    return wire.value, None, None
 
 
 # ----------------------------------------------------------------------------- errors (encode)

@@ -234,7 +234,7 @@ def encode_response(resp: Response, ctx: Any, warnings: list[str]) -> dict[str, 
     stop = _effective_stop(resp.stop, has_tools, refusal_text)
     if stop.reason is StopReason.REFUSAL and not has_text:
         content.append({"type": "text", "text": stop.message or FALLBACK_REFUSAL_TEXT})
-    reason, seq, details = stop_to_wire(stop, resp.stop_sequence, refusal_text, warnings)
+    reason, seq, details = stop_to_wire(stop, resp.stop_sequence, refusal_text, warnings, has_tools)
     return {
         "id": msg_id(resp.id),
         "type": "message",
@@ -1019,7 +1019,7 @@ class StreamEncoder:
             out.append(_cb_start(a, {"type": "text", "text": ""}))
             out.append(_cb_delta(a, {"type": "text_delta", "text": stop.message or FALLBACK_REFUSAL_TEXT}))
             out.append(_cb_stop(a))
-        reason, seq, details = stop_to_wire(stop, self._stop_seq, refusal_text, self.warnings)
+        reason, seq, details = stop_to_wire(stop, self._stop_seq, refusal_text, self.warnings, self._has_tools)
         out.append(_MESSAGE_DELTA % (orjson.dumps(reason), b"null" if seq is None else orjson.dumps(seq),
                                      b"null" if details is None else orjson.dumps(details),
                                      orjson.dumps(usage_to_wire(self._usage, delta=True))))

@@ -47,11 +47,10 @@ from ..neutral import (
 )
 from ..protocol import Protocol
 from ..sse import DONE_FRAME, frame
-from ..stop import GENERIC_REFUSAL, StopInfo, StopReason, classify_stop
+from ..stop import GENERIC_REFUSAL, StopInfo, StopReason, classify_stop, is_filter_refusal
 from . import _chat_common as _facts
 from . import _openai_common as _models
 from ._chat_common import (
-    FILTER_RAWS,
     PROTOCOL,
     build_stop,
     chat_id,
@@ -324,8 +323,7 @@ def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> 
     text: str | None = "".join(texts) or None
     refusal: str | None = "".join(refusals) or None
     if stop.reason is StopReason.REFUSAL and refusal is None:
-        raw = stop.raw.lower() if isinstance(stop.raw, str) else None
-        if text and raw not in FILTER_RAWS:
+        if text and not is_filter_refusal(stop):
             # a stated refusal whose visible text came as ordinary text (Anthropic): seed 000
             refusal, text = text, None
         elif not text:
