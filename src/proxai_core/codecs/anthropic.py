@@ -271,6 +271,8 @@ _INTERRUPTED = "upstream stream ended before its terminal event"
 class StreamDecoder:
     """Anthropic SSE events -> neutral events."""
 
+    __slots__ = ("_blocks", "_has_tools", "_next", "_started", "_stop_seen", "_unknown", "done", "warnings")
+
     def __init__(self, warnings: list[str]):
         self.warnings = warnings
         self.done = False
@@ -279,25 +281,7 @@ class StreamDecoder:
         self._next = 0
         self._stop_seen = False
         self._has_tools = False
-        self._unknown: set[str] = set()
-        self._handlers = {
-            "message_start": self._message_start,
-            "content_block_start": self._block_start,
-            "content_block_delta": self._block_delta,
-            "content_block_stop": self._block_stop,
-            "message_delta": self._message_delta,
-            "message_stop": self._message_stop,
-            "ping": self._ping,
-            "error": self._error,
-        }
-        self._deltas = {
-            "text_delta": self._d_text,
-            "thinking_delta": self._d_thinking,
-            "signature_delta": self._d_signature,
-            "input_json_delta": self._d_json,
-            "citations_delta": self._d_citation,
-            "compaction_delta": self._d_compaction,
-        }
+        self._unknown: set[str] | None = None
 
     # ---- entry points
     def feed(self, event: str | None, data: str) -> list[Event]:
@@ -308,20 +292,20 @@ class StreamDecoder:
         except orjson.JSONDecodeError:
             self.warnings.append(f"invalid JSON in an Anthropic stream event ({event or 'no name'}) ignored")
             return []
-        if not isinstance(obj, dict):
+        if type(obj) is not dict:
             self.warnings.append("non-object Anthropic stream event ignored")
             return []
         t = obj.get("type") or event
-        if not isinstance(t, str):
-            self.warnings.append("Anthropic stream event without a type ignored")
-            return []
-        if t == "content_block_delta":  # the hot path: most events are deltas
+        if t == "content_block_delta":  # most events are deltas
             return self._block_delta(obj)
-        h = self._handlers.get(t)  # type: ignore[arg-type]
+        h = _EVENTS.get(t) if type(t) is str else None
         if h is None:
-            self._warn_unknown(f"event {t!r}")
+            if type(t) is str:
+                self._warn_unknown(f"event {t!r}")
+            else:
+                self.warnings.append("Anthropic stream event without a type ignored")
             return []
-        return h(obj)
+        return h(self, obj)
 
     def finish(self) -> list[Event]:
         if self.done:
@@ -333,6 +317,8 @@ class StreamDecoder:
 
     # ---- helpers
     def _warn_unknown(self, what: str) -> None:
+        if self._unknown is None:
+            self._unknown = set()
         if what not in self._unknown:
             self._unknown.add(what)
             self.warnings.append(f"unknown Anthropic stream {what} skipped")
@@ -431,24 +417,21 @@ class StreamDecoder:
 
     def _block_delta(self, obj: dict[str, Any]) -> list[Event]:
         idx = obj.get("index")
-        blk = self._blocks.get(idx) if isinstance(idx, int) else None
+        blk = self._blocks.get(idx) if type(idx) is int else None
         d = obj.get("delta")
-        if blk is None or not isinstance(d, dict):
+        if blk is None or type(d) is not dict:
             self.warnings.append("content_block_delta for an unknown block ignored")
             return []
         dt = d.get("type")
-        if dt == "text_delta" and blk.kind == "text":
-            v = d.get("text")
-            return [Delta(blk.n, "text", v)] if isinstance(v, str) and v else []
-        h = self._deltas.get(dt) if isinstance(dt, str) else None
+        h = _DELTAS.get(dt) if type(dt) is str else None
         if h is None:
             self._warn_unknown(f"delta {dt!r}")
             return []
-        return h(blk, d)
+        return h(self, blk, d)
 
     def _d_text(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
         v = d.get("text")
-        if blk.kind == "text" and isinstance(v, str) and v:
+        if v and blk.kind == "text" and type(v) is str:
             return [Delta(blk.n, "text", v)]
         return []
 
@@ -467,7 +450,7 @@ class StreamDecoder:
 
     def _d_json(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
         v = d.get("partial_json")
-        if not isinstance(v, str) or not v:
+        if not v or type(v) is not str:
             return []
         blk.buf.append(v)
         if blk.kind == "tool":
@@ -555,6 +538,27 @@ class StreamDecoder:
         out.append(End())
         self.done = True
         return out
+
+
+# per-class dispatch: no table of bound methods built per stream
+_EVENTS = {
+    "message_start": StreamDecoder._message_start,
+    "content_block_start": StreamDecoder._block_start,
+    "content_block_delta": StreamDecoder._block_delta,
+    "content_block_stop": StreamDecoder._block_stop,
+    "message_delta": StreamDecoder._message_delta,
+    "message_stop": StreamDecoder._message_stop,
+    "ping": StreamDecoder._ping,
+    "error": StreamDecoder._error,
+}
+_DELTAS = {
+    "text_delta": StreamDecoder._d_text,
+    "thinking_delta": StreamDecoder._d_thinking,
+    "signature_delta": StreamDecoder._d_signature,
+    "input_json_delta": StreamDecoder._d_json,
+    "citations_delta": StreamDecoder._d_citation,
+    "compaction_delta": StreamDecoder._d_compaction,
+}
 
 
 # ============================================================================= stream encode

@@ -423,6 +423,9 @@ def _ci(obj: dict[str, Any]) -> int:
 class StreamDecoder:
     """Responses SSE events -> neutral events."""
 
+    __slots__ = ("_by_id", "_has_tools", "_items", "_next", "_open", "_produced", "_refusal", "_started",
+                 "_stopped", "_unknown", "done", "warnings")
+
     def __init__(self, warnings: list[str]):
         self.warnings = warnings
         self.done = False
@@ -435,33 +438,7 @@ class StreamDecoder:
         self._has_tools = False
         self._refusal: list[str] | None = None
         self._produced = False
-        nothing = self._nothing
-        self._dispatch = {
-            "response.created": self._created,
-            "response.in_progress": self._created,
-            "response.output_item.added": self._item_added,
-            "response.content_part.added": self._part_added,
-            "response.output_text.delta": self._text_delta,
-            "response.refusal.delta": self._refusal_delta,
-            "response.output_text.done": self._text_done,
-            "response.refusal.done": self._refusal_done,
-            "response.output_text.annotation.added": self._annotation,
-            "response.content_part.done": self._part_done,
-            "response.function_call_arguments.delta": self._args_delta,
-            "response.function_call_arguments.done": self._args_done,
-            "response.custom_tool_call_input.delta": self._args_delta,
-            "response.custom_tool_call_input.done": self._input_done,
-            "response.reasoning_summary_part.added": self._summary_part,
-            "response.reasoning_summary_text.delta": self._summary_delta,
-            "response.reasoning_text.delta": self._rtext_delta,
-            "response.output_item.done": self._item_done,
-            "response.completed": self._terminal,
-            "response.incomplete": self._terminal,
-            "response.failed": self._failed,
-            "error": self._error,
-        }
-        for t in _IGNORED_EVENTS:
-            self._dispatch[t] = nothing
+        self._unknown: set[str] | None = None
 
     # ------------------------------------------------------------------ plumbing
     def feed(self, event: str | None, data: str) -> list[Event]:
@@ -473,19 +450,22 @@ class StreamDecoder:
             if data.strip() != "[DONE]":
                 self.warnings.append(f"invalid JSON in a Responses SSE event ({event or 'message'}) ignored")
             return []
-        if not isinstance(obj, dict):
+        if type(obj) is not dict:
             self.warnings.append("Responses SSE event data is not an object: ignored")
             return []
         t = obj.get("type")
-        if not isinstance(t, str):
+        if type(t) is not str:
             t = event or ""
-        h = self._dispatch.get(t)
+        h = _EVENTS.get(t)
         if h is None:
-            h = self._nothing
             if not t.startswith(_HOSTED_EVENT_PREFIXES):
-                self.warnings.append(f"unknown Responses stream event {t!r} skipped")
-            self._dispatch[t] = h
-        return h(obj)
+                if self._unknown is None:
+                    self._unknown = set()
+                if t not in self._unknown:
+                    self._unknown.add(t)
+                    self.warnings.append(f"unknown Responses stream event {t!r} skipped")
+            return []
+        return h(self, obj)
 
     def finish(self) -> list[Event]:
         if self.done:
@@ -935,6 +915,35 @@ class StreamDecoder:
         self.done = True
         e = parse_error(None, obj)
         return [ErrorEvent(e)]
+
+
+# per-class dispatch: no table of bound methods built per stream
+_EVENTS = {
+    "response.created": StreamDecoder._created,
+    "response.in_progress": StreamDecoder._created,
+    "response.output_item.added": StreamDecoder._item_added,
+    "response.content_part.added": StreamDecoder._part_added,
+    "response.output_text.delta": StreamDecoder._text_delta,
+    "response.refusal.delta": StreamDecoder._refusal_delta,
+    "response.output_text.done": StreamDecoder._text_done,
+    "response.refusal.done": StreamDecoder._refusal_done,
+    "response.output_text.annotation.added": StreamDecoder._annotation,
+    "response.content_part.done": StreamDecoder._part_done,
+    "response.function_call_arguments.delta": StreamDecoder._args_delta,
+    "response.function_call_arguments.done": StreamDecoder._args_done,
+    "response.custom_tool_call_input.delta": StreamDecoder._args_delta,
+    "response.custom_tool_call_input.done": StreamDecoder._input_done,
+    "response.reasoning_summary_part.added": StreamDecoder._summary_part,
+    "response.reasoning_summary_text.delta": StreamDecoder._summary_delta,
+    "response.reasoning_text.delta": StreamDecoder._rtext_delta,
+    "response.output_item.done": StreamDecoder._item_done,
+    "response.completed": StreamDecoder._terminal,
+    "response.incomplete": StreamDecoder._terminal,
+    "response.failed": StreamDecoder._failed,
+    "error": StreamDecoder._error,
+}
+for _t in _IGNORED_EVENTS:
+    _EVENTS[_t] = StreamDecoder._nothing
 
 
 # ============================================================================= stream encode
