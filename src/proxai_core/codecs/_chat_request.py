@@ -48,6 +48,7 @@ from ._request_common import (
     req_list,
     req_obj,
     req_str,
+    where,
 )
 
 _BUDGET_EFFORT = ((32768, "xhigh"), (16384, "high"), (8192, "medium"), (2048, "low"))
@@ -583,133 +584,145 @@ def _document_part(doc: Document, path: str) -> dict[str, Any]:
     raise invalid("a document given by URL cannot be sent to a Chat Completions upstream", path)
 
 
-def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
-    if len(parts) == 1 and parts[0]["type"] == "text" and len(parts[0]) == 2:
-        return parts[0]["text"]
-    return parts
+def _user_message(buf: list[Any], name: str | None) -> dict[str, Any]:
+    """``buf``: text strings and other content parts, in order; one text travels as a string."""
+    b0 = buf[0]
+    if len(buf) == 1 and (b0.__class__ is str or b0["type"] == "text" and len(b0) == 2):
+        content: Any = b0 if b0.__class__ is str else b0["text"]
+    else:
+        content = [{"type": "text", "text": x} if x.__class__ is str else x for x in buf]
+    m: dict[str, Any] = {"role": "user", "content": content}
+    if name:
+        m["name"] = name
+    return m
 
 
-def _encode_user(msg: Message, path: str, out: list[dict], warnings: list[str]) -> None:
-    buf: list[dict[str, Any]] = []
-
-    def flush() -> None:
-        if buf:
-            m: dict[str, Any] = {"role": "user", "content": _content(list(buf))}
-            if msg.name:
-                m["name"] = msg.name
-            out.append(m)
-            buf.clear()
-
-    moved: list[dict[str, Any]] = []
-    for j, p in enumerate(msg.parts):
-        pp = f"{path}.parts[{j}]"
-        if isinstance(p, ToolResult):
+def _encode_user(msg: Message, i: int, out: list[dict], warnings: list[str]) -> None:
+    buf: list[Any] = []
+    moved: list[dict[str, Any]] = []  # media of the preceding tool results: first in the next user message
+    parts = msg.parts
+    for p in parts:
+        c = p.__class__
+        if c is ToolResult:
             if buf:
-                flush()
-            out.append(_encode_tool_result(p, pp, moved, warnings))
+                out.append(_user_message(buf, msg.name))
+                buf = []
+            out.append(_encode_tool_result(p, moved, warnings, i, parts))  # type: ignore[arg-type]
             continue
-        if moved:  # media from the preceding tool results go first in the following user message
-            buf.extend(moved)
-            moved.clear()
-        if isinstance(p, Text):
-            buf.append(_text_part(p))
-        elif isinstance(p, Image):
-            buf.append(_image_part(p, pp))
-        elif isinstance(p, Document):
-            buf.append(_document_part(p, pp))
-        elif isinstance(p, Opaque):
-            if p.protocol == PROTOCOL:
-                buf.append(p.raw)
-            else:
-                warnings.append(f"{pp}: {p.label or p.raw.get('type') or 'provider'} part from {p.protocol} "
-                                "dropped (Chat Completions cannot carry it)")
+        if moved:
+            buf += moved
+            moved = []
+        if c is Text:
+            buf.append(p.text)  # type: ignore[union-attr]
+        elif c is Image:
+            buf.append(_image_part(p, where("messages", i, "parts", parts.index(p))))  # type: ignore[arg-type]
+        elif c is Document:
+            buf.append(_document_part(p, where("messages", i, "parts", parts.index(p))))  # type: ignore[arg-type]
+        elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
+            buf.append(p.raw)  # type: ignore[union-attr]
+        elif c is Opaque:
+            warnings.append(f"{where('messages', i, 'parts', parts.index(p))}: "
+                            f"{p.label or p.raw.get('type') or 'provider'} part from {p.protocol} "  # type: ignore[union-attr]
+                            "dropped (Chat Completions cannot carry it)")
         else:
-            warnings.append(f"{pp}: {p.type} part in a user message dropped")
+            warnings.append(f"{where('messages', i, 'parts', parts.index(p))}: {p.type} part in a user message "
+                            "dropped")
     if moved:
-        buf.extend(moved)
-    flush()
+        buf += moved
+    if buf:
+        out.append(_user_message(buf, msg.name))
 
 
-def _encode_tool_result(tr: ToolResult, path: str, moved: list[dict[str, Any]],
-                        warnings: list[str]) -> dict[str, Any]:
-    texts: list[dict[str, Any]] = []
-    media: list[dict[str, Any]] = []
-    for j, c in enumerate(tr.content):
-        cp = f"{path}.content[{j}]"
-        if isinstance(c, Text):
-            texts.append({"type": "text", "text": c.text})
-        elif isinstance(c, Image):
-            media.append(_image_part(c, cp))
-        elif isinstance(c, Document):
-            d = _document_part(c, cp)
-            (texts if d["type"] == "text" else media).append(d)
+def _encode_tool_result(tr: ToolResult, moved: list[dict[str, Any]], warnings: list[str],
+                        i: int, parts: list[Any]) -> dict[str, Any]:
+    """A tool message; its images/files go to ``moved`` (Chat tool messages carry text only)."""
+    texts: list[str] = []
+    media: list[dict[str, Any]] | None = None
+    for c in tr.content:
+        cls = c.__class__
+        if cls is Text:
+            texts.append(c.text)  # type: ignore[union-attr]
+            continue
+        path = where("messages", i, "parts", parts.index(tr), "content", tr.content.index(c))
+        if cls is Image:
+            media = (media or []) + [_image_part(c, path)]  # type: ignore[arg-type]
+        elif cls is Document:
+            d = _document_part(c, path)  # type: ignore[arg-type]
+            if d["type"] == "text":
+                texts.append(d["text"])
+            else:
+                media = (media or []) + [d]
     if media:
         moved.append({"type": "text", "text": f"[content returned by tool call {tr.call_id}]"})
-        moved.extend(media)
-        warnings.append(f"{path}: images/files of tool result {tr.call_id} moved to a following user "
-                        "message (Chat tool messages carry text only)")
+        moved += media
+        warnings.append(f"{where('messages', i, 'parts', parts.index(tr))}: images/files of tool result "
+                        f"{tr.call_id} moved to a following user message (Chat tool messages carry text only)")
     if tr.is_error:
-        warnings.append(f"{path}: is_error of tool result {tr.call_id} dropped (Chat has no error flag)")
-    if not texts:
-        content: Any = "" if not media else "(see the following user message)"
-    elif len(texts) == 1:
-        content = texts[0]["text"]
+        warnings.append(f"{where('messages', i, 'parts', parts.index(tr))}: is_error of tool result {tr.call_id} "
+                        "dropped (Chat has no error flag)")
+    if len(texts) == 1:
+        content: Any = texts[0]
+    elif texts:
+        content = [{"type": "text", "text": t} for t in texts]
     else:
-        content = texts
+        content = "(see the following user message)" if media else ""
     return {"role": "tool", "tool_call_id": tr.call_id, "content": content}
 
 
-def _encode_assistant(msg: Message, path: str, warnings: list[str]) -> dict[str, Any]:
+def _encode_assistant(msg: Message, i: int, warnings: list[str]) -> dict[str, Any]:
     texts: list[str] = []
-    refusals: list[str] = []
     calls: list[dict[str, Any]] = []
-    rfields: dict[str, list[str]] = {}
-    details: list[Any] = []
-    thinking_parts: list[dict[str, Any]] = []
-    for j, p in enumerate(msg.parts):
-        pp = f"{path}.parts[{j}]"
-        if isinstance(p, Text):
-            texts.append(p.text)
-        elif isinstance(p, ToolCall):
-            if p.kind == "custom":
-                args = orjson.dumps({"input": p.arguments}).decode()
-            else:
-                args = p.arguments or "{}"
-            calls.append({"id": p.id, "type": "function",
-                          "function": {"name": short_tool_name(p.name), "arguments": args}})
-        elif isinstance(p, Refusal):
-            refusals.append(p.text)
-        elif isinstance(p, Reasoning):
-            op = p.opaque
+    refusals: list[str] | None = None
+    rfields: dict[str, list[str]] | None = None
+    details: list[Any] | None = None
+    thinking_parts: list[dict[str, Any]] | None = None
+    for p in msg.parts:
+        c = p.__class__
+        if c is Text:
+            texts.append(p.text)  # type: ignore[union-attr]
+        elif c is ToolCall:
+            args = p.arguments or "{}" if p.kind != "custom" else orjson.dumps(  # type: ignore[union-attr]
+                {"input": p.arguments}).decode()  # type: ignore[union-attr]
+            calls.append({"id": p.id, "type": "function",  # type: ignore[union-attr]
+                          "function": {"name": short_tool_name(p.name), "arguments": args}})  # type: ignore[union-attr]
+        elif c is Refusal:
+            refusals = (refusals or []) + [p.text]  # type: ignore[union-attr]
+        elif c is Reasoning:
+            op = p.opaque  # type: ignore[union-attr]
             if op is not None and op.get("protocol") == PROTOCOL:
                 field = op.get("field") or "reasoning_content"
                 if field == "content_thinking":
-                    thinking_parts.append({"type": "thinking", "thinking": [{"type": "text", "text": p.text}]})
+                    thinking_parts = (thinking_parts or []) + [
+                        {"type": "thinking", "thinking": [{"type": "text", "text": p.text}]}]  # type: ignore[union-attr]
                 else:
                     if field not in ("reasoning_content", "reasoning"):
                         field = "reasoning_content"
-                    rfields.setdefault(field, []).append(p.text)
+                    rfields = rfields or {}
+                    rfields.setdefault(field, []).append(p.text)  # type: ignore[union-attr]
                 if isinstance(op.get("details"), list):
-                    details.extend(op["details"])
+                    details = (details or []) + op["details"]
             else:
                 issuer = op.get("protocol") if op else "an unknown issuer"
-                warnings.append(f"{pp}: reasoning issued by {issuer} dropped (a Chat Completions upstream "
-                                "cannot verify it)")
-        elif isinstance(p, Opaque):
-            warnings.append(f"{pp}: {p.label or p.raw.get('type') or 'provider'} part from {p.protocol} "
+                warnings.append(f"{where('messages', i, 'parts', msg.parts.index(p))}: reasoning issued by {issuer} dropped (a Chat "
+                                "Completions upstream cannot verify it)")
+        elif c is Opaque:
+            warnings.append(f"{where('messages', i, 'parts', msg.parts.index(p))}: "
+                            f"{p.label or p.raw.get('type') or 'provider'} part from {p.protocol} "  # type: ignore[union-attr]
                             "dropped (Chat Completions cannot carry it)")
         else:
-            warnings.append(f"{pp}: {p.type} part in an assistant message dropped")
+            warnings.append(f"{where('messages', i, 'parts', msg.parts.index(p))}: {p.type} part in an assistant "
+                            "message dropped")
     m: dict[str, Any] = {"role": "assistant"}
-    text = "".join(texts)
+    text = texts[0] if len(texts) == 1 else "".join(texts)
     if thinking_parts:
         m["content"] = thinking_parts + ([{"type": "text", "text": text}] if text else [])
     elif texts or not (calls or refusals):
         m["content"] = text
     if refusals:
         m["refusal"] = "".join(refusals)
-    for field, vals in rfields.items():
-        m[field] = "".join(vals)
+    if rfields:
+        for field, vals in rfields.items():
+            m[field] = "".join(vals)
     if details:
         m["reasoning_details"] = details
     if calls:
@@ -721,63 +734,6 @@ def _encode_assistant(msg: Message, path: str, warnings: list[str]) -> dict[str,
 
 def _system_message(role: str, texts: list[Text]) -> dict[str, Any]:
     return {"role": role, "content": texts[0].text if len(texts) == 1 else "\n\n".join([t.text for t in texts])}
-
-
-def _fast_user_out(msg: Message, out: list[dict[str, Any]]) -> bool:
-    """``_encode_user`` for a message of only texts or only plain tool results (no media, no error
-    flag): appended to ``out``, True. Anything else: False, nothing appended."""
-    parts = msg.parts
-    first = parts[0] if parts else None
-    if first.__class__ is Text:
-        for p in parts:
-            if p.__class__ is not Text:
-                return False
-        m: dict[str, Any] = {"role": "user", "content": first.text if len(parts) == 1 else  # type: ignore[union-attr]
-                             [{"type": "text", "text": p.text} for p in parts]}  # type: ignore[union-attr]
-        if msg.name:
-            m["name"] = msg.name
-        out.append(m)
-        return True
-    if first.__class__ is ToolResult:
-        msgs = []
-        for p in parts:
-            if p.__class__ is not ToolResult or p.is_error:  # type: ignore[union-attr]
-                return False
-            content = p.content  # type: ignore[union-attr]
-            if not content:
-                text = ""
-            elif len(content) == 1 and content[0].__class__ is Text:
-                text = content[0].text  # type: ignore[union-attr]
-            else:
-                return False
-            msgs.append({"role": "tool", "tool_call_id": p.call_id, "content": text})  # type: ignore[union-attr]
-        out.extend(msgs)
-        return True
-    return False
-
-
-def _fast_assistant_out(msg: Message) -> dict[str, Any] | None:
-    """``_encode_assistant`` for a message of only texts and function calls, else None."""
-    texts: list[str] = []
-    calls: list[dict[str, Any]] = []
-    for p in msg.parts:
-        c = p.__class__
-        if c is Text:
-            texts.append(p.text)  # type: ignore[union-attr]
-        elif c is ToolCall and p.kind == "function":  # type: ignore[union-attr]
-            calls.append({"id": p.id, "type": "function",  # type: ignore[union-attr]
-                          "function": {"name": short_tool_name(p.name),  # type: ignore[union-attr]
-                                       "arguments": p.arguments or "{}"}})  # type: ignore[union-attr]
-        else:
-            return None
-    m: dict[str, Any] = {"role": "assistant"}
-    if texts or not calls:
-        m["content"] = texts[0] if len(texts) == 1 else "".join(texts)
-    if calls:
-        m["tool_calls"] = calls
-    if msg.name:
-        m["name"] = msg.name
-    return m
 
 
 def _extra_checks(ex: dict[str, Any], warnings: list[str]) -> list[dict[str, Any]]:
@@ -819,15 +775,10 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
     for i, msg in enumerate(req.messages):
         role = msg.role
         if role == "assistant":
-            m = _fast_assistant_out(msg)
-            messages.append(m if m is not None else _encode_assistant(msg, f"messages[{i}]", warnings))
+            messages.append(_encode_assistant(msg, i, warnings))
             continue
         if role != "system" and role != "developer":
-            parts = msg.parts
-            if len(parts) == 1 and parts[0].__class__ is Text and not msg.name:  # the usual user turn
-                messages.append({"role": "user", "content": parts[0].text})  # type: ignore[union-attr]
-            elif not _fast_user_out(msg, messages):
-                _encode_user(msg, f"messages[{i}]", messages, warnings)
+            _encode_user(msg, i, messages, warnings)
             continue
         texts = [p for p in msg.parts if isinstance(p, Text)]
         if len(texts) != len(msg.parts):
