@@ -268,8 +268,9 @@ class StreamTranslator:
     the rest. ``stop`` is the StopInfo once known. Same protocol: bytes pass through unchanged (only
     whole events are forwarded) while StopInfo is still observed.
 
-    One route for every event (:meth:`_run`): decoded once, its neutral events observed, then
-    encoded for the client, or (pass-through) the event's own bytes forwarded.
+    One route per behaviour: every upstream event is decoded once and its neutral events observed,
+    then encoded for the client (:meth:`_translate`) or, same protocol, its own bytes forwarded
+    (:meth:`_forward`).
     """
 
     def __init__(self, source: Protocol | str, target: Protocol | str,
@@ -307,10 +308,10 @@ class StreamTranslator:
             return b""
         if self._pass:
             events, blobs = self._reader.feed_raw(chunk)
-            return self._run(events, blobs, False)
+            return self._forward(events, blobs, False)
         if self._terminal:
             return b""
-        return self._run(self._reader.feed(chunk), None, False)
+        return self._translate(self._reader.feed(chunk))
 
     def close(self) -> bytes:
         if self.closed:
@@ -318,9 +319,9 @@ class StreamTranslator:
         self.closed = True
         if self._pass:
             events, blobs = self._reader.close_raw()
-            out = [self._run(events, blobs, True)]
+            out = [self._forward(events, blobs, True)]
         else:
-            out = [b"" if self._terminal else self._run(self._reader.close(), None, True)]
+            out = [b"" if self._terminal else self._translate(self._reader.close())]
         if not self._terminal:
             try:
                 evs = self._dec.finish()
@@ -356,50 +357,64 @@ class StreamTranslator:
         return self._enc.encode(ev)
 
     # ------------------------------------------------------------------ the route
-    def _run(self, events: list, blobs: list[bytes] | None, final: bool) -> bytes:
-        """Upstream SSE events (with their raw bytes when passing through) -> client bytes.
-        ``final``: the tail handed over at EOF, forwarded only where its payload is whole."""
+    def _translate(self, events: list[tuple[str | None, str]]) -> bytes:
+        """Upstream SSE events -> client bytes: each decoded once, its neutral events observed and
+        encoded (a delta has nothing to observe: straight to the encoder unless names are restored)."""
         out: list[bytes] = []
         dec = self._dec
-        for i, sev in enumerate(events):
-            if sev is None:  # (raw reads only) a comment or a bare event boundary
-                out.append(blobs[i])  # type: ignore[index]
-                continue
-            if self._terminal:
-                if blobs is None:
-                    break
-                if not final or _complete_payload(sev[1]):
-                    out.append(blobs[i])  # pass-through stays byte-exact after the terminal too
-                continue
-            data = sev[1]
+        for name, data in events:
             try:
-                evs = dec.feed(sev[0], data)
-            except MalformedEvent as exc:
-                self.warnings.append(malformed_warning(self.source.value, exc))
-                evs = ()
+                evs = dec.feed(name, data)
             except Exception as exc:
-                if is_strict():
-                    raise
-                self.warnings.append(internal_warning(exc, f"decoding an upstream {self.source.value} "
-                                                           "stream event"))
-                evs = ()
-            if blobs is not None:  # pass-through: observed, forwarded as it came
-                for ev in evs:
-                    if type(ev) is _Start and not ev.id:
-                        ev.id = _content_id(data)
-                    self._observe(ev)
-                if not final or _complete_payload(data):
-                    out.append(blobs[i])  # unchanged, even without its final blank line
-                elif self.error is not None:
-                    # the upstream's own error frame was cut: the client still gets one
-                    out.append(codec(self.target).error_frame(self.error))
-                continue
+                evs = self._failed(exc)
             for ev in evs:
-                if type(ev) is _Delta and self._fast:  # deltas: nothing to observe or restore
+                if type(ev) is _Delta and self._fast:
                     out.append(self._enc.encode(ev))
                 else:
                     self._slow(ev, data, out)
+            if self._terminal:
+                break
         return b"".join(out)
+
+    def _forward(self, events: list[tuple[str | None, str] | None], blobs: list[bytes], final: bool) -> bytes:
+        """Pass-through: each event decoded once and observed; its own bytes forwarded. ``final``: the
+        tail handed over at EOF, forwarded only where its payload is whole."""
+        out: list[bytes] = []
+        dec = self._dec
+        for sev, blob in zip(events, blobs, strict=True):
+            if sev is None:  # comments, blank lines
+                out.append(blob)
+                continue
+            data = sev[1]
+            if self._terminal:  # byte-exact after the terminal too
+                if not final or _complete_payload(data):
+                    out.append(blob)
+                continue
+            try:
+                evs = dec.feed(sev[0], data)
+            except Exception as exc:
+                evs = self._failed(exc)
+            for ev in evs:
+                if type(ev) is _Start and not ev.id:
+                    ev.id = _content_id(data)
+                self._observe(ev)
+            if not final or _complete_payload(data):
+                out.append(blob)  # unchanged, even without its final blank line
+            elif self.error is not None:
+                # the upstream's own error frame was cut: the client still gets one
+                out.append(codec(self.target).error_frame(self.error))
+        return b"".join(out)
+
+    def _failed(self, exc: Exception) -> list[n.Event]:
+        """The decoder raised: a malformed upstream event is skipped and named as the upstream's; any
+        other exception is ours (raised in strict mode, else skipped and named as ours)."""
+        if isinstance(exc, MalformedEvent):
+            self.warnings.append(malformed_warning(self.source.value, exc))
+            return []
+        if is_strict():
+            raise exc
+        self.warnings.append(internal_warning(exc, f"decoding an upstream {self.source.value} stream event"))
+        return []
 
     def _slow(self, ev: n.Event, data: str, out: list[bytes]) -> None:
         t = type(ev)
