@@ -461,25 +461,28 @@ def _doc(p: Document) -> dict[str, Any]:
 
 
 def _input_part(p: Part) -> dict[str, Any] | None:
-    if isinstance(p, Text):
-        return {"type": "input_text", "text": p.text}
-    if isinstance(p, Image):
-        return _img(p)
-    if isinstance(p, Document):
-        return _doc(p)
+    c = p.__class__
+    if c is Text:
+        return {"type": "input_text", "text": p.text}  # type: ignore[union-attr]
+    if c is Image:
+        return _img(p)  # type: ignore[arg-type]
+    if c is Document:
+        return _doc(p)  # type: ignore[arg-type]
     return None
 
 
 def _tool_result(p: ToolResult, w: list[str]) -> dict[str, Any]:
-    t = "custom_tool_call_output" if p.kind == "custom" else "function_call_output"
-    out: Any
-    if all(isinstance(c, Text) for c in p.content):
-        out = "".join(c.text for c in p.content)  # type: ignore[union-attr]
+    content = p.content
+    if len(content) == 1 and content[0].__class__ is Text:
+        out: Any = content[0].text  # type: ignore[union-attr]
+    elif all(c.__class__ is Text for c in content):
+        out = "".join([c.text for c in content])  # type: ignore[union-attr]
     else:
-        out = [x for x in (_input_part(c) for c in p.content) if x is not None]
+        out = [x for x in map(_input_part, content) if x is not None]
     if p.is_error:
         w.append(f"tool result {p.call_id}: is_error dropped (Responses tool outputs have no error flag)")
-    return {"type": t, "call_id": p.call_id, "output": out}
+    return {"type": "custom_tool_call_output" if p.kind == "custom" else "function_call_output",
+            "call_id": p.call_id, "output": out}
 
 
 def _tool_call(p: ToolCall) -> dict[str, Any]:
@@ -512,93 +515,111 @@ def _reasoning_item(p: Reasoning) -> dict[str, Any] | None:
     return d
 
 
+class _Dropped:
+    """What an encode dropped, warned about once at the end."""
+
+    __slots__ = ("opaque", "reasoning")
+
+    def __init__(self) -> None:
+        self.reasoning = 0
+        self.opaque: list[str] = []
+
+
+def _user_items(m: Message, mi: int, items: list[dict[str, Any]], dropped: _Dropped, w: list[str]) -> None:
+    buf: list[dict[str, Any]] = []
+    for p in m.parts:
+        x = _input_part(p)
+        if x is not None:
+            buf.append(x)
+            continue
+        c = p.__class__
+        if buf and (c is ToolResult or c is Opaque):
+            items.append({"type": "message", "role": "user", "content": buf})
+            buf = []
+        if c is ToolResult:
+            items.append(_tool_result(p, w))  # type: ignore[arg-type]
+        elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
+            items.append(p.raw)  # type: ignore[union-attr]
+        elif c is Opaque:
+            dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
+        else:
+            w.append(f"messages[{mi}]: {p.type} part in a user message dropped")
+    if buf:
+        items.append({"type": "message", "role": "user", "content": buf})
+
+
+def _assistant_items(m: Message, mi: int, items: list[dict[str, Any]], dropped: _Dropped, w: list[str]) -> bool:
+    """The assistant message's items; True when a reasoning item was replayed."""
+    start = len(items)
+    had_reasoning = False
+    content: list[dict[str, Any]] = []
+    for p in m.parts:
+        c = p.__class__
+        if c is Text:
+            cits = p.citations  # type: ignore[union-attr]
+            content.append({"type": "output_text", "text": p.text,  # type: ignore[union-attr]
+                            "annotations": citations_to_annotations(cits, p.text, w) if cits else []})  # type: ignore[union-attr]
+            continue
+        if c is Refusal:
+            content.append({"type": "refusal", "refusal": p.text})  # type: ignore[union-attr]
+            continue
+        if c is Reasoning:
+            it = _reasoning_item(p)  # type: ignore[arg-type]
+            if it is None:
+                dropped.reasoning += 1
+                continue
+            had_reasoning = True
+        elif c is ToolCall:
+            it = _tool_call(p)  # type: ignore[arg-type]
+        elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
+            it = p.raw  # type: ignore[union-attr]
+        elif c is Opaque:
+            dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
+            continue
+        elif c is ToolResult:
+            it = _tool_result(p, w)  # type: ignore[arg-type]
+        else:
+            w.append(f"messages[{mi}]: {p.type} part in an assistant message dropped")
+            continue
+        # an item of its own: the message so far goes first
+        if content:
+            items.append({"type": "message", "role": "assistant", "content": content})
+            content = []
+        items.append(it)
+    if content:
+        items.append({"type": "message", "role": "assistant", "content": content})
+    # lesson #32: a reasoning item must be followed by the item it produced
+    while len(items) > start and items[-1].get("type") == "reasoning":
+        items.pop()
+        w.append(f"messages[{mi}]: reasoning item without a following output item dropped")
+    return had_reasoning
+
+
 def _encode_messages(req: Request, w: list[str]) -> tuple[list[dict[str, Any]], bool]:
     items: list[dict[str, Any]] = []
-    dropped_reasoning = 0
-    dropped_opaque: list[str] = []
+    dropped = _Dropped()
     had_reasoning = False
     for mi, m in enumerate(req.messages):
         role = m.role
-        if role in ("system", "developer"):
+        if role == "user":
+            _user_items(m, mi, items, dropped, w)
+        elif role == "assistant":
+            if _assistant_items(m, mi, items, dropped, w):
+                had_reasoning = True
+        else:  # system / developer inside the conversation
             content = []
             for p in m.parts:
-                if isinstance(p, Text):
-                    content.append({"type": "input_text", "text": p.text})
+                if p.__class__ is Text:
+                    content.append({"type": "input_text", "text": p.text})  # type: ignore[union-attr]
                 else:
                     w.append(f"messages[{mi}]: {p.type} part in a {role} message dropped")
             if content:
                 items.append({"type": "message", "role": role, "content": content})
-            continue
-        if role == "user":
-            buf: list[dict[str, Any]] = []
-            for p in m.parts:
-                x = _input_part(p)
-                if x is not None:
-                    buf.append(x)
-                    continue
-                if buf and isinstance(p, (ToolResult, Opaque)):
-                    items.append({"type": "message", "role": "user", "content": buf})
-                    buf = []
-                if isinstance(p, ToolResult):
-                    items.append(_tool_result(p, w))
-                elif isinstance(p, Opaque):
-                    if p.protocol == PROTOCOL:
-                        items.append(p.raw)
-                    else:
-                        dropped_opaque.append(p.label or p.protocol)
-                else:
-                    w.append(f"messages[{mi}]: {p.type} part in a user message dropped")
-            if buf:
-                items.append({"type": "message", "role": "user", "content": buf})
-            continue
-        # assistant
-        start = len(items)
-        content: list[dict[str, Any]] = []
-
-        def flush() -> None:
-            nonlocal content
-            if content:
-                items.append({"type": "message", "role": "assistant", "content": content})
-                content = []
-
-        for p in m.parts:
-            if isinstance(p, Text):
-                content.append({"type": "output_text", "text": p.text,
-                                "annotations": citations_to_annotations(p.citations, p.text, w)})
-            elif isinstance(p, Refusal):
-                content.append({"type": "refusal", "refusal": p.text})
-            elif isinstance(p, ToolCall):
-                flush()
-                items.append(_tool_call(p))
-            elif isinstance(p, Reasoning):
-                it = _reasoning_item(p)
-                if it is None:
-                    dropped_reasoning += 1
-                else:
-                    flush()
-                    items.append(it)
-                    had_reasoning = True
-            elif isinstance(p, Opaque):
-                if p.protocol == PROTOCOL:
-                    flush()
-                    items.append(p.raw)
-                else:
-                    dropped_opaque.append(p.label or p.protocol)
-            elif isinstance(p, ToolResult):
-                flush()
-                items.append(_tool_result(p, w))
-            else:
-                w.append(f"messages[{mi}]: {p.type} part in an assistant message dropped")
-        flush()
-        # lesson #32: a reasoning item must be followed by the item it produced
-        while len(items) > start and items[-1].get("type") == "reasoning":
-            items.pop()
-            w.append(f"messages[{mi}]: reasoning item without a following output item dropped")
-    if dropped_reasoning:
-        w.append(f"{dropped_reasoning} reasoning part(s) not issued by OpenAI Responses dropped "
+    if dropped.reasoning:
+        w.append(f"{dropped.reasoning} reasoning part(s) not issued by OpenAI Responses dropped "
                  "(their continuity payload cannot be forwarded)")
-    if dropped_opaque:
-        w.append("parts only their own protocol understands dropped: " + ", ".join(sorted(set(dropped_opaque))))
+    if dropped.opaque:
+        w.append("parts only their own protocol understands dropped: " + ", ".join(sorted(set(dropped.opaque))))
     return items, had_reasoning
 
 
