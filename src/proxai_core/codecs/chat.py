@@ -470,14 +470,15 @@ class StreamDecoder:
 
     # ------------------------------------------------------------------ delta fields
     def _on_content(self, v: Any, delta: dict) -> None:
-        if isinstance(v, str) and v:
+        if v and type(v) is str:
             self._produced = True
-            self._out.append(Delta(self._open_seq(_TEXT), "text", v))
+            self._out.append(Delta(self._seq_idx if self._seq_kind == _TEXT else self._open_seq(_TEXT), "text", v))
 
     def _on_refusal(self, v: Any, delta: dict) -> None:
-        if isinstance(v, str) and v:
+        if v and type(v) is str:
             self._refusal.append(v)
-            self._out.append(Delta(self._open_seq(_REFUSAL), "refusal", v))
+            self._out.append(Delta(self._seq_idx if self._seq_kind == _REFUSAL else self._open_seq(_REFUSAL),
+                                   "refusal", v))
 
     def _reasoning_delta(self, v: str) -> None:
         if rz._CHAT_OPEN in v:  # an envelope of ours (upstream is a ProxAI-translated Chat stream)
@@ -789,16 +790,6 @@ class StreamEncoder:
         self._usage: Usage | None = None
         self._finished = False
         self._annotations: list[dict[str, Any]] = []
-        self._handlers: dict[type, Any] = {
-            Delta: self._delta,
-            BlockStart: self._block_start,
-            BlockEnd: self._block_end,
-            UsageEvent: self._on_usage,
-            Stop: self._on_stop,
-            End: self._end,
-            ErrorEvent: self._on_error,
-            Start: self._on_start,
-        }
 
     # ------------------------------------------------------------------ framing
     def _begin(self, ev: Start | None) -> bytes:
@@ -822,15 +813,15 @@ class StreamEncoder:
         if self.done:
             return b""
         t = type(ev)
-        h = self._handlers.get(t)
+        h = _ENCODERS.get(t)
         if h is None:
             return b""
         if self._head is None and t is not ErrorEvent:
             if t is Start:
                 self._on_start(ev)  # type: ignore[arg-type]
                 return self._begin(ev)  # type: ignore[arg-type]
-            return self._begin(None) + h(ev)
-        return h(ev)
+            return self._begin(None) + h(self, ev)
+        return h(self, ev)
 
     def _on_start(self, ev: Start) -> bytes:
         if ev.usage is not None:
@@ -1013,3 +1004,16 @@ CODEC = Codec(
     sniff_stream=_facts.sniff_stream,
     is_error_body=_facts.is_error_body,
 )
+
+
+# per-class dispatch: no table of bound methods built per stream
+_ENCODERS: dict[type, Any] = {
+    Delta: StreamEncoder._delta,
+    BlockStart: StreamEncoder._block_start,
+    BlockEnd: StreamEncoder._block_end,
+    UsageEvent: StreamEncoder._on_usage,
+    Stop: StreamEncoder._on_stop,
+    End: StreamEncoder._end,
+    ErrorEvent: StreamEncoder._on_error,
+    Start: StreamEncoder._on_start,
+}
