@@ -575,38 +575,47 @@ class _Out:
         self.head = b""  # the frame up to the delta's string value, once the index is known
 
 
+# One builder per frame shape. content_block_delta frames are built by concatenation (hot path: the
+# head is computed once per block); test_wire_builders checks each builder against frame() of the
+# same dict (orjson is compact, keys in insertion order, a value encodes the same wherever it sits).
 def _cb_start(a: int, block: dict[str, Any]) -> bytes:
+    if a < 16 and block is _EMPTY_TEXT:
+        return _TEXT_STARTS[a]
     return frame("content_block_start", {"type": "content_block_start", "index": a, "content_block": block})
 
 
-def _cb_delta(a: int, delta: dict[str, Any]) -> bytes:
-    return frame("content_block_delta", {"type": "content_block_delta", "index": a, "delta": delta})
-
-
-# Hot frames built by concatenation; each equals frame() of the same dict (orjson is compact, keys in
-# insertion order, and a string value encodes the same wherever it sits).
 def _delta_head(a: int, dtype: bytes, field: bytes) -> bytes:
+    """content_block_delta up to its value: ``head + orjson.dumps(value) + _DELTA_TAIL``."""
+    if a < 16:
+        if dtype == b"text_delta":
+            return _TEXT_HEADS[a]
+        if dtype == b"input_json_delta":
+            return _JSON_HEADS[a]
+    return _head(a, dtype, field)
+
+
+def _head(a: int, dtype: bytes, field: bytes) -> bytes:
     return (b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,"delta":{"type":"%s","%s":'
             % (a, dtype, field))
 
 
+def _cb_delta(a: int, dtype: bytes, field: bytes, value: Any) -> bytes:
+    return _delta_head(a, dtype, field) + orjson.dumps(value) + _DELTA_TAIL
+
+
 _DELTA_TAIL = b"}}\n\n"
-_TEXT_HEADS = [_delta_head(a, b"text_delta", b"text") for a in range(16)]
-_JSON_HEADS = [_delta_head(a, b"input_json_delta", b"partial_json") for a in range(16)]
+_TEXT_HEADS = [_head(a, b"text_delta", b"text") for a in range(16)]
+_JSON_HEADS = [_head(a, b"input_json_delta", b"partial_json") for a in range(16)]
 _STOP_FRAMES = [frame("content_block_stop", {"type": "content_block_stop", "index": a}) for a in range(16)]
-_TEXT_STARTS = [_cb_start(a, {"type": "text", "text": ""}) for a in range(16)]
+_EMPTY_TEXT: dict[str, Any] = {"type": "text", "text": ""}
+_TEXT_STARTS = [frame("content_block_start", {"type": "content_block_start", "index": a,
+                                              "content_block": _EMPTY_TEXT}) for a in range(16)]
 
 
 def _cb_stop(a: int) -> bytes:
     if 0 <= a < 16:
         return _STOP_FRAMES[a]
     return frame("content_block_stop", {"type": "content_block_stop", "index": a})
-
-
-def _tool_start(a: int, tid: Any, name: Any) -> bytes:
-    return (b'event: content_block_start\ndata: {"type":"content_block_start","index":%d,'
-            b'"content_block":{"type":"tool_use","id":%s,"name":%s,"input":{}}}\n\n'
-            % (a, orjson.dumps(tid), orjson.dumps(name)))
 
 
 _MESSAGE_STOP = frame("message_stop", {"type": "message_stop"})
@@ -763,8 +772,8 @@ class StreamEncoder:
             a = self._n
             self._n = a + 1
             o = self._open[i] = _Out(a, "custom" if p.kind == "custom" else "tool", p)
-            o.head = _JSON_HEADS[a] if a < 16 else _delta_head(a, b"input_json_delta", b"partial_json")
-            out = _tool_start(a, p.id, p.name)
+            o.head = _delta_head(a, b"input_json_delta", b"partial_json")
+            out = _cb_start(a, {"type": "tool_use", "id": p.id, "name": p.name, "input": {}})
             if p.arguments:
                 out += self._args(o, p.arguments)
             return pre + out
@@ -793,11 +802,8 @@ class StreamEncoder:
 
     def _text_start(self, o: _Out) -> bytes:
         a = o.a = self._alloc()
-        if a < 16:
-            o.head = _TEXT_HEADS[a]
-            return _TEXT_STARTS[a]
         o.head = _delta_head(a, b"text_delta", b"text")
-        return _cb_start(a, {"type": "text", "text": ""})
+        return _cb_start(a, _EMPTY_TEXT)
 
     def _text_delta(self, o: _Out, v: str) -> bytes:
         if o.a < 0:
@@ -928,7 +934,7 @@ class StreamEncoder:
                     if cits and o.a < 0:
                         out += self._text_start(o)
                     for c in cits or ():
-                        out += _cb_delta(o.a, {"type": "citations_delta", "citation": c})
+                        out += _cb_delta(o.a, b"citations_delta", b"citation", c)
             return out + _cb_stop(o.a) if o.a >= 0 else out
         if k == "thinking" or (k == "redacted" and o.a < 0):
             part: Reasoning = final if isinstance(final, Reasoning) else o.part
@@ -952,7 +958,7 @@ class StreamEncoder:
                 sig = _packed_signature(Reasoning(text, part.summary or o.part.summary, op,
                                                   part.redacted or o.part.redacted), text)
             if sig:
-                out += _cb_delta(o.a, {"type": "signature_delta", "signature": sig})
+                out += _cb_delta(o.a, b"signature_delta", b"signature", sig)
             return out + _cb_stop(o.a)
         if k == "redacted":
             return _cb_stop(o.a)
@@ -971,8 +977,7 @@ class StreamEncoder:
             text = "".join(o.buf)
             if not text and isinstance(final, ToolCall):
                 text = final.arguments
-            out += _cb_delta(o.a, {"type": "input_json_delta",
-                                   "partial_json": orjson.dumps({"input": text}).decode()})
+            out += _cb_delta(o.a, b"input_json_delta", b"partial_json", orjson.dumps({"input": text}).decode())
             return out + _cb_stop(o.a)
         # opaque (Anthropic's own)
         part_o: Opaque = final if isinstance(final, Opaque) else o.part
@@ -981,9 +986,9 @@ class StreamEncoder:
         if not isinstance(t, str):
             t = ""
         if t in _INPUT_STREAMED and isinstance(raw.get("input"), dict) and raw["input"]:
-            out += _cb_delta(o.a, {"type": "input_json_delta", "partial_json": dumps(raw["input"]).decode()})
+            out += _cb_delta(o.a, b"input_json_delta", b"partial_json", dumps(raw["input"]).decode())
         elif t == "compaction" and isinstance(raw.get("content"), str):
-            out += _cb_delta(o.a, {"type": "compaction_delta", "content": raw["content"]})
+            out += _cb_delta(o.a, b"compaction_delta", b"content", raw["content"])
         return out + _cb_stop(o.a)
 
     # ---- terminal
@@ -1020,8 +1025,8 @@ class StreamEncoder:
             return b"".join(out) + self._bad_args(self._cut, None)
         if stop.reason is StopReason.REFUSAL and not self._text_sent:
             a = self._alloc()
-            out.append(_cb_start(a, {"type": "text", "text": ""}))
-            out.append(_cb_delta(a, {"type": "text_delta", "text": stop.message or FALLBACK_REFUSAL_TEXT}))
+            out.append(_cb_start(a, _EMPTY_TEXT))
+            out.append(_cb_delta(a, b"text_delta", b"text", stop.message or FALLBACK_REFUSAL_TEXT))
             out.append(_cb_stop(a))
         reason, seq, details = stop_to_wire(stop, self._stop_seq, refusal_text, self.warnings, self._has_tools)
         out.append(_MESSAGE_DELTA % (orjson.dumps(reason), b"null" if seq is None else orjson.dumps(seq),

@@ -1223,38 +1223,46 @@ class StreamEncoder:
         k = b.kind
         if k == "text":
             if ev.kind == "text":
-                v = ev.value
-                b.acc.append(v)
-                seq = self._seq
-                self._seq = seq + 1
-                out.append(_TEXT_DELTA_HEAD + orjson.dumps({
-                    "type": "response.output_text.delta", "sequence_number": seq, "item_id": b.iid,
-                    "output_index": b.oi, "content_index": b.ci, "delta": v, "logprobs": []}) + b"\n\n")
+                b.acc.append(ev.value)
+                self._text_delta(b, ev.value, out)
         elif k == "refusal":
             if ev.kind == "refusal" or ev.kind == "text":
                 b.acc.append(ev.value)
-                self._emit(out, "response.refusal.delta",
-                           {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "delta": ev.value})
+                self._refusal_delta(b, ev.value, out)
         elif k == "tool" or k == "custom":
             if ev.kind == "arguments":
-                v = ev.value
-                b.acc.append(v)
-                seq = self._seq
-                self._seq = seq + 1
-                if k == "tool":
-                    out.append(_ARGS_DELTA_HEAD + orjson.dumps({
-                        "type": "response.function_call_arguments.delta", "sequence_number": seq,
-                        "item_id": b.iid, "output_index": b.oi, "delta": v}) + b"\n\n")
-                    if self._held and ev.index == self._active and b.ends_early():
-                        self._early.add(ev.index)  # the next item need not wait for this one's end
-                        self._block_end(ev.index, None, out)
-                        self._promote(out)
-                else:
-                    out.append(_INPUT_DELTA_HEAD + orjson.dumps({
-                        "type": "response.custom_tool_call_input.delta", "sequence_number": seq,
-                        "item_id": b.iid, "output_index": b.oi, "delta": v}) + b"\n\n")
+                b.acc.append(ev.value)
+                self._args_delta(b, ev.value, out)
+                if self._held and k == "tool" and ev.index == self._active and b.ends_early():
+                    self._early.add(ev.index)  # the next item need not wait for this one's end
+                    self._block_end(ev.index, None, out)
+                    self._promote(out)
         elif k == "reasoning" and (ev.kind == "reasoning" or ev.kind == "summary"):
             self._summary_delta(b, ev.value, out)
+
+    # one builder per delta frame (concatenated: the hot path; test_wire_builders checks them against frame())
+    def _text_delta(self, b: _Blk, v: str, out: list[bytes]) -> None:
+        seq = self._seq
+        self._seq = seq + 1
+        out.append(_TEXT_DELTA_HEAD + orjson.dumps({
+            "type": "response.output_text.delta", "sequence_number": seq, "item_id": b.iid,
+            "output_index": b.oi, "content_index": b.ci, "delta": v, "logprobs": []}) + b"\n\n")
+
+    def _refusal_delta(self, b: _Blk, v: str, out: list[bytes]) -> None:
+        self._emit(out, "response.refusal.delta",
+                   {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "delta": v})
+
+    def _args_delta(self, b: _Blk, v: str, out: list[bytes]) -> None:
+        seq = self._seq
+        self._seq = seq + 1
+        if b.kind == "tool":
+            out.append(_ARGS_DELTA_HEAD + orjson.dumps({
+                "type": "response.function_call_arguments.delta", "sequence_number": seq,
+                "item_id": b.iid, "output_index": b.oi, "delta": v}) + b"\n\n")
+        else:
+            out.append(_INPUT_DELTA_HEAD + orjson.dumps({
+                "type": "response.custom_tool_call_input.delta", "sequence_number": seq,
+                "item_id": b.iid, "output_index": b.oi, "delta": v}) + b"\n\n")
 
     def _summary_delta(self, b: _Blk, value: str, out: list[bytes]) -> None:
         if not b.summary_open:
@@ -1284,9 +1292,10 @@ class StreamEncoder:
             text = "".join(b.acc)
             if not b.acc and isinstance(final, (Text, Refusal)) and final.text:
                 text = final.text
-                self._emit(out, "response.output_text.delta" if k == "text" else "response.refusal.delta",
-                           {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "delta": text,
-                            **({"logprobs": []} if k == "text" else {})})
+                if k == "text":
+                    self._text_delta(b, text, out)
+                else:
+                    self._refusal_delta(b, text, out)
             m = b.msg
             if k == "text":
                 cits = final.citations if isinstance(final, Text) else None
@@ -1318,9 +1327,7 @@ class StreamEncoder:
             if isinstance(final, ToolCall):
                 if not b.acc and final.arguments:
                     args = final.arguments
-                    self._emit(out, "response.function_call_arguments.delta" if k == "tool"
-                               else "response.custom_tool_call_input.delta",
-                               {"item_id": b.iid, "output_index": b.oi, "delta": args})
+                    self._args_delta(b, args, out)
                 if final.name:
                     _set_name(item, final.name, self.ctx)
             if k == "tool":
@@ -1380,8 +1387,7 @@ class StreamEncoder:
             b = self._open_part(None, False, out)  # type: ignore[arg-type]
             text = refusal_fallback(stop)
             b.acc.append(text)
-            self._emit(out, "response.refusal.delta",
-                       {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "delta": text})
+            self._refusal_delta(b, text, out)
             self._finish_block(b, None, out)
 
     def _on_end(self, out: list[bytes]) -> None:
