@@ -221,11 +221,12 @@ def error_stop_info(status: int, body: bytes | str | dict | None) -> StopInfo:
     err = parse_error(status, body)
     raw = err.code or err.kind
     msg = err.message
-    if err.code == "context_length_exceeded" or (
+    # a code the stop vocabulary reads as context_full, or a message that says so
+    if (err.code is not None and classify_stop(err.code).reason is StopReason.CONTEXT_FULL) or (
         isinstance(msg, str) and ("prompt is too long" in msg or "context length" in msg.lower())
     ):
-        return classify_stop("context_length_exceeded", message=msg,
-                             detail={"status": status, "error_kind": err.kind})
+        return StopInfo(StopReason.CONTEXT_FULL, raw=raw, message=msg,
+                        detail={"status": status, "error_kind": err.kind})
     return classify_stop("error", category=raw, message=msg, detail={"status": status, "error_kind": err.kind})
 
 
