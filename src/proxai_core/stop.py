@@ -93,7 +93,7 @@ class StopInfo:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> StopInfo:
         try:
-            reason = StopReason(d.get("reason"))
+            reason = StopReason(str(d.get("reason")))
         except ValueError:
             reason = StopReason.OTHER
         return cls(

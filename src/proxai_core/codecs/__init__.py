@@ -49,8 +49,8 @@ def _load(p: Protocol) -> Codec:
 def get(key: Protocol | str) -> Codec:
     """The codec of a protocol: its enum member, its value ("openai_chat_completions") or its short
     name ("chat"). Unknown names raise ValueError listing the known ones."""
-    if key.__class__ is Protocol:
-        return _BY_PROTOCOL.get(key) or _load(key)  # type: ignore[arg-type]
+    if isinstance(key, Protocol):
+        return _BY_PROTOCOL.get(key) or _load(key)
     c = _BY_KEY.get(key)
     if c is not None:
         return c
