@@ -551,19 +551,25 @@ class StreamDecoder:
         if not isinstance(key, (int, str)):
             key = None
         tid = tc.get("id")
-        tid = tid if isinstance(tid, str) and tid else None
-        kind = "custom" if tc.get("type") == "custom" or (
-            "custom" in tc and isinstance(tc.get("custom"), dict) and not isinstance(tc.get("function"), dict)) \
-            else "function"
-        inner = tc.get(kind)
-        if not isinstance(inner, dict):
-            inner = {}
+        tid = tid if tid and type(tid) is str else None
+        inner = tc.get("function")
+        ttype = tc.get("type")
+        if type(inner) is dict and ttype != "custom":  # (the usual fragment)
+            kind = "function"
+        else:
+            custom = tc.get("custom")
+            kind = "custom" if ttype == "custom" or (type(custom) is dict and type(inner) is not dict) \
+                else "function"
+            if kind == "custom":
+                inner = custom
+            if type(inner) is not dict:
+                inner = {}
         name = inner.get("name")
-        name = name if isinstance(name, str) and name else None
+        name = name if name and type(name) is str else None
         frag = inner.get("input" if kind == "custom" else "arguments")
-        if isinstance(frag, (dict, list)):
-            frag = dumps(frag).decode()
-        frag = frag if isinstance(frag, str) and frag else None
+        if type(frag) is not str:
+            frag = dumps(frag).decode() if isinstance(frag, (dict, list)) else None
+        frag = frag or None
         call = None
         if key is not None:
             call = self._calls_by_index.get(key)
