@@ -471,8 +471,17 @@ def _tool_id_ok(tid: str) -> bool:
                           or _TOOL_ID.match(tid) is not None)
 
 
+#: ids already seen valid (agent loops send the same history again every turn); bounded
+_GOOD_IDS: dict[str, None] = {}
+
+
 def _tool_id(tid: str, warnings: list[str]) -> str:
+    if tid in _GOOD_IDS:
+        return tid
     if _tool_id_ok(tid):
+        if len(_GOOD_IDS) >= 8192:
+            _GOOD_IDS.clear()
+        _GOOD_IDS[tid] = None
         return tid
     clean = re.sub(r"[^a-zA-Z0-9_-]", "_", tid) or "toolu"
     warn_once(warnings, "tool call ids with characters Anthropic rejects were rewritten")

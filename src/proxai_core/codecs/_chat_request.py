@@ -168,37 +168,6 @@ def _decode_text_content(content: Any, i: int) -> list[Text]:
     return out
 
 
-def _decode_tool_call(tc: Any, i: int, j: int) -> ToolCall:
-    if tc.__class__ is not dict:
-        raise expected("an object", tc, "messages", i, "tool_calls", j)
-    tid = tc.get("id")
-    if tid.__class__ is not str:
-        raise expected("a string", tid, "messages", i, "tool_calls", j, "id")
-    ttype = tc.get("type")
-    fn = tc.get("function")
-    if (ttype is None or ttype == "function") and fn.__class__ is dict:
-        name = fn.get("name")
-        args = fn.get("arguments")
-        if name.__class__ is not str:
-            raise expected("a string", name, "messages", i, "tool_calls", j, "function", "name")
-        if args.__class__ is not str:
-            if args is None:
-                args = ""
-            elif args.__class__ is dict or args.__class__ is list:
-                args = dumps(args).decode()
-            else:
-                raise expected("a string", args, "messages", i, "tool_calls", j, "function", "arguments")
-        return ToolCall(tid, name, args)
-    if ttype == "custom":
-        c = req_obj(tc.get("custom"), "messages", i, "tool_calls", j, "custom")
-        name = req_str(c.get("name"), "messages", i, "tool_calls", j, "custom", "name")
-        inp = opt_str(c.get("input"), "messages", i, "tool_calls", j, "custom", "input")
-        return ToolCall(tid, name, inp or "", kind="custom")
-    if ttype is None or ttype == "function":
-        raise expected("an object", fn, "messages", i, "tool_calls", j, "function")
-    fail(f"unknown tool call type {ttype!r}", "messages", i, "tool_calls", j, "type")
-
-
 #: Assistant message fields beyond role/content/tool_calls/name (looked at only when present).
 _ASSISTANT_PLAIN = frozenset({"role", "content", "tool_calls", "name"})
 
@@ -244,9 +213,37 @@ def _decode_assistant(m: dict, i: int, kinds: dict[str, str]) -> Message:
     tcs = m.get("tool_calls")
     if tcs is not None:
         for j, tc in enumerate(req_list(tcs, "messages", i, "tool_calls")):
-            call = _decode_tool_call(tc, i, j)
-            kinds[call.id] = call.kind
-            parts.append(call)
+            if tc.__class__ is not dict:
+                raise expected("an object", tc, "messages", i, "tool_calls", j)
+            tid = tc.get("id")
+            if tid.__class__ is not str:
+                raise expected("a string", tid, "messages", i, "tool_calls", j, "id")
+            ttype = tc.get("type")
+            fn = tc.get("function")
+            if (ttype is None or ttype == "function") and fn.__class__ is dict:
+                name = fn.get("name")
+                args = fn.get("arguments")
+                if name.__class__ is not str:
+                    raise expected("a string", name, "messages", i, "tool_calls", j, "function", "name")
+                if args.__class__ is not str:
+                    if args is None:
+                        args = ""
+                    elif args.__class__ is dict or args.__class__ is list:
+                        args = dumps(args).decode()
+                    else:
+                        raise expected("a string", args, "messages", i, "tool_calls", j, "function", "arguments")
+                kinds[tid] = "function"
+                parts.append(ToolCall(tid, name, args))
+            elif ttype == "custom":
+                c = req_obj(tc.get("custom"), "messages", i, "tool_calls", j, "custom")
+                name = req_str(c.get("name"), "messages", i, "tool_calls", j, "custom", "name")
+                inp = opt_str(c.get("input"), "messages", i, "tool_calls", j, "custom", "input")
+                kinds[tid] = "custom"
+                parts.append(ToolCall(tid, name, inp or "", kind="custom"))
+            elif ttype is None or ttype == "function":
+                raise expected("an object", fn, "messages", i, "tool_calls", j, "function")
+            else:
+                fail(f"unknown tool call type {ttype!r}", "messages", i, "tool_calls", j, "type")
     if extras:
         fc = opt_obj(m.get("function_call"), "messages", i, "function_call")
         if fc is not None and fc.get("name").__class__ is str and fc["name"]:

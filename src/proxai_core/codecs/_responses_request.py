@@ -135,17 +135,14 @@ def _file(p: dict[str, Any], *path: str | int) -> Document:
 
 
 def _content_part(p: Any, *path: str | int) -> Part:
+    """A content part other than a plain text (those are read by ``_parts``)."""
     if p.__class__ is not dict:
         raise expected("an object", p, *path)
     t = p.get("type")
     if t == "input_text" or t == "output_text":
-        text = p.get("text")
-        if text.__class__ is not str:
-            raise expected("a string", text, *path, "text")
+        text = req_str(p.get("text"), *path, "text")
         anns = p.get("annotations") if t == "output_text" else None
-        if not anns:
-            return Text(text)
-        return Text(text, annotations_to_citations(req_list(anns, *path, "annotations")))
+        return Text(text, annotations_to_citations(req_list(anns, *path, "annotations")) if anns else None)
     if t == "refusal":
         return Refusal(req_str(p.get("refusal"), *path, "refusal"))
     if t == "input_image":
@@ -157,12 +154,27 @@ def _content_part(p: Any, *path: str | int) -> Part:
     fail(f"unknown content part type {t!r}", *path, "type")
 
 
+def _parts(c: list[Any], key: str, i: int, field: str) -> list[Part]:
+    """``input[i].content`` / ``.output`` parts; a plain text (the usual part) is read here."""
+    out: list[Part] = []
+    for j, p in enumerate(c):
+        if p.__class__ is dict:
+            t = p.get("type")
+            if t == "input_text" or t == "output_text" and not p.get("annotations"):
+                text = p.get("text")
+                if text.__class__ is str:
+                    out.append(Text(text))
+                    continue
+        out.append(_content_part(p, key, i, field, j))
+    return out
+
+
 def _content(c: Any, key: str, i: int) -> list[Part]:
     if c.__class__ is str:
         return [Text(c)]
     if c.__class__ is not list:
         raise expected("a string or an array of content parts", c, key, i, "content")
-    return [_content_part(p, key, i, "content", j) for j, p in enumerate(c)]
+    return _parts(c, key, i, "content")
 
 
 def _tool_output(out: Any, key: str, i: int) -> list[Text | Image | Document]:
@@ -170,14 +182,12 @@ def _tool_output(out: Any, key: str, i: int) -> list[Text | Image | Document]:
         return [Text(out)] if out else []
     if out.__class__ is not list:
         raise expected("a string or an array of content parts", out, key, i, "output")
-    parts = []
-    for j, p in enumerate(out):
-        part = _content_part(p, key, i, "output", j)
-        if not isinstance(part, (Text, Image, Document)):
+    parts = _parts(out, key, i, "output")
+    for j, part in enumerate(parts):
+        if part.__class__ is not Text and part.__class__ is not Image and part.__class__ is not Document:
             fail("only input_text, input_image and input_file are allowed in a tool output",
                  key, i, "output", j, "type")
-        parts.append(part)
-    return parts
+    return parts  # type: ignore[return-value]
 
 
 def _texts(v: Any, *path: str | int) -> list[str]:
@@ -528,11 +538,13 @@ class _Dropped:
 def _user_items(m: Message, mi: int, items: list[dict[str, Any]], dropped: _Dropped, w: list[str]) -> None:
     buf: list[dict[str, Any]] = []
     for p in m.parts:
-        x = _input_part(p)
-        if x is not None:
-            buf.append(x)
-            continue
         c = p.__class__
+        if c is Text:
+            buf.append({"type": "input_text", "text": p.text})  # type: ignore[union-attr]
+            continue
+        if c is Image or c is Document:
+            buf.append(_input_part(p))  # type: ignore[arg-type]
+            continue
         if buf and (c is ToolResult or c is Opaque):
             items.append({"type": "message", "role": "user", "content": buf})
             buf = []
