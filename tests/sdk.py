@@ -23,13 +23,11 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.lib.streaming.responses._responses import ResponseStreamState
 
 from proxai_core import Protocol
-from proxai_core.sse import SSEReader
-
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+from proxai_core.codecs import get
+from tests.conftest import FIXTURES, PROTOCOLS, sse_events
 
 A, C, R = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES
-PROTOCOLS = (C, R, A)
-DIRS = {C: "chat", R: "responses", A: "anthropic"}
+DIRS = {p: get(p).name for p in PROTOCOLS}
 
 _anthropic_event = pydantic.TypeAdapter(at.RawMessageStreamEvent)
 _anthropic_beta_event = pydantic.TypeAdapter(atb.BetaRawMessageStreamEvent)
@@ -150,11 +148,6 @@ def summarize_response(protocol: Protocol, body: dict) -> Summary:
 
 
 # ----------------------------------------------------------------------------- streams
-def sse_events(data: bytes) -> list[tuple[str | None, str]]:
-    r = SSEReader()
-    return r.feed(data) + r.close()
-
-
 class StreamError(Exception):
     pass
 

@@ -10,7 +10,7 @@ from openai.types.shared import ErrorObject
 
 from proxai_core import Protocol, StreamTranslator, translate_error, translate_response_result
 from proxai_core.errors import TranslationError, translation_error_response
-from tests.conftest import fixture_dir, needs_fixtures, sse, sse_events
+from tests.conftest import PROTOCOLS, fixture_dir, needs_fixtures, sse, sse_events
 
 A, C, R = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES
 
@@ -42,7 +42,7 @@ ANTHROPIC_ERRORS = [
 @pytest.mark.parametrize("status,etype,a_status,o_status", ANTHROPIC_ERRORS, ids=[e[1] for e in ANTHROPIC_ERRORS])
 def test_anthropic_error_to_each_client(status, etype, a_status, o_status):
     body = json.dumps({"type": "error", "error": {"type": etype, "message": "boom"}}).encode()
-    for target in (A, C, R):
+    for target in PROTOCOLS:
         st, out = translate_error(status, body, A, target)
         _check_native(target, out)
         if target is A:
@@ -92,7 +92,7 @@ def test_openrouter_error_with_numeric_code():
 
 
 def test_translation_error_is_a_native_400_never_500():
-    for target in (A, C, R):
+    for target in PROTOCOLS:
         st, out = translation_error_response(TranslationError("n: only one choice", field="n"), target)
         assert st == 400
         _check_native(target, out)
