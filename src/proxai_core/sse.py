@@ -57,7 +57,7 @@ class SSEReader:
         return self._close(blobs), blobs
 
     def _read(self, chunk: bytes, blobs: list[bytes] | None) -> list[SSEEvent | None]:
-        if self._only_line:  # a long line (a long event) arriving in many reads
+        if not self._idle and self._only_line:  # a long line (a long event) arriving in many reads
             if chunk.find(b"\n") < 0 and chunk.find(b"\r") < 0:
                 self._line.append(chunk)
                 if blobs is not None:

@@ -469,11 +469,6 @@ class StreamDecoder:
         return idx
 
     # ------------------------------------------------------------------ delta fields
-    def _on_content(self, v: Any, delta: dict) -> None:
-        if v and type(v) is str:
-            self._produced = True
-            self._out.append(Delta(self._seq_idx if self._seq_kind == _TEXT else self._open_seq(_TEXT), "text", v))
-
     def _on_refusal(self, v: Any, delta: dict) -> None:
         if v and type(v) is str:
             self._refusal.append(v)
@@ -694,8 +689,7 @@ class StreamDecoder:
             self._start(obj)  # Azure's prompt-filter chunk (no id, no model, no choices) waits
         if choices and type(choices) is not list:
             self.warnings.append("Chat stream chunk whose choices is not a list: its choices ignored")
-            choices = None
-        if choices:
+        elif choices:
             for ch in choices:
                 if type(ch) is not dict:
                     continue
@@ -707,14 +701,22 @@ class StreamDecoder:
                 delta = ch.get("delta")
                 if delta and type(delta) is dict:
                     if self._finish_seen:
-                        if not self._late_warned and any(delta.get(k) for k in _DELTA_HANDLERS):
+                        if not self._late_warned and any(delta.get(k) for k in _DELTA_FIELDS):
                             self._late_warned = True
                             self.warnings.append("content after finish_reason ignored")
                     else:
                         for k, v in delta.items():
-                            h = _DELTA_HANDLERS.get(k)
-                            if h is not None and v is not None:
-                                h(self, v, delta)
+                            if v is None:
+                                continue
+                            if k == "content":  # (most deltas: no handler call)
+                                if v and type(v) is str:
+                                    self._produced = True
+                                    out.append(Delta(self._seq_idx if self._seq_kind == _TEXT
+                                                     else self._open_seq(_TEXT), "text", v))
+                            else:
+                                h = _DELTA_HANDLERS.get(k)
+                                if h is not None:
+                                    h(self, v, delta)
                 fr = ch.get("finish_reason")
                 if fr:
                     self._on_finish(fr, ch)
@@ -754,8 +756,7 @@ class StreamDecoder:
 
 
 # delta field -> handler (per class: no bound-method table built per stream)
-_DELTA_HANDLERS = {
-    "content": StreamDecoder._on_content,
+_DELTA_HANDLERS = {  # ("content" is read in feed itself)
     "refusal": StreamDecoder._on_refusal,
     "reasoning_content": StreamDecoder._on_reasoning_content,
     "reasoning": StreamDecoder._on_reasoning,
@@ -764,6 +765,7 @@ _DELTA_HANDLERS = {
     "function_call": StreamDecoder._on_function_call,
     "annotations": StreamDecoder._on_annotations,
 }
+_DELTA_FIELDS = ("content", *_DELTA_HANDLERS)
 
 
 # ============================================================================= stream encode
