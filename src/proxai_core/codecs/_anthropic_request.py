@@ -745,7 +745,7 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
             if c is Text:
                 if not p.text:  # type: ignore[union-attr]
                     continue  # Anthropic rejects empty text blocks
-                role = mrole
+                role: str = mrole
                 b = p.text if not p.citations and not p.cache_control else _enc_text(p, warnings)  # type: ignore
             elif c is ToolCall:
                 role, b = "assistant", _enc_tool_call(p, i, j, warnings)  # type: ignore[arg-type]

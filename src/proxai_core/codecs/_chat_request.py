@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -23,6 +23,7 @@ from ..neutral import (
     Message,
     Opaque,
     OutputFormat,
+    Part,
     Reasoning,
     ReasoningConfig,
     Refusal,
@@ -87,7 +88,7 @@ def _decode_image(part: dict, *path: str | int) -> Image:
     if iu.__class__ is str:
         url, detail = iu, None
     else:
-        req_obj(iu, *path, "image_url")
+        iu = req_obj(iu, *path, "image_url")
         url = req_str(iu.get("url"), *path, "image_url", "url")
         detail = opt_str(iu.get("detail"), *path, "image_url", "detail")
     du = _parse_data_url(url)
@@ -296,7 +297,7 @@ def _decode_messages(msgs: Any, req: Request, warnings: list[str]) -> None:
                 continue
             leading = tool_turn = False
             name = m.get("name")
-            out.append(Message(role, texts, name if name.__class__ is str else None))
+            out.append(Message(role, cast("list[Part]", texts), name if name.__class__ is str else None))
         elif role == "function":
             fail("legacy role 'function' cannot be translated; use tool messages with tool_call_id",
                  "messages", i, "role")
@@ -588,11 +589,11 @@ def _document_part(doc: Document, path: str) -> dict[str, Any]:
         mt = doc.media_type or "application/pdf"
         if mt.startswith("text/"):
             try:
-                text = base64.b64decode(doc.data or "", validate=False).decode("utf-8")
+                decoded: str | None = base64.b64decode(doc.data or "", validate=False).decode("utf-8")
             except (binascii.Error, UnicodeDecodeError, ValueError):
-                text = None
-            if text is not None:
-                return {"type": "text", "text": f"{doc.title}\n\n{text}" if doc.title else text}
+                decoded = None
+            if decoded is not None:
+                return {"type": "text", "text": f"{doc.title}\n\n{decoded}" if doc.title else decoded}
         f: dict[str, Any] = {"file_data": f"data:{mt};base64,{doc.data or ''}",
                              "filename": doc.filename or doc.title or
                              ("document.pdf" if mt == "application/pdf" else "document")}

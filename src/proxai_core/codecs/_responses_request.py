@@ -192,7 +192,7 @@ def _texts(v: Any, *path: str | int) -> list[str]:
 
 def _reasoning(item: dict[str, Any], key: str, i: int, w: list[str]) -> Reasoning:
     enc = opt_str(item.get("encrypted_content"), key, i, "encrypted_content")
-    if rz.is_packed(enc):
+    if enc is not None and rz.is_packed(enc):
         payload = rz.unpack(enc)
         if payload is None:
             w.append(f"{key}[{i}].encrypted_content: damaged proxai envelope, reasoning kept without continuity")
