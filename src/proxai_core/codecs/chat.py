@@ -42,6 +42,7 @@ from ..neutral import (
     Stop,
     Text,
     ToolCall,
+    ToolKind,
     Usage,
     UsageEvent,
 )
@@ -104,7 +105,9 @@ def _citations(annotations: Any) -> list[dict[str, Any]] | None:
                     c[dst] = v
             out.append(c)
         elif t == "file":
-            f = a.get("file") if isinstance(a.get("file"), dict) else {}
+            f = a.get("file")
+            if not isinstance(f, dict):
+                f = {}
             out.append({"type": "file", "filename": f.get("name"), "raw": a})
         else:
             out.append({"type": str(t), "raw": a})
@@ -371,7 +374,7 @@ class _Call:
         self.idx = -1
         self.id = cid
         self.name = name
-        self.kind = kind
+        self.kind: ToolKind = "custom" if kind == "custom" else "function"
         self.args: list[str] = []
         self.started = False
         self.pending: list[str] = []
@@ -491,7 +494,9 @@ class StreamDecoder:
                 continue
             idx = self._open_seq(_REASONING)
             already = "".join(self._reasoning_text)
-            visible = payload.get("text") if isinstance(payload.get("text"), str) else ""
+            visible = payload.get("text")
+            if not isinstance(visible, str):
+                visible = ""
             if visible.startswith(already) and len(visible) > len(already):
                 self._out.append(Delta(idx, "reasoning", visible[len(already):]))
             self._out.append(BlockEnd(idx, unpacked(payload)))
@@ -812,9 +817,16 @@ class StreamEncoder:
         return self._chunk({"role": "assistant", "content": ""})
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        """The one builder of a choice chunk (test_wire_builders checks it against frame())."""
         tail = b',"finish_reason":null}]}\n\n' if finish is None else \
-            b',"finish_reason":"' + finish.encode() + b'"}]}\n\n'
+            b',"finish_reason":' + orjson.dumps(finish) + b'}]}\n\n'
         return self._prefix + orjson.dumps(delta) + tail
+
+    def _args_chunk(self, b: _Out, value: str) -> bytes:
+        """A tool call's argument (or custom input) fragment."""
+        if b.tool_kind == "custom":
+            return self._chunk({"tool_calls": [{"index": b.chat_index, "custom": {"input": value}}]})
+        return self._chunk({"tool_calls": [{"index": b.chat_index, "function": {"arguments": value}}]})
 
     # ------------------------------------------------------------------ events
     def encode(self, ev: Event) -> bytes:
@@ -856,9 +868,7 @@ class StreamEncoder:
             if k != "arguments":
                 return b""
             b.args_sent = True
-            if b.tool_kind == "custom":
-                return self._chunk({"tool_calls": [{"index": b.chat_index, "custom": {"input": ev.value}}]})
-            return self._chunk({"tool_calls": [{"index": b.chat_index, "function": {"arguments": ev.value}}]})
+            return self._args_chunk(b, ev.value)
         if b.kind == "text" and k == "text":
             self._content_sent = b.args_sent = True
             return self._chunk({"content": ev.value})
@@ -929,9 +939,7 @@ class StreamEncoder:
                 args = "{}"  # a tool call with no arguments at all: valid JSON for the client
             if not args:
                 return b""
-            if b.tool_kind == "custom":
-                return self._chunk({"tool_calls": [{"index": b.chat_index, "custom": {"input": args}}]})
-            return self._chunk({"tool_calls": [{"index": b.chat_index, "function": {"arguments": args}}]})
+            return self._args_chunk(b, args)
         if b.kind == "reasoning":
             if not isinstance(final, Reasoning):
                 return b""
