@@ -317,8 +317,8 @@ class StreamTranslator:
             return self._forward(events, blobs, False) if blobs else b""
         if self._terminal:
             return b""
-        events = self._reader.feed(chunk)
-        return self._translate(events) if events else b""  # (a read in the middle of a long event)
+        read = self._reader.feed(chunk)
+        return self._translate(read) if read else b""  # (empty: a read in the middle of a long event)
 
     def close(self) -> bytes:
         if self.closed:
@@ -375,8 +375,9 @@ class StreamTranslator:
             except Exception as exc:
                 evs = self._failed(exc)
             for ev in evs:
-                if type(ev) is _Delta and self._fast:
-                    out.append(self._enc.encode(ev))
+                t = type(ev)
+                if self._fast and (t is _Delta or t is _BlockStart or t is _BlockEnd):
+                    out.append(self._enc.encode(ev))  # nothing to observe, no names to restore
                 else:
                     self._slow(ev, data, out)
             if self._terminal:
