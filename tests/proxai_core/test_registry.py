@@ -86,9 +86,10 @@ def test_headers_and_credentials():
     assert {"openai-beta", "openai-organization", "openai-project"} <= drop
     assert "anthropic-version" not in drop
     drop = foreign_headers(ANTHROPIC, CHAT)
-    assert {"anthropic-version", "anthropic-beta"} <= drop and "openai-beta" not in drop
+    assert {"anthropic-version", "anthropic-beta", "openai-beta"} <= drop and "openai-organization" not in drop
     assert "openai-beta" in foreign_headers(RESPONSES, CHAT)
     assert "openai-beta" not in foreign_headers(RESPONSES, RESPONSES)
+    assert "anthropic-beta" not in foreign_headers(ANTHROPIC, ANTHROPIC)
     assert "openai-beta" in foreign_headers(None, CHAT)
     h: dict[str, str] = {}
     CHAT.credentials.inject(h, "k", "api.openai.com")

@@ -134,13 +134,13 @@ def client_of_headers(headers: Mapping[str, str]) -> Codec | None:
 
 def foreign_headers(client: Codec | None, target: Codec) -> frozenset[str]:
     """Headers of a client request (``client`` None: unknown) that must not reach ``target``: every
-    other vendor's headers, and protocol-only headers when the client's protocol is translated."""
+    other vendor's headers, and protocol-only headers unless the client speaks the target protocol."""
     drop: set[str] = set()
     for c in all_codecs():
         cr = c.credentials
         if cr.vendor != target.credentials.vendor:
             drop.update(cr.vendor_headers, cr.protocol_headers, cr.default_headers)
-        if client is not target and (client is None or c is client):
+        if client is not target:
             drop.update(cr.protocol_headers)
     return frozenset(drop)
 
