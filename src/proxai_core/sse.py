@@ -206,6 +206,7 @@ class SSEReader:
 
     def _close(self, blobs: list[bytes] | None) -> list[SSEEvent | None]:
         if self._line:  # a last line without its line end (its bytes are in _raw already)
+            self._only_line = False  # (its raw bytes stay: they are handed over below)
             self._read(b"\n", None)
         data, event, raw = self._data, self._event, b"".join(self._raw)
         self._data, self._event, self._raw, self._pending_cr, self._idle = [], None, [], False, True
