@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 
 import anthropic.types
 import pytest
 from openai.types.shared import ErrorObject
 
 from proxai_core import Protocol, StreamTranslator, translate_error, translate_response_result
-from proxai_core.errors import TranslationError, translation_error_response
-from tests.conftest import PROTOCOLS, fixture_dir, needs_fixtures, sse, sse_events
+from proxai_core.codecs import get
+from proxai_core.errors import TranslationError, kind_for_status, translation_error_response
+from proxai_core.neutral import Error
+from tests.conftest import FIXTURES, PROTOCOLS, fixture_dir, needs_fixtures, sse, sse_events
 
 A, C, R = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES
 
@@ -234,3 +237,29 @@ def test_defect2_recorded_openai_errors_to_anthropic(name, a_status, a_type):
         pytest.fail(f"recording {name} missing from ../shared/fixtures")
     st, out = translate_error(a_status, f.read_bytes(), C, A)
     assert (st, out["error"]["type"]) == (a_status, a_type)
+
+
+def _recorded_errors() -> list:
+    idx = FIXTURES / "INDEX.tsv"
+    if not idx.is_file():
+        return [pytest.param(None, None, marks=pytest.mark.skip(reason="../shared/fixtures absent"))]
+    out = []
+    for line in idx.read_text(encoding="utf-8").splitlines()[1:]:
+        cols = line.split("\t")
+        m = re.search(r"http-(\d+)", cols[3]) if len(cols) > 3 else None
+        if m and cols[1] in {get(p).name for p in PROTOCOLS}:
+            out.append(pytest.param(cols[0], int(m.group(1)), id=cols[0].split("/", 1)[1][:60]))
+    return out
+
+
+@pytest.mark.parametrize("name,status", _recorded_errors())
+def test_defect2_every_recorded_error_keeps_a_status_consistent_type_for_every_client(name, status):
+    f = FIXTURES / name
+    source = get(name.split("/", 1)[0]).protocol
+    for target in PROTOCOLS:
+        st, out = translate_error(status, f.read_bytes(), source, target)
+        _check_native(target, out)
+        assert st == status, (target, st)
+        if target is A:  # the type is the one Anthropic gives this status
+            assert out["error"]["type"] == get(A).errors.body(Error(kind=kind_for_status(status), message=""))[
+                "error"]["type"], (name, out)
