@@ -16,9 +16,9 @@ import time
 import zlib
 from typing import Any
 
-import orjson
-
 from proxai_core import Protocol, StreamTranslator
+
+from .protocols import fallback_error_frame
 
 logger = logging.getLogger(__name__)
 
@@ -115,16 +115,7 @@ def native_error_frame(protocol: Protocol, message: str, kind: str = "api_error"
 
         return codec(protocol).error_frame(Error(kind=kind, message=message, status=status))
     except Exception:  # noqa: BLE001 - the fallback must not fail
-        pass
-    if protocol is Protocol.ANTHROPIC:
-        body = {"type": "error", "error": {"type": "api_error", "message": message}}
-        return b"event: error\ndata: " + orjson.dumps(body) + b"\n\n"
-    err = {"message": message, "type": "server_error", "param": None, "code": "server_error"}
-    if protocol is Protocol.RESPONSES:
-        body = {"type": "error", "code": "server_error", "message": message, "param": None,
-                "sequence_number": 0, "error": err}
-        return b"event: error\ndata: " + orjson.dumps(body) + b"\n\n"
-    return b"data: " + orjson.dumps({"error": err}) + b"\n\n"
+        return fallback_error_frame(protocol, message)
 
 
 # ----------------------------------------------------------------------------- the callable

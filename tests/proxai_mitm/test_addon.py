@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 from mitmproxy import exceptions, http
-from mitmproxy.test import taddons, tflow, tutils
+from mitmproxy.test import tflow, tutils
 
-from proxai_mitm.addon import ProxAI, get_state
+from proxai_mitm.record import FlowRecord
+from proxai_mitm.state import get_state
 from proxai_mitm.streaming import StreamHandler
 from tests.fake_upstream import RECORDED, _enc_event
 
+from .chain import chain
 from .conftest import needs_codecs
 
 CHAT, RESP, ANTH = "openai_chat_completions", "openai_responses", "anthropic_messages"
@@ -76,17 +78,15 @@ def run(tctx: Any, res: Any) -> None:
 
 @pytest.fixture
 def addon():
-    a = ProxAI()
-    with taddons.context(a) as tctx:
-        a.tctx = tctx
-        yield a
+    with chain() as c:
+        yield c
 
 
 # ----------------------------------------------------------------------------- options
 def test_bad_option_logs_error_and_raises(addon, caplog):
     caplog.set_level(logging.ERROR)
     with pytest.raises(exceptions.OptionsError):
-        addon.tctx.configure(addon, proxai_target="anthropic")
+        addon.configure(proxai_target="anthropic")
     assert "proxai: invalid option proxai_target" in caplog.text
 
 
@@ -95,7 +95,7 @@ def test_bad_routes_file_names_route_and_field(addon, tmp_path, caplog):
     p.write_text('[[routes]]\nname = "x"\ntarget = { protocol = "nope" }\n')
     caplog.set_level(logging.ERROR)
     with pytest.raises(exceptions.OptionsError):
-        addon.tctx.configure(addon, proxai_config=str(p))
+        addon.configure(proxai_config=str(p))
     assert "route 'x' (routes[0]): target.protocol" in caplog.text
 
 
@@ -104,7 +104,7 @@ def test_retargeting_sets_lazy_connection_strategy(addon):
 
     ctx.options.add_option("connection_strategy", str, "eager", "normally declared by proxyserver")
     assert ctx.options.connection_strategy == "eager"
-    addon.tctx.configure(addon, proxai_target=ANTH, proxai_upstream="https://api.anthropic.com",
+    addon.configure(proxai_target=ANTH, proxai_upstream="https://api.anthropic.com",
                          proxai_key_env="PROXAI_TEST_KEY")
     assert ctx.options.connection_strategy == "lazy"
 
@@ -122,9 +122,12 @@ def test_passthrough_json_is_annotated_not_rewritten(addon, caplog):
     m = f.metadata["proxai"]
     assert m["client_protocol"] == m["upstream_protocol"] == ANTH and m["route"] is None
     assert m["stop"]["reason"] == "refusal" and m["stop"]["category"] == "cyber"
-    assert json.loads(m["client_request"]) == BODIES[ANTH]
-    assert json.loads(m["upstream_response"])["stop_reason"] == "refusal"
-    assert m["usage"]["output"] == 9
+    # pass-through: the flow shows both bodies, the record keeps no copy and reads them from the flow
+    assert m["client_request"] is None and m["upstream_response"] is None
+    rec = FlowRecord.of(f)
+    assert json.loads(rec.client_body(f)) == BODIES[ANTH]
+    assert json.loads(rec.upstream_body(f))["stop_reason"] == "refusal"
+    assert m["usage"]["output"] == 9 and m["version"] == 2 and m["translation"] == "observe"
     assert f.comment.startswith("refusal (cyber)") and f.marked == ":no_entry:"
     assert json.loads(f.response.content)["stop_reason"] == "refusal"  # untouched
     assert "anthropic_messages → anthropic_messages (pass-through), claude-x → claude-sonnet-4-5-20250929, 200: " \
@@ -154,14 +157,14 @@ def test_passthrough_stream_forwards_bytes_unchanged_and_observes(addon):
     addon.response(f)
     m = f.metadata["proxai"]
     assert m["stop"]["reason"] == "max_output" and f.marked == ":scissors:"
-    assert m["upstream_response"] == data.decode()
+    assert m["upstream_response"] is None and FlowRecord.of(f).upstream_body(f) == data
 
 
 # ----------------------------------------------------------------------------- request rewrite
 @needs_codecs
 def test_translated_request_rewrite(addon, monkeypatch):
     monkeypatch.setenv("PROXAI_TEST_KEY", "sk-ant-env-key-456")
-    addon.tctx.configure(addon, proxai_target=ANTH, proxai_upstream="https://api.anthropic.com",
+    addon.configure(proxai_target=ANTH, proxai_upstream="https://api.anthropic.com",
                          proxai_key_env="PROXAI_TEST_KEY", proxai_model="gpt-5*=claude-sonnet-4-5")
     f = make_flow(RESP, host="api.openai.com",
                   headers=[("openai-beta", "responses=experimental"), ("accept-encoding", "gzip, zstd"),
@@ -183,7 +186,7 @@ def test_translated_request_rewrite(addon, monkeypatch):
 def test_zstd_request_body_is_decoded(addon):
     from backports import zstd  # mitmproxy's own dependency on 3.12
 
-    addon.tctx.configure(addon, proxai_target=ANTH)
+    addon.configure(proxai_target=ANTH)
     raw = json.dumps(BODIES[RESP]).encode()
     f = make_flow(RESP)
     f.request.headers["content-encoding"] = "zstd"
@@ -196,7 +199,7 @@ def test_zstd_request_body_is_decoded(addon):
 
 @needs_codecs
 def test_same_host_moves_client_credentials(addon):
-    addon.tctx.configure(addon, proxai_target=ANTH)
+    addon.configure(proxai_target=ANTH)
     f = make_flow(CHAT)
     addon.request(f)
     assert f.request.headers["x-api-key"] == "sk-client-secret-123"
@@ -205,7 +208,7 @@ def test_same_host_moves_client_credentials(addon):
 
 
 def test_client_key_never_sent_to_other_host(addon):
-    addon.tctx.configure(addon, proxai_target=ANTH, proxai_upstream="https://api.anthropic.com")
+    addon.configure(proxai_target=ANTH, proxai_upstream="https://api.anthropic.com")
     f = make_flow(CHAT, host="api.openai.com")
     addon.request(f)
     assert f.response is not None and f.response.status_code == 401
@@ -216,7 +219,7 @@ def test_client_key_never_sent_to_other_host(addon):
 
 def test_missing_key_env_is_native_401_naming_the_variable(addon, monkeypatch):
     monkeypatch.delenv("PROXAI_MISSING_KEY", raising=False)
-    addon.tctx.configure(addon, proxai_target=CHAT, proxai_upstream="https://api.openai.com",
+    addon.configure(proxai_target=CHAT, proxai_upstream="https://api.openai.com",
                          proxai_key_env="PROXAI_MISSING_KEY")
     f = make_flow(ANTH, host="api.anthropic.com")
     addon.request(f)
@@ -231,7 +234,7 @@ def test_missing_key_env_is_native_401_naming_the_variable(addon, monkeypatch):
 
 @pytest.mark.parametrize("proto", [CHAT, RESP, ANTH])
 def test_malformed_json_is_native_400(addon, proto):
-    addon.tctx.configure(addon, proxai_target=CHAT if proto != CHAT else ANTH)
+    addon.configure(proxai_target=CHAT if proto != CHAT else ANTH)
     f = make_flow(proto, body=b'{"model": "x", "messages": [')
     addon.request(f)
     assert f.response.status_code == 400
@@ -244,7 +247,7 @@ def test_malformed_json_is_native_400(addon, proto):
 
 
 def test_wrong_protocol_for_path_is_native_400(addon):
-    addon.tctx.configure(addon, proxai_target=CHAT)
+    addon.configure(proxai_target=CHAT)
     f = make_flow(ANTH, body={"model": "gpt-5", "input": "hi"})
     addon.request(f)
     assert f.response.status_code == 400
@@ -254,7 +257,7 @@ def test_wrong_protocol_for_path_is_native_400(addon):
 
 @needs_codecs
 def test_translation_error_is_native_400_never_500(addon):
-    addon.tctx.configure(addon, proxai_target=ANTH)
+    addon.configure(proxai_target=ANTH)
     f = make_flow(CHAT, body={"model": "gpt-4o", "messages": "not a list"})
     addon.request(f)
     assert f.response.status_code == 400
@@ -262,7 +265,7 @@ def test_translation_error_is_native_400_never_500(addon):
 
 
 def test_websocket_upgrade_refused_with_426(addon):
-    addon.tctx.configure(addon, proxai_target=ANTH)
+    addon.configure(proxai_target=ANTH)
     f = make_flow(RESP, method="GET", body=b"", headers=[("upgrade", "websocket"), ("connection", "Upgrade")])
     addon.requestheaders(f)
     assert f.response.status_code == 426
@@ -276,7 +279,7 @@ def test_websocket_untouched_without_route(addon):
 
 
 def test_offline_flows_are_never_rewritten(addon):
-    addon.tctx.configure(addon, proxai_target=ANTH)
+    addon.configure(proxai_target=ANTH)
     f = make_flow(CHAT)
     f.live = False
     addon.requestheaders(f)
@@ -288,7 +291,7 @@ def test_offline_flows_are_never_rewritten(addon):
 @needs_codecs
 @pytest.mark.parametrize("client, upstream", [(CHAT, ANTH), (ANTH, RESP), (RESP, CHAT)])
 def test_translated_json_response(addon, client, upstream):
-    addon.tctx.configure(addon, proxai_target=upstream)
+    addon.configure(proxai_target=upstream)
     f = make_flow(client)
     addon.request(f)
     respond(f, 200, json_bytes(upstream, "tool"), "application/json")
@@ -312,7 +315,7 @@ def test_translated_json_response(addon, client, upstream):
 @needs_codecs
 @pytest.mark.parametrize("client, upstream", [(ANTH, CHAT), (CHAT, RESP), (RESP, ANTH)])
 def test_translated_stream(addon, client, upstream):
-    addon.tctx.configure(addon, proxai_target=upstream)
+    addon.configure(proxai_target=upstream)
     f = make_flow(client, stream=True)
     addon.request(f)
     respond(f, 200, None, "text/event-stream", [("content-length", "999"), ("content-encoding", "identity")])
@@ -336,7 +339,7 @@ def test_translated_stream(addon, client, upstream):
 
 @needs_codecs
 def test_stream_headers_for_http2_client_have_no_transfer_encoding(addon):
-    addon.tctx.configure(addon, proxai_target=CHAT)
+    addon.configure(proxai_target=CHAT)
     f = make_flow(ANTH, stream=True, http_version="HTTP/2.0")
     addon.request(f)
     respond(f, 200, None, "text/event-stream", [("transfer-encoding", "chunked")])
@@ -346,7 +349,7 @@ def test_stream_headers_for_http2_client_have_no_transfer_encoding(addon):
 
 @needs_codecs
 def test_gzip_stream_is_decoded_defensively(addon):
-    addon.tctx.configure(addon, proxai_target=CHAT)
+    addon.configure(proxai_target=CHAT)
     f = make_flow(ANTH, stream=True)
     addon.request(f)
     respond(f, 200, None, "text/event-stream", [("content-encoding", "gzip")])
@@ -360,7 +363,7 @@ def test_gzip_stream_is_decoded_defensively(addon):
 
 @needs_codecs
 def test_exception_in_stream_becomes_native_error_frame(addon, caplog):
-    addon.tctx.configure(addon, proxai_target=CHAT)
+    addon.configure(proxai_target=CHAT)
     f = make_flow(ANTH, stream=True)
     addon.request(f)
     respond(f, 200, None, "text/event-stream")
@@ -383,7 +386,7 @@ def test_exception_in_stream_becomes_native_error_frame(addon, caplog):
 
 @needs_codecs
 def test_upstream_eof_before_terminal_is_native_error_event(addon):
-    addon.tctx.configure(addon, proxai_target=CHAT)
+    addon.configure(proxai_target=CHAT)
     f = make_flow(ANTH, stream=True)
     addon.request(f)
     respond(f, 200, None, "text/event-stream")
@@ -397,7 +400,7 @@ def test_upstream_eof_before_terminal_is_native_error_event(addon):
 
 @needs_codecs
 def test_json_answer_to_streaming_client_becomes_sse(addon):
-    addon.tctx.configure(addon, proxai_target=CHAT)
+    addon.configure(proxai_target=CHAT)
     f = make_flow(ANTH, stream=True)
     addon.request(f)
     respond(f, 200, json_bytes(CHAT), "application/json")
@@ -410,7 +413,7 @@ def test_json_answer_to_streaming_client_becomes_sse(addon):
 
 @needs_codecs
 def test_sse_answer_to_non_streaming_client_becomes_json(addon):
-    addon.tctx.configure(addon, proxai_target=RESP)
+    addon.configure(proxai_target=RESP)
     f = make_flow(CHAT)
     addon.request(f)
     respond(f, 200, sse_bytes(RESP, "refusal"), "text/event-stream")
@@ -432,7 +435,7 @@ def test_sse_answer_to_non_streaming_client_becomes_json(addon):
     ],
 )
 def test_upstream_errors_become_native_errors(addon, status, body, ctype, expect_status):
-    addon.tctx.configure(addon, proxai_target=CHAT)
+    addon.configure(proxai_target=CHAT)
     f = make_flow(ANTH, stream=True)
     addon.request(f)
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -465,7 +468,7 @@ def test_passthrough_upstream_error_untouched(addon):
 # ----------------------------------------------------------------------------- error hook
 @needs_codecs
 def test_disconnect_mid_stream_recorded_as_interrupted(addon):
-    addon.tctx.configure(addon, proxai_target=CHAT)
+    addon.configure(proxai_target=CHAT)
     f = make_flow(ANTH, stream=True)
     addon.request(f)
     respond(f, 200, None, "text/event-stream")
@@ -485,7 +488,7 @@ def test_disconnect_mid_stream_recorded_as_interrupted(addon):
 def test_unreachable_upstream_then_native_502(addon):
     from mitmproxy import flow as mflow
 
-    addon.tctx.configure(addon, proxai_target=CHAT)
+    addon.configure(proxai_target=CHAT)
     f = make_flow(ANTH, host="127.0.0.1", port=9)
     addon.request(f)
     f.error = mflow.Error("[Errno 111] Connect call failed ('127.0.0.1', 9)")
@@ -505,7 +508,7 @@ def test_offline_annotation_from_stored_sse(addon):
     f = make_flow(RESP, stream=True)
     respond(f, 200, sse_bytes(RESP, "tool"), "text/event-stream")
     f.live = False
-    addon.tctx.master.event_loop.run_until_complete(addon.tctx.cycle(addon, f))
+    addon.cycle(f)
     assert f.request.path == "/v1/responses"
     m = f.metadata["proxai"]
     assert m["stop"]["reason"] == "tool_use" and m["route"] is None
@@ -517,14 +520,14 @@ def test_offline_annotation_from_json_and_errors(addon):
     f = make_flow(CHAT)
     respond(f, 200, json_bytes(CHAT, "max"), "application/json")
     f.live = False
-    addon.tctx.master.event_loop.run_until_complete(addon.tctx.cycle(addon, f))
+    addon.cycle(f)
     assert f.metadata["proxai"]["stop"]["reason"] == "max_output" and f.marked == ":scissors:"
 
     f = make_flow(ANTH)
     respond(f, 529, b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}',
             "application/json")
     f.live = False
-    addon.tctx.master.event_loop.run_until_complete(addon.tctx.cycle(addon, f))
+    addon.cycle(f)
     assert f.metadata["proxai"]["stop"]["reason"] == "interrupted"
     assert f.comment.startswith("interrupted")
 
@@ -538,7 +541,7 @@ def test_offline_keeps_recorded_metadata(addon):
                             "warnings": [], "client_request": "{}", "upstream_response": "{}", "usage": None}
     before = json.dumps(f.metadata)
     f.live = False
-    addon.tctx.master.event_loop.run_until_complete(addon.tctx.cycle(addon, f))
+    addon.cycle(f)
     assert json.dumps(f.metadata) == before
 
 
@@ -547,14 +550,14 @@ def test_offline_stream_without_body(addon):
     respond(f, 200, None, "text/event-stream")
     f.response.raw_content = None
     f.live = False
-    addon.tctx.master.event_loop.run_until_complete(addon.tctx.cycle(addon, f))
+    addon.cycle(f)
     m = f.metadata["proxai"]
     assert m["stop"] is None and any("not stored" in w for w in m["warnings"])
 
 
 # ----------------------------------------------------------------------------- auxiliary endpoints
 def test_count_tokens_estimated_for_openai_targets(addon):
-    addon.tctx.configure(addon, proxai_target=RESP)
+    addon.configure(proxai_target=RESP)
     f = make_flow(ANTH, path="/v1/messages/count_tokens",
                   body={"model": "claude-x", "messages": [{"role": "user", "content": "x" * 400}]})
     addon.request(f)
@@ -564,7 +567,7 @@ def test_count_tokens_estimated_for_openai_targets(addon):
 
 def test_count_tokens_forwarded_to_anthropic(addon, monkeypatch):
     monkeypatch.setenv("PROXAI_TEST_KEY", "sk-ant-xyz-123456")
-    addon.tctx.configure(addon, proxai_target=ANTH, proxai_upstream="https://api.anthropic.com",
+    addon.configure(proxai_target=ANTH, proxai_upstream="https://api.anthropic.com",
                          proxai_key_env="PROXAI_TEST_KEY", proxai_model="claude-sonnet-4-5")
     f = make_flow(ANTH, path="/v1/messages/count_tokens", host="gateway.local")
     addon.request(f)
@@ -575,7 +578,7 @@ def test_count_tokens_forwarded_to_anthropic(addon, monkeypatch):
 
 def test_models_list_translated_with_mapped_names(addon, monkeypatch):
     monkeypatch.setenv("PROXAI_TEST_KEY", "sk-ant-xyz-123456")
-    addon.tctx.configure(addon, proxai_target=ANTH, proxai_upstream="https://api.anthropic.com",
+    addon.configure(proxai_target=ANTH, proxai_upstream="https://api.anthropic.com",
                          proxai_key_env="PROXAI_TEST_KEY", proxai_model="gpt-5=claude-sonnet-4-5")
     f = make_flow(RESP, method="GET", path="/v1/models", body=b"", host="api.openai.com")
     addon.request(f)
@@ -594,12 +597,12 @@ def test_models_list_translated_with_mapped_names(addon, monkeypatch):
 
 @needs_codecs
 def test_translator_unavailable_sends_one_native_error_frame(addon, monkeypatch):
-    import proxai_mitm.addon as mod
+    import proxai_mitm.translate as mod
 
     def broken(*_a: Any, **_k: Any) -> None:
         raise ImportError("codec missing")
 
-    addon.tctx.configure(addon, proxai_target=CHAT)
+    addon.configure(proxai_target=CHAT)
     f = make_flow(ANTH, stream=True)
     addon.request(f)
     respond(f, 200, None, "text/event-stream")
@@ -624,28 +627,6 @@ def test_passthrough_gzip_stream_forwarded_raw_and_observed(addon):
     assert f.metadata["proxai"]["stop"]["reason"] == "tool_use"
 
 
-def test_first_contact_is_probed_and_answering_upstreams_are_not(addon):
-    """An upstream not heard from yet is probed (refused: native 502 before mitmproxy's own HTML
-    page could be sent); one that answered recently is not probed at all."""
-    import time
-
-    from proxai_core import Protocol
-    from proxai_mitm.annotate import FlowState
-
-    async def check() -> None:
-        f = make_flow(ANTH, host="127.0.0.1", port=9)
-        st = FlowState("generate", Protocol(ANTH), Protocol(CHAT), None)
-        probe = addon._maybe_probe(f, st, "127.0.0.1", 9)
-        assert probe is not None
-        await probe
-        assert f.response is not None and f.response.status_code == 502
-        assert json.loads(f.response.content)["type"] == "error"
-        addon._seen[("192.0.2.1", 443)] = time.monotonic()
-        assert addon._maybe_probe(make_flow(ANTH), st, "192.0.2.1", 443) is None
-
-    addon.tctx.master.event_loop.run_until_complete(check())
-
-
 def test_tool_schema_deeper_than_orjson_writes_is_translated(addon):
     """A tool schema nested 300 levels (orjson writes 254) is still translated and sent, not refused."""
     deep: Any = {"type": "string"}
@@ -653,7 +634,7 @@ def test_tool_schema_deeper_than_orjson_writes_is_translated(addon):
         deep = {"type": "object", "properties": {"p": deep}}
     body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}],
             "tools": [{"type": "function", "function": {"name": "f", "parameters": deep}}]}
-    addon.tctx.configure(addon, proxai_target=ANTH)
+    addon.configure(proxai_target=ANTH)
     f = make_flow(CHAT, body=body)
     addon.request(f)
     assert f.response is None, f.response and f.response.content[:300]

@@ -15,9 +15,13 @@ from mitmproxy import flow as mflow
 from mitmproxy import io as mio
 from mitmproxy.test import taddons, tflow, tutils
 
-from proxai_mitm.addon import REPLAY_PLACEHOLDER_KEY, ProxAI, get_state
+from proxai_mitm.addon import make_addons
+from proxai_mitm.record import FlowRecord
 from proxai_mitm.replay import MISS_HEADER, miss_body
+from proxai_mitm.router import REPLAY_PLACEHOLDER_KEY
+from proxai_mitm.state import get_state
 
+from .chain import Chain, chain
 from .conftest import needs_codecs
 from .test_addon import ANTH, BODIES, CHAT, RESP, feed, json_bytes, make_flow, respond, sse_bytes
 
@@ -26,11 +30,9 @@ SECRET = "sk-client-secret-123"  # the Authorization of make_flow
 
 @pytest.fixture
 def addon():
-    a = ProxAI()
-    with taddons.context(a) as tctx:
-        a.tctx = tctx
-        yield a
-        a.done()
+    with chain() as c:
+        yield c
+        c.replayer.done()
 
 
 def run(tctx: Any, res: Any) -> Any:
@@ -39,14 +41,14 @@ def run(tctx: Any, res: Any) -> Any:
     return res
 
 
-def start_replay(addon: ProxAI) -> None:
+def start_replay(addon: Chain) -> None:
     """The `running` hook (sync; it spawns the server start on mitmproxy's loop), then wait for it."""
     import asyncio
 
     async def go() -> None:
-        addon.running()
+        addon.replayer.running()
         for _ in range(100):
-            if addon.replay_server is not None and addon.replay_server.running:
+            if addon.replayer.server is not None and addon.replayer.server.running:
                 return
             await asyncio.sleep(0.01)
         raise AssertionError("replay server not started")
@@ -68,7 +70,7 @@ def reread(f: http.HTTPFlow) -> http.HTTPFlow:
 # ----------------------------------------------------------------------------- what a saved flow holds
 @needs_codecs
 def test_translated_stream_saves_client_body_upstream_bytes_and_pacing(addon):
-    addon.tctx.configure(addon, proxai_target=CHAT)
+    addon.configure(proxai_target=CHAT)
     f = make_flow(ANTH, stream=True)
     addon.requestheaders(f)
     addon.request(f)
@@ -90,12 +92,12 @@ def test_translated_stream_saves_client_body_upstream_bytes_and_pacing(addon):
     chunks = m["upstream_chunks"]
     assert len(chunks) > 1 and sum(nb for _, nb in chunks) == len(m["upstream_response"].encode())
     assert all(b[0] >= a[0] for a, b in zip(chunks, chunks[1:]))
-    assert m["stop"]["reason"] == "tool_use" and "upstream_cut" not in m
+    assert m["stop"]["reason"] == "tool_use" and m["upstream_cut"] is None
 
 
 @needs_codecs
 def test_translated_json_keeps_upstream_status_and_headers(addon):
-    addon.tctx.configure(addon, proxai_target=ANTH)
+    addon.configure(proxai_target=ANTH)
     f = make_flow(RESP)
     addon.request(f)
     respond(f, 529, b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}',
@@ -113,7 +115,7 @@ def test_translated_json_keeps_upstream_status_and_headers(addon):
     ("Client disconnected.", False),
 ])
 def test_disconnect_keeps_partial_client_body_and_cut_flag(addon, msg, cut):
-    addon.tctx.configure(addon, proxai_target=CHAT)
+    addon.configure(proxai_target=CHAT)
     f = make_flow(ANTH, stream=True)
     addon.request(f)
     respond(f, 200, None, "text/event-stream")
@@ -141,7 +143,9 @@ def test_passthrough_stream_keeps_wire_bytes(addon):
     addon.response(f)
     assert f.response.raw_content == wire and f.response.headers["content-encoding"] == "gzip"
     assert f.response.get_content() == sse_bytes(ANTH, "refusal")
-    assert f.metadata["proxai"]["upstream_response"] == sse_bytes(ANTH, "refusal").decode()
+    # the client got the upstream's bytes: the record keeps no copy and reads them from the flow
+    assert f.metadata["proxai"]["upstream_response"] is None
+    assert FlowRecord.of(f).upstream_body(f) == sse_bytes(ANTH, "refusal")
 
 
 # ----------------------------------------------------------------------------- redaction
@@ -181,7 +185,7 @@ def test_redaction_covers_non_llm_flows_urls_and_errors(addon):
 
 
 def test_redaction_off_stores_everything(addon):
-    addon.tctx.configure(addon, proxai_redact=False)
+    addon.configure(proxai_redact=False)
     f = make_flow(CHAT)
     addon.requestheaders(f)
     assert SECRET.encode() in stored(f)
@@ -191,19 +195,19 @@ def test_redaction_off_stores_everything(addon):
 def test_replay_bad_path_is_a_loud_error(addon, tmp_path, caplog):
     caplog.set_level(logging.ERROR)
     with pytest.raises(exceptions.OptionsError):
-        addon.tctx.configure(addon, proxai_replay=str(tmp_path / "nope.mitm"))
+        addon.configure(proxai_replay=str(tmp_path / "nope.mitm"))
     assert "proxai: invalid option proxai_replay:" in caplog.text and "does not exist" in caplog.text
     bad = tmp_path / "bad.mitm"
     bad.write_bytes(b"this is not a flow file")
     with pytest.raises(exceptions.OptionsError):
-        addon.tctx.configure(addon, proxai_replay=str(bad))
-    assert addon.replay_index is None
+        addon.configure(proxai_replay=str(bad))
+    assert addon.replayer.index is None
 
 
 def test_replay_miss_value_is_validated(addon, caplog):
     caplog.set_level(logging.ERROR)
     with pytest.raises(exceptions.OptionsError):
-        addon.tctx.configure(addon, proxai_replay_miss="ignore")
+        addon.configure(proxai_replay_miss="ignore")
     assert "proxai: invalid option proxai_replay_miss: must be one of error, forward" in caplog.text
 
 
@@ -222,7 +226,7 @@ def test_replay_sets_lazy_connections(addon, tmp_path, caplog):
 
     ctx.options.add_option("connection_strategy", str, "eager", "normally declared by proxyserver")
     caplog.set_level(logging.INFO)
-    addon.tctx.configure(addon, proxai_replay=_recording(tmp_path))
+    addon.configure(proxai_replay=_recording(tmp_path))
     assert ctx.options.connection_strategy == "lazy"
     assert "connection_strategy set to lazy (replay answers from a loopback server)" in caplog.text
     assert "proxai: replay 1 recording(s)" in caplog.text
@@ -231,44 +235,43 @@ def test_replay_sets_lazy_connections(addon, tmp_path, caplog):
 # ----------------------------------------------------------------------------- replay redirection
 @needs_codecs
 def test_upstream_request_goes_to_the_replay_server(addon, tmp_path):
-    addon.tctx.configure(addon, proxai_target=ANTH, proxai_replay=_recording(tmp_path))
+    addon.configure(proxai_target=ANTH, proxai_replay=_recording(tmp_path))
     start_replay(addon)
-    server = addon.replay_server
+    server = addon.replayer.server
     assert server is not None and server.running
     f = make_flow(CHAT, host="api.example.com", headers=[("host", "api.example.com")])
     assert run(addon.tctx, addon.request(f)) is None
     assert (f.request.scheme, f.request.host, f.request.port) == ("http", "127.0.0.1", server.port)
     assert f.request.path == "/v1/messages" and f.request.host_header == "api.example.com"
     assert get_state(f).replay["upstream_url"] == "https://api.example.com/v1/messages"
-    addon.done()
-    assert addon.replay_server is None and not server.running
+    addon.replayer.done()
+    assert addon.replayer.server is None and not server.running
 
 
 def test_lifecycle_hooks_are_sync_and_replay_can_be_switched_off(addon, tmp_path):
     """A script reload calls `running` / `done` synchronously (async handlers would raise there)."""
-    from mitmproxy import hooks
 
-    addon.tctx.configure(addon, proxai_replay=_recording(tmp_path))
+    addon.configure(proxai_replay=_recording(tmp_path))
     start_replay(addon)
-    server = addon.replay_server
-    addon.tctx.master.addons.invoke_addon_sync(addon, hooks.RunningHook())
-    addon.tctx.configure(addon, proxai_replay="")
-    assert addon.replay_index is None and addon.replay_server is None and not server.running
-    addon.tctx.master.addons.invoke_addon_sync(addon, hooks.DoneHook())
+    server = addon.replayer.server
+    addon.replayer.running()
+    addon.configure(proxai_replay="")
+    assert addon.replayer.index is None and addon.replayer.server is None and not server.running
+    addon.replayer.done()
 
 
 @needs_codecs
 def test_replay_server_started_on_demand(addon, tmp_path):
-    addon.tctx.configure(addon, proxai_replay=_recording(tmp_path))
+    addon.configure(proxai_replay=_recording(tmp_path))
     f = make_flow(ANTH)
     run(addon.tctx, addon.request(f))  # no `running` yet: the request hook starts the server
-    assert addon.replay_server is not None and f.request.port == addon.replay_server.port
+    assert addon.replayer.server is not None and f.request.port == addon.replayer.server.port
 
 
 @needs_codecs
 @pytest.mark.parametrize("client", [CHAT, RESP, ANTH])
 def test_replay_miss_is_the_clients_native_404(addon, tmp_path, client):
-    addon.tctx.configure(addon, proxai_target=ANTH, proxai_replay=_recording(tmp_path))
+    addon.configure(proxai_target=ANTH, proxai_replay=_recording(tmp_path))
     start_replay(addon)
     f = make_flow(client, stream=True)
     run(addon.tctx, addon.request(f))
@@ -290,7 +293,7 @@ def test_replay_miss_is_the_clients_native_404(addon, tmp_path, client):
 @needs_codecs
 def test_replay_miss_forward_leaves_the_request_alone(addon, tmp_path, caplog):
     caplog.set_level(logging.INFO)
-    addon.tctx.configure(addon, proxai_replay=_recording(tmp_path), proxai_replay_miss="forward")
+    addon.configure(proxai_replay=_recording(tmp_path), proxai_replay_miss="forward")
     start_replay(addon)
     f = make_flow(ANTH, body={**BODIES[ANTH], "max_tokens": 65})  # not recorded
     run(addon.tctx, addon.request(f))
@@ -309,7 +312,7 @@ def test_replay_miss_forward_leaves_the_request_alone(addon, tmp_path, caplog):
 
 def test_replay_needs_no_upstream_key(addon, tmp_path, monkeypatch):
     monkeypatch.delenv("PROXAI_UNSET_KEY", raising=False)
-    addon.tctx.configure(addon, proxai_target=ANTH, proxai_upstream="https://api.anthropic.com",
+    addon.configure(proxai_target=ANTH, proxai_upstream="https://api.anthropic.com",
                          proxai_key_env="PROXAI_UNSET_KEY", proxai_replay=_recording(tmp_path))
     start_replay(addon)
     f = make_flow(CHAT, host="api.openai.com")
@@ -328,12 +331,12 @@ def test_commands(tmp_path):
     """The commands as the console / mitmweb run them: flow specs resolved by mitmproxy's view."""
     from mitmproxy.addons import view
 
-    addon, v = ProxAI(), view.View()
-    with taddons.context(addon, v) as tctx:
-        _commands(addon, v, tctx, tmp_path)
+    addons, v = make_addons(), view.View()
+    with taddons.context(*addons, v) as tctx:
+        _commands(Chain(tctx, addons), v, tctx, tmp_path)
 
 
-def _commands(addon: ProxAI, v: Any, tctx: Any, tmp_path: Any) -> None:
+def _commands(addon: Chain, v: Any, tctx: Any, tmp_path: Any) -> None:
     assert {"proxai.report", "proxai.export"} <= set(tctx.master.commands.commands)
     f1 = make_flow(ANTH)
     respond(f1, 200, json_bytes(ANTH, "refusal"), "application/json")
@@ -341,20 +344,20 @@ def _commands(addon: ProxAI, v: Any, tctx: Any, tmp_path: Any) -> None:
     respond(f2, 200, json_bytes(CHAT, "max"), "application/json")
     other = tflow.tflow(resp=True)
     v.add([f1, f2, other])
-    table = tctx.command(addon.report, "@all")
+    table = tctx.command(addon.commands.report, "@all")
     lines = table.splitlines()
     assert lines[0].split()[:3] == ["time", "client", "→"]
     assert "refusal" in lines[2] and "cyber" in lines[2] and "max_output" in lines[3]
     assert lines[-1] == "2 exchange(s): max_output 1, refusal 1"
     out = tmp_path / "x.jsonl"
-    assert tctx.command(addon.export, "@all", str(out)) == f"exported 2 LLM exchange(s) to {out}"
+    assert tctx.command(addon.commands.export, "@all", str(out)) == f"exported 2 LLM exchange(s) to {out}"
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert [r["stop"]["reason"] for r in rows] == ["refusal", "max_output"]
-    assert tctx.command(addon.export, "~u chat/completions", str(out)) == f"exported 1 LLM exchange(s) to {out}"
+    assert tctx.command(addon.commands.export, "~u chat/completions", str(out)) == f"exported 1 LLM exchange(s) to {out}"
     assert tctx.master.commands.execute("proxai.report \"~u /v1/messages\"").splitlines()[-1] == \
         "1 exchange(s): refusal 1"
     with pytest.raises(exceptions.CommandError):
-        tctx.command(addon.export, "@all", str(tmp_path / "no" / "such" / "dir.jsonl"))
+        tctx.command(addon.commands.export, "@all", str(tmp_path / "no" / "such" / "dir.jsonl"))
 
 
 @pytest.mark.parametrize("name", ["tool-loop", "refusal-chat", "refusal-responses", "refusal-anthropic",

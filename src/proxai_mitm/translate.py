@@ -1,0 +1,350 @@
+"""Translation: the one place that decides, once per flow, what translation runs, and runs it.
+
+:func:`plan` decides from the response head (status, content type) and the flow's state, in
+``responseheaders``; the decision is stored in ``state.translation`` (and so in the record).
+``responseheaders`` installs the stream callable for ``stream`` / streamed ``observe``;
+``response`` runs the body translations; ``error`` finishes a stream cut by a disconnect.
+Offline flows (``mitmdump -nr``) are left to offline.py.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from mitmproxy import ctx, http
+
+from proxai_core import (
+    Protocol,
+    StreamTranslator,
+    dumps,
+    error_stop_info,
+    response_from_stream,
+    stop_of_error,
+    stream_from_response,
+    translate_error,
+    translate_response_result,
+)
+from proxai_core.neutral import Error
+
+from .idle import IdleWatch
+from .modellist import finish_models
+from .options import RouteOptions, check_deferred, options_error
+from .record import read_body
+from .replies import native_error, set_body
+from .state import FlowState, get_state
+from .streaming import StreamHandler, native_error_frame
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["IDLE_TIMEOUT", "Translator", "plan"]
+
+#: default seconds of upstream silence after which a stream is ended (below mitmproxy's tcp_timeout
+#: of 600 s, above the longest silent reasoning we know of)
+IDLE_TIMEOUT = 300
+_SSE = "text/event-stream"
+
+
+def plan(state: FlowState, resp: http.Response) -> str:
+    """What translation a flow's response gets (see record.Translation), from its head."""
+    if state.synthetic:
+        return "synthetic"
+    if state.kind in ("models", "model"):
+        return "models"
+    status = resp.status_code
+    if status >= 400:
+        return "error"
+    if state.kind != "generate":
+        return "none"
+    client, upstream = state.client_protocol, state.upstream_protocol
+    same = upstream is client
+    sse = _SSE in resp.headers.get("content-type", "").lower()
+    if sse and status < 300:
+        if same:
+            return "observe"  # streamed through, observed event by event
+        if not state.client_stream:
+            return "collect"
+        return "stream_whole" if resp.headers.get("content-length", "").strip() == "0" else "stream"
+    if sse:
+        return "observe" if same or state.route is None else "collect"
+    if same:
+        return "observe"
+    return "to_stream" if state.client_stream else "json"
+
+
+class Translator:
+    """Runs the planned translation of each LLM flow's response (see the module docstring)."""
+
+    def __init__(self, options: RouteOptions) -> None:
+        self.options = options
+        self.idle = IdleWatch()
+
+    def load(self, loader: Any) -> None:
+        loader.add_option(
+            "proxai_idle_timeout", int, IDLE_TIMEOUT,
+            "Seconds an LLM stream may go without any upstream byte before ProxAI ends it with the "
+            "client's native error event (StopInfo interrupted). 0: off (mitmproxy's tcp_timeout then "
+            "cuts the connection instead).",
+        )
+        check_deferred(ints=("proxai_idle_timeout",))
+
+    def configure(self, updated: set[str]) -> None:
+        if "proxai_idle_timeout" in updated:
+            idle = int(ctx.options.proxai_idle_timeout)
+            if idle < 0:
+                raise options_error(f"proxai_idle_timeout: must be 0 (off) or a number of seconds, got {idle}")
+            self.idle.timeout = float(idle)
+
+    def done(self) -> None:
+        self.idle.stop()
+
+    # ------------------------------------------------------------------------- hooks
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        state = get_state(flow)
+        resp = flow.response
+        if state is None or resp is None or not flow.live or state.synthetic:
+            return
+        # what the upstream answered, before the status and headers are rewritten for the client
+        state.upstream_status = resp.status_code
+        state.upstream_headers = [(k, v) for k, v in resp.headers.items(multi=True)
+                                  if not k.lower().startswith("x-proxai-replay")]
+        state.translation = plan(state, resp)
+        if state.translation == "stream" or (state.translation == "observe" and state.kind == "generate"
+                                             and _SSE in resp.headers.get("content-type", "").lower()
+                                             and resp.status_code < 300):
+            self._install_stream(flow, state, resp)
+
+    def _install_stream(self, flow: http.HTTPFlow, state: FlowState, resp: http.Response) -> None:
+        client, upstream = state.client_protocol, state.upstream_protocol
+        assert client is not None and upstream is not None
+        passthrough = upstream is client
+        try:
+            translator = StreamTranslator(upstream, client, state.client_body)
+        except Exception as exc:  # noqa: BLE001 - a missing codec must not break the flow
+            logger.error("proxai: cannot create the stream translator: %s", exc)
+            state.warnings.append(f"stream translator unavailable: {exc}")
+            if passthrough:
+                resp.stream = True
+                return
+            state.handler = resp.stream = ErrorOnce(
+                native_error_frame(client, f"proxai cannot translate this stream: {exc}"))
+            translator = None
+        if translator is not None:
+            handler = StreamHandler(translator, client, passthrough=passthrough,
+                                    content_encoding=resp.headers.get("content-encoding"))
+            state.handler = resp.stream = handler
+            self.idle.add(flow, handler)
+        if passthrough:
+            return
+        h = resp.headers
+        for name in ("content-length", "content-encoding", "content-md5", "etag"):
+            h.pop(name, None)
+        h["content-type"] = "text/event-stream; charset=utf-8"
+        h["cache-control"] = "no-cache"
+        if flow.request.http_version == "HTTP/1.1":
+            h["transfer-encoding"] = "chunked"
+        else:
+            h.pop("transfer-encoding", None)
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        self.idle.discard(flow)
+        if not flow.live:
+            return
+        state = get_state(flow)
+        if state is None or state.synthetic or flow.response is None:
+            return
+        try:
+            if state.handler is not None:
+                finish_stream(flow, state)
+            else:
+                if state.translation is None:
+                    state.translation = plan(state, flow.response)
+                self._finish_body(flow, state, flow.response)
+        except Exception as exc:
+            logger.exception("proxai: response handling failed")
+            state.warnings.append(f"response handling failed: {type(exc).__name__}: {exc}")
+            if state.route is not None and state.handler is None and flow.response is not None:
+                st, body = native_error(502, "api_error", f"proxai failed to translate the response: {exc}",
+                                        state.client_protocol)
+                set_body(flow.response, st, orjson.dumps(body), "application/json")
+                if state.stop is None:
+                    state.stop = error_stop_info(st, body)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        self.idle.discard(flow)
+        if not flow.live:
+            return
+        state = get_state(flow)
+        if state is None or state.annotated:
+            return
+        msg = flow.error.msg if flow.error else "flow failed"
+        if flow.response is not None and not state.synthetic:
+            # the upstream connection broke inside the response (a client disconnect is not a cut)
+            state.upstream_cut = "client" not in msg.lower()
+        if state.handler is not None:
+            finish_stream(flow, state, interrupted=msg)
+        elif state.stop is None:
+            state.stop = stop_of_error(Error(kind="interrupted", message=msg, status=502))
+
+    # ------------------------------------------------------------------------- complete bodies
+    def _finish_body(self, flow: http.HTTPFlow, state: FlowState, resp: http.Response) -> None:
+        content = read_body(resp)
+        if content is None:
+            return
+        how = state.translation
+        if how not in ("none", "observe"):
+            state.upstream_text = content.decode("utf-8", "replace")
+        if how == "models":
+            finish_models(resp, state, content, self.options.routes)
+        elif how == "error":
+            _finish_error(state, resp, content)
+        elif how in ("stream_whole", "collect", "to_stream", "json"):
+            _translate_body(state, resp, content, how)
+        elif how == "observe":
+            observe_body(state, content, resp.headers.get("content-type", ""))
+
+
+def _finish_error(state: FlowState, resp: http.Response, content: bytes) -> None:
+    client, upstream = state.client_protocol, state.upstream_protocol
+    state.stop = error_stop_info(resp.status_code, content) if state.kind == "generate" else None
+    if state.route is not None and (upstream is not client or not _is_json(content)):
+        target = client or Protocol.CHAT
+        st, native = translate_error(resp.status_code, content, upstream or target, target)
+        set_body(resp, st, orjson.dumps(native), "application/json")
+    elif state.route is None or upstream is client:
+        state.translation = "observe"
+
+
+def _translate_body(state: FlowState, resp: http.Response, content: bytes, how: str) -> None:
+    client, upstream = state.client_protocol, state.upstream_protocol
+    assert client is not None and upstream is not None
+    if how == "stream_whole":  # a stream that arrived whole (e.g. empty): translated at once, honest ending
+        t = StreamTranslator(upstream, client, state.client_body)
+        sse = t.feed(content) + t.close()
+        state.stop = t.stop
+        state.warnings.extend(t.warnings)
+        set_body(resp, 200, sse, "text/event-stream; charset=utf-8")
+        resp.headers["cache-control"] = "no-cache"
+        return
+    if how == "collect":
+        res = response_from_stream(content, upstream, client, state.client_body)
+        _take_result(state, res)
+        set_body(resp, res.status, dumps(res.body), "application/json")
+        return
+    try:
+        obj = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        obj, why = None, "a body that is not JSON"
+    else:
+        why = "JSON that is not an object"
+    if not isinstance(obj, dict):
+        state.warnings.append(f"upstream answered 2xx with {why}")
+        st, native = native_error(502, "api_error", f"upstream answered with {why}", client)
+        set_body(resp, st, orjson.dumps(native), "application/json")
+        state.stop = error_stop_info(st, native)
+        state.translation = "error"
+        return
+    if how == "to_stream":
+        sse, stop, warnings = stream_from_response(obj, upstream, client, state.client_body)
+        state.stop = stop
+        state.warnings.extend(warnings)
+        try:
+            _take_result(state, translate_response_result(obj, upstream, upstream), stop=False)
+        except Exception:  # noqa: BLE001 - usage is best effort
+            pass
+        set_body(resp, 200, sse, "text/event-stream; charset=utf-8")
+        resp.headers["cache-control"] = "no-cache"
+    else:
+        res = translate_response_result(obj, upstream, client, state.client_body, status=resp.status_code)
+        _take_result(state, res)
+        set_body(resp, res.status, dumps(res.body), "application/json")
+
+
+def observe_body(state: FlowState, content: bytes, content_type: str) -> None:
+    """StopInfo, usage and model of an untouched complete body."""
+    proto = state.upstream_protocol
+    if proto is None:
+        return
+    if _SSE in content_type.lower():
+        t = StreamTranslator(proto, proto, state.client_body)
+        t.feed(content)
+        t.close()
+        state.stop, state.usage = t.stop, t.usage
+        state.warnings.extend(t.warnings)
+        if t.model and not state.upstream_model:
+            state.upstream_model = t.model
+        return
+    try:
+        obj = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        state.warnings.append("upstream answered 2xx with a body that is not JSON")
+        return
+    if isinstance(obj, dict):
+        _take_result(state, translate_response_result(obj, proto, proto))
+    else:
+        state.warnings.append("upstream answered 2xx with JSON that is not an object")
+
+
+def finish_stream(flow: http.HTTPFlow, state: FlowState, interrupted: str | None = None) -> None:
+    """End of a streamed response (or its cut): StopInfo, usage, recording copies."""
+    handler = state.handler
+    if isinstance(handler, ErrorOnce):
+        state.stop = stop_of_error(Error(kind="interrupted", message="stream translator unavailable", status=502))
+        _keep_client_body(flow, handler.frame if handler.sent else b"")
+        return
+    handler.finish(interrupted)
+    if state.translation != "observe":
+        state.upstream_text = handler.upstream_bytes.decode("utf-8", "replace")
+    state.upstream_chunks = [(float(o), int(n)) for o, n in handler.chunk_times]
+    t = handler.translator
+    state.stop = t.stop
+    if state.stop is None and (interrupted or not handler.observe_ok):
+        state.stop = stop_of_error(Error(kind="interrupted", message=interrupted or "stream not observed",
+                                         status=502))
+    state.usage = t.usage
+    for w in handler.warnings:
+        if w not in state.warnings:
+            state.warnings.append(w)
+    if t.model and not state.upstream_model:
+        state.upstream_model = t.model
+    _keep_client_body(flow, handler.client_bytes)
+
+
+def _keep_client_body(flow: http.HTTPFlow, data: bytes) -> None:
+    """A streamed body is not stored by mitmproxy (unless store_streamed_bodies): keep what the
+    client got, so the saved flow shows it. Headers stay as sent (content-encoding included)."""
+    if flow.response is not None:
+        flow.response.raw_content = data
+
+
+def _take_result(state: FlowState, res: Any, *, stop: bool = True) -> None:
+    if stop:
+        state.stop = res.stop
+        state.warnings.extend(res.warnings)
+    state.usage = res.usage
+    if res.model and not state.upstream_model:
+        state.upstream_model = res.model
+
+
+def _is_json(content: bytes) -> bool:
+    try:
+        orjson.loads(content)
+        return True
+    except orjson.JSONDecodeError:
+        return False
+
+
+class ErrorOnce:
+    """Stream callable used when no translator can be built: one native error frame, then nothing."""
+
+    def __init__(self, frame: bytes) -> None:
+        self.frame = frame
+        self.sent = False
+
+    def __call__(self, data: bytes) -> Any:
+        if self.sent:
+            return []
+        self.sent = True
+        return [self.frame]
+
