@@ -1,0 +1,86 @@
+"""Hostile and heavy use through a real mitmdump with the addon (loopback only): credentials never
+cross to another host nor stay in a recording, escape sequences never reach the terminal raw.
+
+The bounded-memory rows (compression bombs, an endless stream, a 20 MB recorded request next to a
+small one) are in test_bounded.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from tests.proxai_mitm.test_header_allowlist import CREDENTIAL_HEADERS
+
+from .echo_upstream import Rig, client_path, http_request, request_body
+
+pytestmark = pytest.mark.e2e
+
+CHAT, RESP, ANTH = "openai_chat_completions", "openai_responses", "anthropic_messages"
+OTHER_KEY_ENV = "PROXAI_HOSTILE_OTHER_KEY"
+OTHER_KEY = "gateway-key-of-no-known-shape-4417"
+ROUTES = f"""
+[[routes]]
+name = "other-host"
+match = {{ path = "/other/*" }}
+target = {{ protocol = "{ANTH}", base_url = "http://localhost:{{PORT}}", api_key_env = "{OTHER_KEY_ENV}" }}
+"""
+
+
+@pytest.fixture(scope="module")
+def rig():
+    r = Rig(save=True, extra_routes=ROUTES, env={OTHER_KEY_ENV: OTHER_KEY}, n_deltas=4)
+    r.start()
+    yield r
+    r.close()
+
+
+def post(rig, path: str, body: dict | bytes, headers: dict | None = None, timeout: float = 20.0):
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return asyncio.run(http_request("127.0.0.1", rig.port, path, raw, headers or {}, timeout=timeout))
+
+
+@pytest.mark.parametrize("client", [CHAT, RESP, ANTH])
+def test_credential_headers_never_reach_another_host(rig, client):
+    secrets = {name: f"hostile-{i:02d}-{name}-value" for i, name in enumerate(CREDENTIAL_HEADERS)}
+    headers = dict(secrets)
+    headers["authorization"] = f"Bearer {secrets['authorization']}"
+    headers["proxy-authorization"] = f"Basic {secrets['proxy-authorization']}"
+    headers["user-agent"] = "hostile-test/1"
+    tok = f"cred{client[:4]}"
+    r = post(rig, "/other" + client_path(client, None), request_body(client, tok, False), headers)
+    assert r.status == 200, r.body[:300]
+    rec = next(q for q in rig.up.requests if tok.encode() in q.body)
+    assert rec.header("host").startswith("localhost:")
+    sent = json.dumps(rec.headers)
+    for name, value in secrets.items():
+        assert value not in sent, name
+    assert rec.header("x-api-key") == OTHER_KEY
+    assert rec.header("user-agent") == "hostile-test/1"
+    # nor in the recording or the log
+    time.sleep(0.3)
+    stored = rig.m.flows_path.read_bytes()
+    for name, value in secrets.items():
+        assert value.encode() not in stored, name
+        assert value not in rig.m.log, name
+
+
+@pytest.mark.parametrize("client", [CHAT, ANTH])
+def test_upstream_401_echoing_the_key_is_not_recorded(rig, client):
+    """The upstream's error names the injected key (no known key shape): the client gets its native
+    401, and neither the recording nor the log keeps the key."""
+    from tests.fake_upstream import Reply
+
+    rig.up.on("/v1/messages", Reply.json({"type": "error", "error": {
+        "type": "authentication_error", "message": f"invalid x-api-key: {OTHER_KEY}"}}, status=401, times=1))
+    tok = f"echo401{client[:4]}"
+    r = post(rig, "/other" + client_path(client, None), request_body(client, tok, False), {"x-api-key": "c-key-123456"})
+    assert r.status == 401, r.body[:300]
+    time.sleep(0.3)
+    stored = rig.m.flows_path.read_bytes()
+    assert tok.encode() in stored  # the flow was recorded
+    assert OTHER_KEY.encode() not in stored
+    assert OTHER_KEY not in rig.m.log
