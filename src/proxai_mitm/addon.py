@@ -14,6 +14,7 @@ from .offline import Offline
 from .options import RouteOptions
 from .probe import Probe
 from .recorder import Recorder
+from .redact_ahead import RedactAhead
 from .replayer import Replayer
 from .router import Router
 from .translate import Translator
@@ -33,5 +34,6 @@ def make_addons() -> list[Any]:
         Translator(options),  # decide and run the response translation (streams, bodies, errors)
         Offline(),  # flows read from a file: state from the record or the bodies
         Annotator(),  # record, comment, marker, log line
+        RedactAhead(),  # big flows: the redacted copy prepared off the event loop, before Save writes it
         Commands(),  # contentview, proxai.report, proxai.export
     ]

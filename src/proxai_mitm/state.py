@@ -55,6 +55,9 @@ class FlowState:
     upstream_cut: bool | None = None
     replay: dict[str, Any] | None = None
     truncated: list[tuple[str, int, int]] = field(default_factory=list)
+    #: the client got other bytes than the upstream sent although nothing was translated (a stream
+    #: ended by ProxAI with an error event): the record keeps the upstream's
+    keep_upstream: bool = False
 
     @property
     def model(self) -> str | None:
@@ -91,7 +94,7 @@ def to_record(state: FlowState) -> FlowRecord:
     stop = StopRecord.of(state.stop)
     if stop is not None and stop.message and sec:
         stop.message = scrub(stop.message, sec)
-    keep_upstream = state.translation not in _SAME_BODY or state.upstream_cut
+    keep_upstream = state.translation not in _SAME_BODY or state.upstream_cut or state.keep_upstream
     return FlowRecord(
         kind=state.kind,
         client_protocol=state.client_protocol,

@@ -294,9 +294,11 @@ def finish_stream(flow: http.HTTPFlow, state: FlowState, interrupted: str | None
         _keep_client_body(flow, handler.frame if handler.sent else b"")
         return
     handler.finish(interrupted)
-    if state.translation != "observe":
+    state.keep_upstream = bool(handler.interrupted or handler.failed)
+    if state.translation != "observe" or state.keep_upstream:
         state.upstream_text = handler.upstream_bytes.decode("utf-8", "replace")
     state.upstream_chunks = [(float(o), int(n)) for o, n in handler.chunk_times]
+    state.truncated.extend(handler.truncations)  # recording caps (recordcap.py)
     t = handler.translator
     state.stop = t.stop
     if state.stop is None and (interrupted or not handler.observe_ok):
