@@ -9,8 +9,9 @@ API (for the hooks):
 - ``await adecode(raw, content_encoding, limit)``: the same, run in a worker thread when the work
   is real (compressed input over 4 KiB: a bomb can inflate to the cap), so one large body never
   holds up mitmproxy's event loop. Use it from ``async def`` hooks.
-- ``Decoder(content_encoding, limit)``: the incremental form: ``feed(chunk) -> bytes`` and
-  ``close() -> bytes`` (raises ``BadEncoding`` on a truncated compressed stream).
+- ``Decoder(content_encoding, limit, feed_limit=None)``: the incremental form: ``feed(chunk) ->
+  bytes`` and ``close() -> bytes`` (raises ``BadEncoding`` on a truncated compressed stream). For a
+  stream pass ``limit=math.inf`` and ``feed_limit``: no total cap, but no chunk inflates past it.
 - ``body_limit() -> int``: the cap in effect: the ``proxai_body_limit`` option (declared by the
   ``BodyLimit`` addon below), lowered to mitmproxy's ``body_size_limit`` when that is smaller.
 - ``too_large_reply(exc, protocol, request=True) -> http.Response``: the client's native error:
@@ -172,9 +173,13 @@ class Decoder:
     Every intermediate stage is capped too (at ``limit`` plus a little for incompressible data),
     so ``gzip, br`` cannot inflate in the middle stage either."""
 
-    def __init__(self, content_encoding: str | None, limit: int = DEFAULT_LIMIT) -> None:
+    def __init__(self, content_encoding: str | None, limit: int = DEFAULT_LIMIT, *,
+                 feed_limit: int | None = None) -> None:
         self.limit = limit
+        #: streams: no total cap, but one ``feed`` may not produce more than this
+        self.feed_limit = feed_limit
         self.seen = 0
+        self._fed_from = 0
         # applied in order a, b → decoded in order b, a
         self._stages = [_Stage(c) for c in reversed(codings(content_encoding))]
         self._stage_seen = [0] * len(self._stages)
@@ -186,6 +191,8 @@ class Decoder:
                 self.seen += len(data)
                 if self.seen > self.limit:
                     raise BodyTooLarge(self.limit, self.seen)
+                if self.feed_limit is not None and self.seen - self._fed_from > self.feed_limit:
+                    raise BodyTooLarge(self.feed_limit, self.seen - self._fed_from)
                 out.append(data)
             return
         stage = self._stages[i]
@@ -201,6 +208,7 @@ class Decoder:
             self._run(b"", i + 1, True, out)
 
     def feed(self, data: bytes) -> bytes:
+        self._fed_from = self.seen
         out: list[bytes] = []
         view = memoryview(data)
         for off in range(0, len(data), STEP):
@@ -208,6 +216,7 @@ class Decoder:
         return b"".join(out)
 
     def close(self) -> bytes:
+        self._fed_from = self.seen
         out: list[bytes] = []
         self._run(b"", 0, True, out)
         return b"".join(out)

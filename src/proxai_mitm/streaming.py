@@ -6,19 +6,22 @@ calls :meth:`StreamHandler.finish` with the reason). Rules it keeps (notes/mitmp
 never ``b""`` mid-stream (``[]`` instead), every exception caught and turned into the client's
 native error frame, content-encoding decoded defensively (the upstream was asked for identity).
 For the recording it keeps the decoded upstream chunks with their arrival times (replay pacing) and
-everything it sent to the client (mitmproxy stores nothing of a streamed body by default).
+what it sent to the client (mitmproxy stores nothing of a streamed body by default), each capped at
+``proxai_record_limit`` (recordcap.py).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
-import zlib
 from typing import Any
 
 from proxai_core import Protocol, StreamTranslator
 
+from .bodies import BadEncoding, Decoder, body_limit, codings
 from .protocols import fallback_error_frame
+from .recordcap import CappedBuffer, record_limit
 
 logger = logging.getLogger(__name__)
 
@@ -26,84 +29,32 @@ __all__ = ["StreamHandler", "make_decoder", "native_error_frame"]
 
 
 # ----------------------------------------------------------------------------- content-encoding
-class _Zlib:
-    __slots__ = ("_d", "_raw_fallback")
+class _Decoder:
+    """bodies.Decoder for a stream: no total cap, but no chunk inflates past the body cap (a bomb)."""
 
-    def __init__(self, wbits: int):
-        self._d = zlib.decompressobj(wbits)
-        self._raw_fallback = wbits == 15  # "deflate" is zlib-wrapped or raw in the wild
-
-    def decompress(self, data: bytes) -> bytes:
-        try:
-            return self._d.decompress(data)
-        except zlib.error:
-            if not self._raw_fallback:
-                raise
-            self._raw_fallback = False
-            self._d = zlib.decompressobj(-15)
-            return self._d.decompress(data)
-
-    def flush(self) -> bytes:
-        return self._d.flush()
-
-
-class _Brotli:
     __slots__ = ("_d",)
 
-    def __init__(self) -> None:
-        import brotli
-
-        self._d = brotli.Decompressor()
+    def __init__(self, content_encoding: str) -> None:
+        self._d = Decoder(content_encoding, math.inf, feed_limit=body_limit())
 
     def decompress(self, data: bytes) -> bytes:
-        return self._d.process(data)
+        return self._d.feed(data)
 
     def flush(self) -> bytes:
-        return b""
-
-
-class _Zstd:
-    __slots__ = ("_d", "_mod")
-
-    def __init__(self) -> None:
-        try:
-            from compression import zstd  # type: ignore[import-not-found]  # Python 3.14
-        except ImportError:
-            from backports import zstd  # type: ignore[no-redef]
-        self._mod = zstd
-        self._d = zstd.ZstdDecompressor()
-
-    def decompress(self, data: bytes) -> bytes:
-        out = []
-        while data:
-            if self._d.eof:  # concatenated frames
-                data = self._d.unused_data + data if self._d.unused_data else data
-                self._d = self._mod.ZstdDecompressor()
-            out.append(self._d.decompress(data))
-            data = b""
-        return b"".join(out)
-
-    def flush(self) -> bytes:
-        return b""
+        return self._d.close()
 
 
 def make_decoder(content_encoding: str | None) -> Any:
-    """An incremental decoder for a response's content-encoding, or None for identity.
+    """An incremental, bounded decoder for a response's content-encoding, or None for identity.
 
     Raises ValueError for an encoding we cannot decode.
     """
-    ce = (content_encoding or "").strip().lower()
-    if ce in ("", "identity"):
+    if not codings(content_encoding):
         return None
-    if ce in ("gzip", "x-gzip"):
-        return _Zlib(47)  # gzip or zlib header, auto-detected
-    if ce == "deflate":
-        return _Zlib(15)
-    if ce == "br":
-        return _Brotli()
-    if ce == "zstd":
-        return _Zstd()
-    raise ValueError(f"unsupported content-encoding {content_encoding!r}")
+    try:
+        return _Decoder(content_encoding or "")
+    except BadEncoding as e:
+        raise ValueError(f"unsupported content-encoding {content_encoding!r}") from e
 
 
 # ----------------------------------------------------------------------------- error frames
@@ -125,7 +76,6 @@ class StreamHandler:
 
     __slots__ = (
         "_out_bytes",
-        "chunk_times",
         "chunks",
         "client_protocol",
         "decoder",
@@ -147,11 +97,12 @@ class StreamHandler:
         self.translator = translator
         self.client_protocol = client_protocol
         self.passthrough = passthrough
-        self.chunks: list[bytes] = []  # decoded upstream bytes (for metadata)
-        #: per upstream chunk: [offset in ms since the response headers, decoded byte count] (replay pacing)
-        self.chunk_times: list[list[float | int]] = []
-        #: what the client got (the recorded client body: mitmproxy keeps nothing of a streamed body)
-        self.out: list[bytes] = []
+        # recording copies, capped (recordcap.py): decoded upstream bytes with their timings
+        # ([offset ms since the headers, bytes] per chunk: replay pacing), and what the client got
+        # (mitmproxy keeps nothing of a streamed body)
+        cap = record_limit()
+        self.chunks = CappedBuffer(cap)
+        self.out = CappedBuffer(cap)
         self.t0 = self.last_activity = time.monotonic()
         #: set by the idle watchdog just before it ends the upstream message (see idle.py)
         self.idle_message: str | None = None
@@ -178,10 +129,9 @@ class StreamHandler:
             return res
         res = self._call(data)
         if isinstance(res, bytes):
-            if res:
-                self.out.append(res)
+            self.out.add(res)
         else:
-            self.out.extend(c for c in res if c)
+            self.out.extend(res)
         return res
 
     def _call(self, data: bytes) -> Any:
@@ -213,16 +163,25 @@ class StreamHandler:
     # -------------------------------------------------------------------------------------------
     @property
     def upstream_bytes(self) -> bytes:
-        return b"".join(self.chunks)
+        return self.chunks.value()
 
     @property
     def client_bytes(self) -> bytes:
-        """Everything sent to the client so far."""
-        return b"".join(self.out)
+        """What was sent to the client so far (up to the recording cap, then a note)."""
+        return self.out.value()
+
+    @property
+    def chunk_times(self) -> list[list[float | int]]:
+        return self.chunks.times
+
+    @property
+    def truncations(self) -> list[tuple[str, int, int]]:
+        """(part, kept, total) of each recording copy the cap cut."""
+        return [(part, buf.kept, buf.total) for part, buf in (("upstream_response", self.chunks),
+                                                               ("response", self.out)) if buf.truncated]
 
     def _add_chunk(self, chunk: bytes) -> None:
-        self.chunks.append(chunk)
-        self.chunk_times.append([round((time.monotonic() - self.t0) * 1000.0, 1), len(chunk)])
+        self.chunks.add(chunk, round((time.monotonic() - self.t0) * 1000.0, 1))
 
     @property
     def warnings(self) -> list[str]:

@@ -172,3 +172,16 @@ def test_native_replies(proto, etype):
     assert r.status_code == 502
     r = bodies.too_large_reply(BadEncoding("br", "truncated stream"), proto)
     assert r.status_code == 400 and "br" in orjson.loads(r.content)["error"]["message"]
+
+
+def test_stream_decoder_bounds_each_feed_not_the_total():
+    import math
+
+    raw = ENC["gzip"](b"data: x\n\n" * 100_000)
+    d = Decoder("gzip", math.inf, feed_limit=600_000)
+    out = b"".join(d.feed(raw[i:i + 500]) for i in range(0, len(raw), 500)) + d.close()
+    assert len(out) == 900_000  # more than feed_limit in total: fine
+    d = Decoder("gzip", math.inf, feed_limit=1_000_000)
+    with pytest.raises(BodyTooLarge) as ei:
+        d.feed(bomb("gzip", 64 * 1024 * 1024))  # one chunk inflating past feed_limit: a bomb
+    assert ei.value.limit == 1_000_000
