@@ -9,10 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from .annotate import Annotator
+from .bodies import BodyLimit
 from .commands import Commands
 from .offline import Offline
 from .options import RouteOptions
 from .probe import Probe
+from .recordcap import RecordLimit
 from .recorder import Recorder
 from .redact_ahead import RedactAhead
 from .replayer import Replayer
@@ -27,6 +29,8 @@ def make_addons() -> list[Any]:
     replayer = Replayer()
     return [
         options,  # routing options -> routes
+        BodyLimit(),  # proxai_body_limit: decoded-size cap of request / complete response bodies
+        RecordLimit(),  # proxai_record_limit: bytes of a stream kept per recording copy
         Recorder(),  # proxai_redact: stored flows are redacted
         Router(options, replayer.replay_only),  # recognize, route, rewrite the request, or answer natively
         replayer,  # proxai_replay: upstream requests go to the loopback replay server
