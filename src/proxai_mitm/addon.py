@@ -11,6 +11,7 @@ from typing import Any
 from .annotate import Annotator
 from .bodies import BodyLimit
 from .commands import Commands
+from .idle import HeaderTimeout
 from .offline import Offline
 from .options import RouteOptions
 from .probe import Probe
@@ -36,6 +37,7 @@ def make_addons() -> list[Any]:
         replayer,  # proxai_replay: upstream requests go to the loopback replay server
         Probe(replayer.active),  # unreachable upstreams: native 502
         Translator(options),  # decide and run the response translation (streams, bodies, errors)
+        HeaderTimeout(),  # proxai_header_timeout: no response headers in time -> native 504
         Offline(),  # flows read from a file: state from the record or the bodies
         Annotator(),  # record, comment, marker, log line
         RedactAhead(),  # big flows: the redacted copy prepared off the event loop, before Save writes it
