@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .escape import escape
 from .report import export_jsonl, format_table, read_flows, rows
 
 
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"exported {count} LLM exchange(s) to {args.out}", file=sys.stderr)
         return 0
     except (OSError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {escape(e)}", file=sys.stderr)
         return 1
 
 

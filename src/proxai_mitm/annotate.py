@@ -15,6 +15,7 @@ from mitmproxy import http
 
 from proxai_core import StopReason
 
+from .escape import escape
 from .state import FlowState, get_state, scrub, to_record
 
 logger = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ def annotate(flow: Any, state: FlowState) -> None:
     to_record(state).write(flow)
     stop = state.stop
     if stop is not None:
-        flow.comment = scrub(stop.describe(), state.secrets) or ""
+        flow.comment = escape(scrub(stop.describe(), state.secrets) or "", multiline=True)
         marker = MARKERS.get(stop.reason)
         if marker:
             flow.marked = marker
@@ -90,5 +91,5 @@ def log_line(flow: Any, state: FlowState) -> None:
     peer = getattr(getattr(flow, "client_conn", None), "peername", None)
     if peer:
         extra["client"] = peer
-    logger.info("proxai: %s → %s (%s), %s, %s: %s", client, upstream, route, state.model or "model ?", status,
-                scrub(what, state.secrets), extra=extra)
+    logger.info("proxai: %s → %s (%s), %s, %s: %s", client, upstream, escape(route), escape(state.model or "model ?"),
+                status, escape(scrub(what, state.secrets)), extra=extra)  # network text: no raw escapes

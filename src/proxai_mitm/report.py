@@ -22,6 +22,7 @@ from proxai_core import neutral as n
 from proxai_core.api import stop_of_error
 
 from .analysis import BodyInfo, analyze_response, compact_part, compact_request
+from .escape import escape
 from .protocols import SHORT, json_or_none, protocol_from_path
 from .record import FlowRecord, read_body
 from .replay import canonical_key
@@ -255,7 +256,7 @@ def format_table(table_rows: Sequence[dict[str, Any]]) -> str:
                 v = a if a == b else f"{a} → {b}"
             else:
                 v = r.get(key)
-                v = "-" if v is None or v == "" else str(v)
+                v = "-" if v is None or v == "" else escape(v)  # recorded network text: no raw escapes
             if key == "model" and len(v) > 48:
                 v = v[:47] + "…"
             line.append(v)

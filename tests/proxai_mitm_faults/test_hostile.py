@@ -84,3 +84,38 @@ def test_upstream_401_echoing_the_key_is_not_recorded(rig, client):
     assert tok.encode() in stored  # the flow was recorded
     assert OTHER_KEY.encode() not in stored
     assert OTHER_KEY not in rig.m.log
+
+
+ESCAPES = "\x1b[31mRED\x1b[0m\x1b]0;owned\x07\x9b2J"
+
+
+def test_escape_sequences_never_reach_the_terminal(rig, tmp_path):
+    """A model name and an upstream error text full of ANSI / OSC sequences: mitmdump's output
+    (the proxai: log line), the flow comment, ``report`` and the CLI show them escaped."""
+    import subprocess
+    import sys
+
+    from tests.fake_upstream import Reply
+
+    body = request_body(CHAT, "escapes1", False, model=f"gpt{ESCAPES}")
+    r = post(rig, client_path(CHAT, None), body, {"authorization": "Bearer sk-test-client-0001"})
+    assert r.status == 200, r.body[:300]
+    rig.up.on("/v1/chat/completions", Reply.json({"error": {"message": f"bad{ESCAPES}", "type": "invalid_request_error"}},
+                                                 status=400, times=1))
+    r = post(rig, client_path(CHAT, None), request_body(CHAT, "escapes2", False, model=f"m{ESCAPES}"),
+             {"authorization": "Bearer sk-test-client-0001"})
+    assert r.status == 400
+    rig.m.wait_for_log(r"proxai: .*escapes|proxai: .*m\\x1b", timeout=10, count=1)
+    time.sleep(0.5)
+    lines = [ln for ln in rig.m.log.splitlines() if "proxai:" in ln and "x1b" in ln]
+    assert lines, rig.m.log[-2000:]
+    for ch in ("\x1b", "\x07", "\x9b"):
+        assert ch not in rig.m.log
+    flows = [f for f in rig.m.flows() if b"escapes" in (f.request.raw_content or b"")]
+    assert flows and all("\x1b" not in (f.comment or "") for f in flows)
+    out = subprocess.run([sys.executable, "-m", "proxai_mitm", "report", str(rig.m.flows_path)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "\\x1b" in out.stdout
+    for ch in ("\x1b", "\x07", "\x9b"):
+        assert ch not in out.stdout and ch not in out.stderr
