@@ -24,9 +24,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from proxai_core import Protocol, StopInfo
 from proxai_core.neutral import Usage
 
+from .bodies import DEFAULT_LIMIT, BodyError, body_limit, decode
+
 logger = logging.getLogger(__name__)
 
-__all__ = ["METADATA_KEY", "read_body", "SCHEMA_VERSION", "FlowRecord", "ReplayRecord", "StopRecord", "Truncation",
+__all__ = ["METADATA_KEY", "read_body", "safe_body_limit", "SCHEMA_VERSION", "FlowRecord", "ReplayRecord", "StopRecord", "Truncation",
            "UsageRecord"]
 
 METADATA_KEY = "proxai"
@@ -220,13 +222,23 @@ class FlowRecord(_Plain):
 
 
 def read_body(msg: Any) -> bytes | None:
-    """A message body with its content-encoding removed (the raw bytes when it cannot be decoded)."""
-    if msg is None or getattr(msg, "raw_content", None) is None:
+    """A message body with its content-encoding removed, within the body cap (the raw bytes when it
+    cannot be decoded within it: readers show such a body as it is)."""
+    raw = getattr(msg, "raw_content", None) if msg is not None else None
+    if raw is None:
         return None
     try:
-        return msg.get_content(strict=False)
-    except Exception:  # noqa: BLE001 - a damaged body is shown as it is
-        return msg.raw_content
+        return decode(raw, msg.headers.get("content-encoding"), safe_body_limit())
+    except BodyError:
+        return raw
+
+
+def safe_body_limit() -> int:
+    """The body cap in effect, or the default outside mitmproxy (the report CLI)."""
+    try:
+        return body_limit()
+    except Exception:  # noqa: BLE001 - no mitmproxy options here
+        return DEFAULT_LIMIT
 
 
 def _from_v1(d: dict[str, Any]) -> dict[str, Any]:

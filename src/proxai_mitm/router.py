@@ -9,6 +9,7 @@ Offline flows (``mitmdump -nr``) are never rewritten.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Callable
@@ -17,14 +18,15 @@ from typing import Any
 import orjson
 from mitmproxy import http
 
-from proxai_core import Protocol, TranslationError, dumps, error_response, translate_request
+from proxai_core import Protocol, TranslationError, dumps, error_response, error_stop_info, translate_request
 
 from . import routing
+from .bodies import BodyError, codings, decode, too_large_reply
 from .config import Route
 from .modellist import estimate_tokens
 from .options import RouteOptions
 from .protocols import is_anthropic_client
-from .record import read_body
+from .record import safe_body_limit
 from .replies import reply, reply_body
 from .state import FlowState, get_state, set_state
 
@@ -34,6 +36,8 @@ __all__ = ["REPLAY_PLACEHOLDER_KEY", "Router", "retarget"]
 
 #: the upstream key sent to the replay server when none is configured (nothing leaves the machine)
 REPLAY_PLACEHOLDER_KEY = "proxai-replay-no-key"
+#: request bodies from this size (compressed ones from 4 KiB) are decoded and parsed in a worker thread
+THREAD_BYTES = 1 << 20
 _INVALID = object()
 
 
@@ -81,18 +85,32 @@ class Router:
               "proxai: WebSocket transport is not available on a translated route; use HTTP streaming (SSE)",
               extra_headers={"connection": "close", "upgrade": "websocket"})
 
-    def request(self, flow: http.HTTPFlow) -> None:
+    def request(self, flow: http.HTTPFlow) -> Any:
         if not flow.live or flow.response or flow.error:
-            return
+            return None
         req = flow.request
         ep = routing.recognize(req.method, req.path, req.headers)
         if ep is None or ep.websocket:
-            return
+            return None
+        if ep.kind in ("models", "model"):
+            return self._handle(flow, ep, None)
+        raw, ce = req.raw_content or b"", req.headers.get("content-encoding")
+        if (codings(ce) and len(raw) > 4096) or len(raw) > THREAD_BYTES:
+            return self._handle_off_loop(flow, ep, raw, ce)  # only this flow waits for its body
+        return self._handle(flow, ep, parse_body(raw, ce, safe_body_limit()))
+
+    async def _handle_off_loop(self, flow: http.HTTPFlow, ep: routing.Endpoint, raw: bytes, ce: str) -> None:
+        body = await asyncio.to_thread(parse_body, raw, ce, safe_body_limit())
+        self._handle(flow, ep, body)
+
+    def _handle(self, flow: http.HTTPFlow, ep: routing.Endpoint, body: Body | BodyError | None) -> None:
         try:
-            if ep.kind == "generate":
-                self._generate(flow, ep)
+            if isinstance(body, BodyError):
+                self._bad_body(flow, ep, body)
+            elif ep.kind == "generate":
+                self._generate(flow, ep, body)
             elif ep.kind == "count_tokens":
-                self._count_tokens(flow, ep)
+                self._count_tokens(flow, ep, body)
             else:
                 self._models(flow, ep)
         except Exception as exc:
@@ -104,9 +122,20 @@ class Router:
             reply(flow, state, 500, "api_error", f"proxai failed to handle the request: {exc}")
 
     # ------------------------------------------------------------------------- endpoints
-    def _generate(self, flow: http.HTTPFlow, ep: routing.Endpoint) -> None:
+    @staticmethod
+    def _bad_body(flow: http.HTTPFlow, ep: routing.Endpoint, exc: BodyError) -> None:
+        """A body over the cap (native 413) or not decodable (native 400): answered, never inflated."""
+        state = FlowState(ep.kind, ep.protocol, ep.protocol, None, endpoint=ep,
+                          warnings=[f"request body not read: {exc}"])
+        set_state(flow, state)
+        flow.response = too_large_reply(exc, ep.protocol, request=True)
+        state.synthetic = True
+        state.translation = "synthetic"
+        state.stop = error_stop_info(flow.response.status_code, flow.response.content or b"")
+
+    def _generate(self, flow: http.HTTPFlow, ep: routing.Endpoint, parsed: Body) -> None:
         req = flow.request
-        raw, body, jerr = _read_json(req)
+        raw, body, jerr = parsed
         model = _model(body)
         path = req.path.partition("?")[0]
         route = self.options.routes.find(req.host, path, model)
@@ -116,7 +145,7 @@ class Router:
             if routing.looks_like_llm(body):
                 set_state(flow, FlowState("generate", client, client, None, client_body=body,
                                           client_stream=bool(body.get("stream")), client_model=model,
-                                          endpoint=ep, secrets=self._secrets(req.headers, None)))
+                                          endpoint=ep, secrets=own_secrets(req.headers, None)))
             return
         if body is _INVALID and "json" not in req.headers.get("content-type", "").lower() \
                 and raw.lstrip()[:1] not in (b"{", b"["):
@@ -126,7 +155,7 @@ class Router:
                           client_body=body if is_obj else None,
                           client_stream=bool(body.get("stream")) if is_obj else False,
                           client_model=model, translated=route.protocol is not client, endpoint=ep,
-                          secrets=self._secrets(req.headers, route))
+                          secrets=own_secrets(req.headers, route))
         set_state(flow, state)
         if body is _INVALID:
             return reply(flow, state, 400, "invalid_request_error", f"request body is not valid JSON: {jerr}")
@@ -156,9 +185,9 @@ class Router:
 
         self.forward(flow, state, ep, route, payload)
 
-    def _count_tokens(self, flow: http.HTTPFlow, ep: routing.Endpoint) -> None:
+    def _count_tokens(self, flow: http.HTTPFlow, ep: routing.Endpoint, parsed: Body) -> None:
         req = flow.request
-        raw, body, jerr = _read_json(req)
+        raw, body, jerr = parsed
         model = _model(body)
         route = self.options.routes.find(req.host, req.path.partition("?")[0], model, alt_paths=ep.generate_paths)
         if route is None:
@@ -167,7 +196,7 @@ class Router:
         state = FlowState("count_tokens", Protocol.ANTHROPIC, route.protocol, route.name, client_text=_text(raw),
                           client_body=body if is_obj else None, client_model=model, endpoint=ep,
                           translated=route.protocol is not Protocol.ANTHROPIC,
-                          secrets=self._secrets(req.headers, route))
+                          secrets=own_secrets(req.headers, route))
         set_state(flow, state)
         if not is_obj:
             return reply(flow, state, 400, "invalid_request_error",
@@ -202,7 +231,7 @@ class Router:
             return
         anthropic_client = is_anthropic_client(req.headers)
         state = FlowState(ep.kind, Protocol.ANTHROPIC if anthropic_client else None, route.protocol, route.name,
-                          client_model=ep.model_id, endpoint=ep, secrets=self._secrets(req.headers, route))
+                          client_model=ep.model_id, endpoint=ep, secrets=own_secrets(req.headers, route))
         state.extra = {"anthropic_client": anthropic_client, "model_id": ep.model_id}
         set_state(flow, state)
         state.upstream_model = route.models.map(ep.model_id) if ep.model_id else None
@@ -263,26 +292,35 @@ class Router:
                       f"addressed, so the client's credentials are not forwarded; set {hint} to the name "
                       f"of an environment variable holding the upstream key")
 
-    @staticmethod
-    def _secrets(headers: Any, route: Route | None) -> tuple[str, ...]:
-        """The flow's own secrets: the client's credential and the key injected for the route."""
-        out = []
-        cred = routing.client_credential(headers)
-        if cred and len(cred) >= 8:
-            out.append(cred)
-        if route is not None and route.api_key_env:
-            v = os.environ.get(route.api_key_env, "").strip()
-            if len(v) >= 8:
-                out.append(v)
-        return tuple(out)
 
 
-def _read_json(req: http.Request) -> tuple[bytes, Any, str | None]:
-    raw = read_body(req) or b""
+def own_secrets(headers: Any, route: Route | None) -> tuple[str, ...]:
+    """The flow's own secrets: the client's credential and the key injected for the route."""
+    out = []
+    cred = routing.client_credential(headers)
+    if cred and len(cred) >= 8:
+        out.append(cred)
+    if route is not None and route.api_key_env:
+        v = os.environ.get(route.api_key_env, "").strip()
+        if len(v) >= 8:
+            out.append(v)
+    return tuple(out)
+
+
+#: (decoded bytes, parsed JSON or _INVALID, JSON error text)
+Body = tuple[bytes, Any, str | None]
+
+
+def parse_body(raw: bytes, content_encoding: str | None, limit: int) -> Body | BodyError:
+    """Decode (within ``limit``) and parse a request body; runs in a worker thread for big bodies."""
     try:
-        return raw, orjson.loads(raw), None
+        data = decode(raw, content_encoding, limit)
+    except BodyError as e:
+        return e
+    try:
+        return data, orjson.loads(data), None
     except orjson.JSONDecodeError as e:
-        return raw, _INVALID, str(e)
+        return data, _INVALID, str(e)
 
 
 def _model(body: Any) -> str | None:

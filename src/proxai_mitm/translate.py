@@ -9,6 +9,7 @@ Offline flows (``mitmdump -nr``) are left to offline.py.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -28,10 +29,11 @@ from proxai_core import (
 )
 from proxai_core.neutral import Error
 
+from .bodies import BodyError, codings, decode, too_large_reply
 from .idle import IdleWatch
 from .modellist import finish_models
 from .options import RouteOptions, check_deferred, options_error
-from .record import read_body
+from .record import safe_body_limit
 from .replies import native_error, set_body
 from .state import FlowState, get_state
 from .streaming import StreamHandler, native_error_frame
@@ -44,6 +46,8 @@ __all__ = ["IDLE_TIMEOUT", "Translator", "plan"]
 #: of 600 s, above the longest silent reasoning we know of)
 IDLE_TIMEOUT = 300
 _SSE = "text/event-stream"
+#: complete bodies from this size (compressed ones from 4 KiB) are decoded in a worker thread
+THREAD_BYTES = 1 << 20
 
 
 def plan(state: FlowState, resp: http.Response) -> str:
@@ -147,20 +151,31 @@ class Translator:
         else:
             h.pop("transfer-encoding", None)
 
-    def response(self, flow: http.HTTPFlow) -> None:
+    def response(self, flow: http.HTTPFlow) -> Any:
         self.idle.discard(flow)
-        if not flow.live:
-            return
         state = get_state(flow)
-        if state is None or state.synthetic or flow.response is None:
-            return
+        resp = flow.response
+        if not flow.live or state is None or state.synthetic or resp is None:
+            return None
+        if state.handler is None:
+            if state.translation is None:
+                state.translation = plan(state, resp)
+            raw, ce = resp.raw_content, resp.headers.get("content-encoding")
+            if raw is not None and ((codings(ce) and len(raw) > 4096) or len(raw) > THREAD_BYTES):
+                return self._response_off_loop(flow, state, raw, ce)  # only this flow waits
+        self._finish(flow, state, None)
+        return None
+
+    async def _response_off_loop(self, flow: http.HTTPFlow, state: FlowState, raw: bytes, ce: str) -> None:
+        content = await asyncio.to_thread(decode_or_error, raw, ce, safe_body_limit())
+        self._finish(flow, state, content)
+
+    def _finish(self, flow: http.HTTPFlow, state: FlowState, content: bytes | BodyError | None) -> None:
         try:
             if state.handler is not None:
                 finish_stream(flow, state)
             else:
-                if state.translation is None:
-                    state.translation = plan(state, flow.response)
-                self._finish_body(flow, state, flow.response)
+                self._finish_body(flow, state, flow.response, content)
         except Exception as exc:
             logger.exception("proxai: response handling failed")
             state.warnings.append(f"response handling failed: {type(exc).__name__}: {exc}")
@@ -188,11 +203,16 @@ class Translator:
             state.stop = stop_of_error(Error(kind="interrupted", message=msg, status=502))
 
     # ------------------------------------------------------------------------- complete bodies
-    def _finish_body(self, flow: http.HTTPFlow, state: FlowState, resp: http.Response) -> None:
-        content = read_body(resp)
+    def _finish_body(self, flow: http.HTTPFlow, state: FlowState, resp: http.Response,
+                     content: bytes | BodyError | None) -> None:
+        if content is None and resp.raw_content is not None:
+            content = decode_or_error(resp.raw_content, resp.headers.get("content-encoding"), safe_body_limit())
         if content is None:
             return
         how = state.translation
+        if isinstance(content, BodyError):
+            _unreadable(flow, state, content)
+            return
         if how not in ("none", "observe"):
             state.upstream_text = content.decode("utf-8", "replace")
         if how == "models":
@@ -203,6 +223,24 @@ class Translator:
             _translate_body(state, resp, content, how)
         elif how == "observe":
             observe_body(state, content, resp.headers.get("content-type", ""))
+
+
+def decode_or_error(raw: bytes, content_encoding: str | None, limit: int) -> bytes | BodyError:
+    try:
+        return decode(raw, content_encoding, limit)
+    except BodyError as e:
+        return e
+
+
+def _unreadable(flow: http.HTTPFlow, state: FlowState, exc: BodyError) -> None:
+    """An upstream body over the cap or not decodable: passed through untouched when nothing had to
+    be translated, else the client's native 502 (it is never inflated past the cap)."""
+    state.warnings.append(f"upstream body not read: {exc}")
+    if state.translation in ("observe", "none"):
+        return
+    flow.response = too_large_reply(exc, state.client_protocol, request=False)
+    state.stop = error_stop_info(flow.response.status_code, flow.response.content or b"")
+    state.translation = "error"
 
 
 def _finish_error(state: FlowState, resp: http.Response, content: bytes) -> None:
@@ -298,6 +336,7 @@ def finish_stream(flow: http.HTTPFlow, state: FlowState, interrupted: str | None
     if state.translation != "observe" or state.keep_upstream:
         state.upstream_text = handler.upstream_bytes.decode("utf-8", "replace")
     state.upstream_chunks = [(float(o), int(n)) for o, n in handler.chunk_times]
+    state.truncated.extend(handler.truncations)
     state.truncated.extend(handler.truncations)  # recording caps (recordcap.py)
     t = handler.translator
     state.stop = t.stop

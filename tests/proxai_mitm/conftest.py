@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from .chain import chain
+
 FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
 
 
@@ -18,3 +20,11 @@ def codecs_available() -> bool:
 
 
 needs_codecs = pytest.mark.skipif(not codecs_available(), reason="proxai_core codecs not importable yet")
+
+
+@pytest.fixture
+def addon():
+    """The ProxAI addon list under taddons (``addon.request(flow)`` runs every addon's hook)."""
+    with chain() as c:
+        yield c
+        c.replayer.done()

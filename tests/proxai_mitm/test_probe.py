@@ -11,7 +11,7 @@ from proxai_core import Protocol
 from proxai_mitm.probe import Probe, is_connect_error
 from proxai_mitm.state import FlowState, get_state, set_state
 
-from .test_addon import ANTH, CHAT, make_flow
+from .helpers import ANTH, CHAT, make_flow
 
 
 def routed(f, route: str | None = "default") -> None:

@@ -1,0 +1,36 @@
+"""options.py: routing options parsed once; errors name the option."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from mitmproxy import exceptions
+
+from .helpers import ANTH
+
+
+def test_bad_option_logs_error_and_raises(addon, caplog):
+    caplog.set_level(logging.ERROR)
+    with pytest.raises(exceptions.OptionsError):
+        addon.configure(proxai_target="anthropic")
+    assert "proxai: invalid option proxai_target" in caplog.text
+
+
+def test_bad_routes_file_names_route_and_field(addon, tmp_path, caplog):
+    p = tmp_path / "r.toml"
+    p.write_text('[[routes]]\nname = "x"\ntarget = { protocol = "nope" }\n')
+    caplog.set_level(logging.ERROR)
+    with pytest.raises(exceptions.OptionsError):
+        addon.configure(proxai_config=str(p))
+    assert "route 'x' (routes[0]): target.protocol" in caplog.text
+
+
+def test_retargeting_sets_lazy_connection_strategy(addon):
+    from mitmproxy import ctx
+
+    ctx.options.add_option("connection_strategy", str, "eager", "normally declared by proxyserver")
+    assert ctx.options.connection_strategy == "eager"
+    addon.configure(proxai_target=ANTH, proxai_upstream="https://api.anthropic.com",
+                         proxai_key_env="PROXAI_TEST_KEY")
+    assert ctx.options.connection_strategy == "lazy"
