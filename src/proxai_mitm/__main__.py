@@ -16,6 +16,11 @@ from .escape import escape
 from .report import export_jsonl, format_table, read_flows, rows
 
 
+def _say_damage(damaged: list) -> None:
+    for d in damaged:
+        print(f"warning: {escape(d)}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m proxai_mitm", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -26,11 +31,14 @@ def main(argv: list[str] | None = None) -> int:
     ep.add_argument("out", metavar="OUT.jsonl")
     args = ap.parse_args(argv)
     try:
+        damaged: list = []
         if args.cmd == "report":
-            flows = [f for p in args.paths for f in read_flows(p)]
+            flows = [f for p in args.paths for f in read_flows(p, damaged)]
+            _say_damage(damaged)
             print(format_table(rows(flows)))
             return 0
-        flows = read_flows(args.path)
+        flows = read_flows(args.path, damaged)
+        _say_damage(damaged)
         count = export_jsonl(flows, args.out)
         print(f"exported {count} LLM exchange(s) to {args.out}", file=sys.stderr)
         return 0

@@ -298,13 +298,13 @@ class RecordingIndex:
         self._next: dict[tuple[str, bool | None], int] = {}
         self.sources: list[str] = []
         self.skipped = 0
+        self.damaged: list[str] = []
 
     # -- building
     @classmethod
     def load(cls, path: str | Path) -> RecordingIndex:
         """Read a .mitm file, or every ``*.mitm`` file under a folder (sorted by path)."""
-        from mitmproxy import http, io
-        from mitmproxy.exceptions import FlowReadException
+        from .flowfile import read_file
 
         idx = cls()
         p = Path(path).expanduser()
@@ -315,13 +315,12 @@ class RecordingIndex:
         else:
             raise FileNotFoundError(f"proxai replay: {p} does not exist")
         for fp in files:
-            with open(fp, "rb") as fh:
-                try:
-                    for f in io.FlowReader(fh).stream():
-                        if isinstance(f, http.HTTPFlow):
-                            idx.add_flow(f, str(fp))
-                except FlowReadException as e:
-                    raise ValueError(f"proxai replay: cannot read {fp}: {e}") from e
+            got = read_file(fp)  # a damaged file: its intact flows, and the damage named
+            for f in got.flows:
+                idx.add_flow(f, str(fp))
+            if got.damage is not None:
+                idx.damaged.append(str(got.damage))
+                logger.warning("proxai replay: %s", got.damage)
             idx.sources.append(str(fp))
         return idx
 

@@ -11,6 +11,7 @@ Wired into the commands ``proxai.report`` / ``proxai.export`` and ``python -m pr
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,12 @@ from proxai_core.api import stop_of_error
 
 from .analysis import BodyInfo, analyze_response, compact_part, compact_request
 from .escape import escape
+from .flowfile import read_path
 from .protocols import SHORT, json_or_none, protocol_from_path
 from .record import FlowRecord, read_body
 from .replay import canonical_key
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "exchange",
@@ -312,20 +316,14 @@ def export_command(flows: Sequence[Any], path: str) -> str:
     return f"exported {count} LLM exchange(s) to {path}"
 
 
-def read_flows(path: str | Path) -> list[Any]:
-    """HTTP flows of a .mitm file, or of every ``*.mitm`` file in a folder (sorted by name)."""
-    from mitmproxy import http, io
-    from mitmproxy.exceptions import FlowReadException
-
-    p = Path(path).expanduser()
-    files = sorted(p.rglob("*.mitm")) if p.is_dir() else [p]
-    out: list[Any] = []
-    for fp in files:
-        with open(fp, "rb") as fh:
-            try:
-                for f in io.FlowReader(fh).stream():
-                    if isinstance(f, http.HTTPFlow):
-                        out.append(f)
-            except FlowReadException as e:
-                raise ValueError(f"{fp}: {e}") from e
-    return out
+def read_flows(path: str | Path, damaged: list[Any] | None = None) -> list[Any]:
+    """HTTP flows of a .mitm file, or of every ``*.mitm`` file in a folder (sorted by name). A damaged
+    file gives its intact flows before the damage; the damage (flowfile.Damage) is appended to
+    ``damaged``, or logged when no list is given."""
+    flows, damages = read_path(path)
+    for d in damages:
+        if damaged is not None:
+            damaged.append(d)
+        else:
+            logger.warning("proxai: %s", d)
+    return flows
