@@ -36,7 +36,8 @@ __all__ = ["REPLAY_PLACEHOLDER_KEY", "Router", "retarget"]
 
 #: the upstream key sent to the replay server when none is configured (nothing leaves the machine)
 REPLAY_PLACEHOLDER_KEY = "proxai-replay-no-key"
-#: request bodies from this size (compressed ones from 4 KiB) are decoded and parsed in a worker thread
+#: request bodies from this size (compressed ones always: a few bytes can inflate to the cap) are
+#: decoded and parsed in a worker thread
 THREAD_BYTES = 1 << 20
 _INVALID = object()
 
@@ -95,7 +96,7 @@ class Router:
         if ep.kind in ("models", "model"):
             return self._handle(flow, ep, None)
         raw, ce = req.raw_content or b"", req.headers.get("content-encoding")
-        if (codings(ce) and len(raw) > 4096) or len(raw) > THREAD_BYTES:
+        if codings(ce) or len(raw) > THREAD_BYTES:
             return self._handle_off_loop(flow, ep, raw, ce)  # only this flow waits for its body
         return self._handle(flow, ep, parse_body(raw, ce, safe_body_limit()))
 

@@ -46,7 +46,7 @@ __all__ = ["IDLE_TIMEOUT", "Translator", "plan"]
 #: of 600 s, above the longest silent reasoning we know of)
 IDLE_TIMEOUT = 300
 _SSE = "text/event-stream"
-#: complete bodies from this size (compressed ones from 4 KiB) are decoded in a worker thread
+#: complete bodies from this size (compressed ones always) are decoded in a worker thread
 THREAD_BYTES = 1 << 20
 
 
@@ -161,7 +161,7 @@ class Translator:
             if state.translation is None:
                 state.translation = plan(state, resp)
             raw, ce = resp.raw_content, resp.headers.get("content-encoding")
-            if raw is not None and ((codings(ce) and len(raw) > 4096) or len(raw) > THREAD_BYTES):
+            if raw is not None and (codings(ce) or len(raw) > THREAD_BYTES):
                 return self._response_off_loop(flow, state, raw, ce)  # only this flow waits
         self._finish(flow, state, None)
         return None
