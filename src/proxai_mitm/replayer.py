@@ -92,6 +92,8 @@ class Replayer:
                 index = RecordingIndex.load(path)
             except (FileNotFoundError, ValueError, OSError) as e:
                 raise options_error(f"proxai_replay: {str(e).removeprefix('proxai replay: ')}") from None
+            if len(index) == 0 and index.damaged:  # nothing readable at all: not a recording
+                raise options_error(f"proxai_replay: {index.damaged[0]}")
         self._set_index(index, path)
         if index is not None:
             lazy_connections("replay answers from a loopback server")
