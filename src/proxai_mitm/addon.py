@@ -11,6 +11,7 @@ from typing import Any
 from .annotate import Annotator
 from .bodies import BodyLimit
 from .commands import Commands
+from .har import HarExport
 from .idle import HeaderTimeout
 from .offline import Offline
 from .options import RouteOptions
@@ -29,6 +30,7 @@ def make_addons() -> list[Any]:
     options = RouteOptions()
     replayer = Replayer()
     return [
+        HarExport(),  # keeps the client's request before any rewrite; HAR export redacted and annotated
         options,  # routing options -> routes
         BodyLimit(),  # proxai_body_limit: decoded-size cap of request / complete response bodies
         RecordLimit(),  # proxai_record_limit: bytes of a stream kept per recording copy
