@@ -17,7 +17,6 @@ import orjson
 from mitmproxy import ctx, http
 
 from proxai_core import (
-    Protocol,
     StreamTranslator,
     dumps,
     error_stop_info,
@@ -33,6 +32,7 @@ from .bodies import BodyError, codings, decode, too_large_reply
 from .idle import IdleWatch
 from .modellist import finish_models
 from .options import RouteOptions, check_deferred, options_error
+from .protocols import DEFAULT_PROTOCOL
 from .record import safe_body_limit
 from .replies import native_error, set_body
 from .state import FlowState, get_state
@@ -247,7 +247,7 @@ def _finish_error(state: FlowState, resp: http.Response, content: bytes) -> None
     client, upstream = state.client_protocol, state.upstream_protocol
     state.stop = error_stop_info(resp.status_code, content) if state.kind == "generate" else None
     if state.route is not None and (upstream is not client or not _is_json(content)):
-        target = client or Protocol.CHAT
+        target = client or DEFAULT_PROTOCOL
         st, native = translate_error(resp.status_code, content, upstream or target, target)
         set_body(resp, st, orjson.dumps(native), "application/json")
     elif state.route is None or upstream is client:
