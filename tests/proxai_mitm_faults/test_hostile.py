@@ -154,3 +154,22 @@ def test_hardump_is_redacted_client_side_and_carries_the_stop(tmp_path):
     assert '"messages"' in chat["request"]["postData"]["text"] and '"stream": true' in chat["request"]["postData"]["text"]
     assert chat["response"]["content"]["text"].startswith("data: ")  # the Chat stream the client got
     assert chat["_proxai"]["client_protocol"] == CHAT and chat["_proxai"]["upstream_protocol"] == ANTH
+
+
+def test_listen_host_warning_at_start():
+    """A key-injecting route while mitmdump listens on every interface without proxyauth: a clear
+    warning at start (the docs' commands all pass --listen-host 127.0.0.1). The proxy is stopped
+    as soon as the line is seen; only loopback is talked to."""
+    from tests.mitm_harness import Mitmdump, free_port
+
+    m = Mitmdump(mode=f"reverse:http://127.0.0.1:9@0.0.0.0:{free_port()}", save=False,
+                 env={OTHER_KEY_ENV: OTHER_KEY},
+                 options={"proxai_target": ANTH, "proxai_upstream": "http://localhost:9",
+                          "proxai_key_env": OTHER_KEY_ENV})
+    try:
+        m.start(wait=False)
+        lines = m.wait_for_log(r"inject an API key and mitmproxy listens on", timeout=30)
+    finally:
+        m.cleanup()
+    assert "--listen-host 127.0.0.1" in lines[0] and "403" in lines[0]
+    assert OTHER_KEY not in m.log
