@@ -97,3 +97,19 @@ def test_foreign_and_damaged_metadata(raw, expect):
 
 def test_flow_without_record():
     assert FlowRecord.of(make_flow(ANTH)) is None
+
+
+def test_the_stored_dict_is_the_typed_records_schema():
+    """Annotation stores record_dict (no validation on the hot path); FlowRecord reads it back to the
+    same values, field for field."""
+    from proxai_mitm.state import record_dict
+
+    st = FlowState("generate", Protocol(ANTH), Protocol(CHAT), "r", client_text="{}", translation="stream",
+                   stop=StopInfo(StopReason.TOOL_USE, raw="tool_calls", detail={"n": 1}), usage=Usage(output=2),
+                   upstream_text="data: x\n\n", upstream_status=200, upstream_headers=[("a", "b")],
+                   upstream_chunks=[(0.5, 9)], upstream_cut=False, replay={"result": "sent", "upstream_url": "u"},
+                   truncated=[("response", 1, 2)], warnings=["w"])
+    raw = record_dict(st)
+    assert set(raw) == set(FlowRecord.model_fields)
+    rec = FlowRecord.model_validate(raw)
+    assert json.loads(json.dumps(rec.dump())) == json.loads(json.dumps(raw))
