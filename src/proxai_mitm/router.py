@@ -9,7 +9,6 @@ Offline flows (``mitmdump -nr``) are never rewritten.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from mitmproxy import http
 from proxai_core import TranslationError, dumps, error_response, error_stop_info, translate_request
 
 from . import routing
-from .bodies import BodyError, codings, decode, too_large_reply
+from .bodies import BodyError, codings, decode, offload, too_large_reply
 from .config import Route
 from .modellist import estimate_tokens
 from .options import RouteOptions
@@ -101,7 +100,7 @@ class Router:
         return self._handle(flow, ep, parse_body(raw, ce, safe_body_limit()))
 
     async def _handle_off_loop(self, flow: http.HTTPFlow, ep: routing.Endpoint, raw: bytes, ce: str) -> None:
-        body = await asyncio.to_thread(parse_body, raw, ce, safe_body_limit())
+        body = await offload(parse_body, raw, ce, safe_body_limit())
         self._handle(flow, ep, body)
 
     def _handle(self, flow: http.HTTPFlow, ep: routing.Endpoint, body: Body | BodyError | None) -> None:

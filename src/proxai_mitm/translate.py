@@ -9,7 +9,6 @@ Offline flows (``mitmdump -nr``) are left to offline.py.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
@@ -28,7 +27,7 @@ from proxai_core import (
 )
 from proxai_core.neutral import Error
 
-from .bodies import BodyError, codings, decode, too_large_reply
+from .bodies import BodyError, codings, decode, offload, too_large_reply
 from .idle import IdleWatch
 from .modellist import finish_models
 from .options import RouteOptions, check_deferred, options_error
@@ -167,7 +166,7 @@ class Translator:
         return None
 
     async def _response_off_loop(self, flow: http.HTTPFlow, state: FlowState, raw: bytes, ce: str) -> None:
-        content = await asyncio.to_thread(decode_or_error, raw, ce, safe_body_limit())
+        content = await offload(decode_or_error, raw, ce, safe_body_limit())
         self._finish(flow, state, content)
 
     def _finish(self, flow: http.HTTPFlow, state: FlowState, content: bytes | BodyError | None) -> None:
