@@ -12,7 +12,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .escape import escape
 from .report import export_jsonl, format_table, read_flows, rows
+
+
+def _say_damage(damaged: list) -> None:
+    for d in damaged:
+        print(f"warning: {escape(d)}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,16 +31,19 @@ def main(argv: list[str] | None = None) -> int:
     ep.add_argument("out", metavar="OUT.jsonl")
     args = ap.parse_args(argv)
     try:
+        damaged: list = []
         if args.cmd == "report":
-            flows = [f for p in args.paths for f in read_flows(p)]
+            flows = [f for p in args.paths for f in read_flows(p, damaged)]
+            _say_damage(damaged)
             print(format_table(rows(flows)))
             return 0
-        flows = read_flows(args.path)
+        flows = read_flows(args.path, damaged)
+        _say_damage(damaged)
         count = export_jsonl(flows, args.out)
         print(f"exported {count} LLM exchange(s) to {args.out}", file=sys.stderr)
         return 0
     except (OSError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {escape(e)}", file=sys.stderr)
         return 1
 
 

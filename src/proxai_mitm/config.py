@@ -269,11 +269,11 @@ def routes_from_options(target: str, upstream: str, key_env: str, model: str) ->
     if target not in PROTOCOLS:
         raise ConfigError(f"proxai_target: must be one of {', '.join(PROTOCOLS)} (or empty), got {target!r}")
     base = parse_base_url(upstream, "proxai_upstream") if upstream and upstream.strip() else None
-    key_env = (key_env or "").strip() or None
-    if key_env and not _ENV_NAME.match(key_env):
-        raise ConfigError(f"proxai_key_env: must be an environment variable name, got {key_env!r}")
+    key_env_name = (key_env or "").strip() or None
+    if key_env_name and not _ENV_NAME.match(key_env_name):
+        raise ConfigError(f"proxai_key_env: must be an environment variable name, got {key_env_name!r}")
     models = parse_model_map(model, "proxai_model")
-    return RouteSet((Route("default", Protocol(target), base, key_env, models),))
+    return RouteSet((Route("default", Protocol(target), base, key_env_name, models),))
 
 
 def _loc(loc: tuple) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["IdleWatch"]
+__all__ = ["HEADER_TIMEOUT", "HeaderTimeout", "IdleWatch"]
 
 
 def _injected_end_class() -> Any:
@@ -161,3 +161,169 @@ try:
     _IDLE_END = _injected_end_class()
 except Exception:  # noqa: BLE001 - an incompatible mitmproxy: IdleWatch._end finds no stream
     _IDLE_END = None
+
+
+# ----------------------------------------------------------------------------- before the headers
+#: default seconds an upstream may take before its response headers (a non-streamed answer sends
+#: them only when it is complete; mitmproxy's own tcp_timeout of 600 s would cut the client instead)
+HEADER_TIMEOUT = 300
+
+
+def _injected_response_classes() -> tuple[Any, Any, Any]:
+    """Injected events the flow's HttpStream handles as a real upstream response (headers, body,
+    end of message): mitmproxy then runs responseheaders / response and answers the client."""
+    from mitmproxy.proxy import events
+    from mitmproxy.proxy.layers.http import ResponseData, ResponseEndOfMessage, ResponseHeaders
+
+    class Head(events.MessageInjected, ResponseHeaders):  # type: ignore[misc]
+        def __init__(self, flow: Any, stream_id: int, response: Any) -> None:
+            self.flow, self.message, self.stream_id = flow, None, stream_id
+            self.response, self.end_stream, self.replay_flow = response, False, None
+
+    class Data(events.MessageInjected, ResponseData):  # type: ignore[misc]
+        def __init__(self, flow: Any, stream_id: int, data: bytes) -> None:
+            self.flow, self.message, self.stream_id, self.data = flow, None, stream_id, data
+
+    class End(events.MessageInjected, ResponseEndOfMessage):  # type: ignore[misc]
+        def __init__(self, flow: Any, stream_id: int) -> None:
+            self.flow, self.message, self.stream_id = flow, None, stream_id
+
+    return Head, Data, End
+
+
+try:
+    _RESPONSE_EVENTS: tuple[Any, Any, Any] | None = _injected_response_classes()
+except Exception:  # noqa: BLE001 - an incompatible mitmproxy: HeaderTimeout only logs
+    _RESPONSE_EVENTS = None
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("proxai: header timeout failed", exc_info=task.exception())
+
+
+def timeout_response(flow: Any, seconds: float) -> Any:
+    """A 504 in the protocol of the upstream request (the translation turns it into the client's)."""
+    import orjson
+    from mitmproxy import http
+
+    from proxai_core import Protocol
+    from proxai_core.errors import native_error
+    from proxai_core.neutral import Error
+
+    from .routing import recognize
+
+    ep = recognize(flow.request.method, flow.request.path)
+    proto = (ep.protocol if ep is not None else None) or Protocol.CHAT
+    err = Error(kind="timeout", status=504, message=(
+        f"upstream sent no response headers within {seconds:g} s (proxai_header_timeout)"))
+    status, body = native_error(err, proto)
+    return http.Response.make(status, orjson.dumps(body), {
+        "content-type": "application/json", "x-proxai-timeout": "headers"})
+
+
+class HeaderTimeout:
+    """``proxai_header_timeout``: an LLM request whose upstream sends no response headers in time
+    gets a 504 in its own protocol (through the normal response path: translated, annotated,
+    recorded) instead of hanging until mitmproxy's tcp_timeout. One timer per flow in flight."""
+
+    def __init__(self) -> None:
+        self.timeout = float(HEADER_TIMEOUT)
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+
+    def load(self, loader: Any) -> None:
+        loader.add_option(
+            "proxai_header_timeout", int, HEADER_TIMEOUT,
+            "Seconds an LLM request may wait for the upstream's response headers before ProxAI answers "
+            "the client with its native 504 timeout error. A non-streamed request gets its headers "
+            "only once the whole answer is ready: raise it for very long generations. 0: off.",
+        )
+
+    def configure(self, updated: set[str]) -> None:
+        from mitmproxy import ctx, exceptions
+
+        if "proxai_header_timeout" in updated:
+            value = ctx.options.proxai_header_timeout
+            if value < 0:
+                raise exceptions.OptionsError("proxai_header_timeout must be 0 (off) or a number of seconds")
+            self.timeout = float(value)
+
+    def request(self, flow: Any) -> None:
+        if self.timeout <= 0 or not flow.live or flow.response is not None or flow.error is not None:
+            return
+        from .routing import recognize
+        from .state import get_state
+
+        if get_state(flow) is None and recognize(flow.request.method, flow.request.path) is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._cancel(flow)
+        self._timers[flow.id] = loop.call_later(self.timeout, self._fire, flow)
+
+    def _cancel(self, flow: Any) -> None:
+        t = self._timers.pop(flow.id, None)
+        if t is not None:
+            t.cancel()
+
+    def responseheaders(self, flow: Any) -> None:
+        self._cancel(flow)
+
+    def response(self, flow: Any) -> None:
+        self._cancel(flow)
+
+    def error(self, flow: Any) -> None:
+        self._cancel(flow)
+
+    def done(self) -> None:
+        for t in self._timers.values():
+            t.cancel()
+        self._timers.clear()
+
+    def _fire(self, flow: Any) -> None:
+        self._timers.pop(flow.id, None)
+        task = asyncio.get_running_loop().create_task(self._answer(flow))
+        task.add_done_callback(_log_failure)
+
+    async def _answer(self, flow: Any) -> None:
+        from mitmproxy import ctx
+
+        if flow.response is not None or flow.error is not None:
+            return
+        try:
+            conn = ctx.master.addons.get("proxyserver").connections.get(flow.client_conn.id)
+        except Exception:  # noqa: BLE001
+            conn = None
+        events = _RESPONSE_EVENTS
+        found = _find_stream(conn, flow) if conn is not None and events is not None else None
+        if found is None or events is None:
+            logger.warning("proxai: header timeout: cannot reach mitmproxy's stream for %s",
+                           flow.request.pretty_url)
+            return
+        http_layer, stream = found
+        if stream.server_state.__name__ != "state_wait_for_response_headers":
+            return  # the headers arrived meanwhile
+        from mitmproxy.connection import Server
+
+        resp = timeout_response(flow, self.timeout)
+        body = resp.raw_content or b""
+        resp.content = b""  # the body arrives as data, like a real one
+        resp.headers["content-length"] = str(len(body))
+        head, data, end = events
+        server = flow.server_conn
+        key = Server(address=None)  # never matches a real connection spec
+        http_layer.connections[key] = stream
+        try:
+            route = _Route(flow.client_conn, key)
+            await conn.server_event(head(route, stream.stream_id, resp))
+            await conn.server_event(data(route, stream.stream_id, body))
+            await conn.server_event(end(route, stream.stream_id))
+        finally:
+            http_layer.connections.pop(key, None)
+        logger.info("proxai: %s: no response headers within %g s: answered 504", flow.request.pretty_url,
+                    self.timeout)
+        # the upstream may still answer: an HTTP/1 connection must not be reused for another request
+        if server is not None and server.alpn != b"h2" and server in getattr(conn, "transports", {}):
+            conn.close_connection(server)

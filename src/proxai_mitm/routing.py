@@ -16,7 +16,9 @@ from .config import BaseURL
 
 __all__ = [
     "ENDPOINT_PATH",
+    "FORWARD_HEADERS",
     "Endpoint",
+    "forwardable",
     "client_credential",
     "is_azure_host",
     "recognize",
@@ -182,7 +184,8 @@ def client_credential(headers: Mapping[str, str]) -> str | None:
     return None
 
 
-#: headers that carry or identify the client's account: never sent to a host the client did not address
+#: headers that carry or identify the client's account: dropped even toward the same host when the
+#: credential is replaced
 _ACCOUNT_HEADERS = (
     "authorization",
     "x-api-key",
@@ -196,6 +199,28 @@ _ACCOUNT_HEADERS = (
 )
 _ANTHROPIC_ONLY = ("anthropic-version", "anthropic-beta", "anthropic-dangerous-direct-browser-access")
 _OPENAI_ONLY = ("openai-beta", "openai-organization", "openai-project", "chatgpt-account-id")
+
+#: what crosses to another host than the client addressed: framing, content negotiation, the
+#: SDKs' harmless self-description and the target protocol's version headers. Everything else
+#: (whatever its name: gateway keys, cookies, proxy credentials, tracing) stays behind.
+FORWARD_HEADERS = frozenset({
+    "host", "content-type", "content-length", "accept", "accept-language", "user-agent",
+    "idempotency-key", "x-request-id",
+})
+_FORWARD_BY_TARGET = {
+    Protocol.ANTHROPIC: frozenset(_ANTHROPIC_ONLY),
+    Protocol.CHAT: frozenset({"openai-beta"}),
+    Protocol.RESPONSES: frozenset({"openai-beta"}),
+}
+#: the official SDKs' platform headers (x-stainless-lang, -os, -arch, -runtime, -retry-count, ...)
+_FORWARD_PREFIXES = ("x-stainless-",)
+
+
+def forwardable(name: str, target: Protocol) -> bool:
+    """May this request header go to a host the client did not address?"""
+    n = name.lower()
+    return n in FORWARD_HEADERS or n in _FORWARD_BY_TARGET.get(target, ()) or n.startswith(_FORWARD_PREFIXES)
+
 
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -213,13 +238,15 @@ def rewrite_headers(
     """Rewrite a mitmproxy ``Headers`` object in place for a routed request.
 
     ``key`` is the credential to send (the configured key, or the client's own when the host is
-    the one it addressed); None sends none.
+    the one it addressed); None sends none. Toward another host only :func:`forwardable` headers
+    are kept (an allowlist), so no credential-bearing header can cross whatever its name.
     """
     for h in ("authorization", "x-api-key", "api-key"):
         headers.pop(h, None)
     if not same_host:
-        for h in _ACCOUNT_HEADERS:
-            headers.pop(h, None)
+        for h in {n.lower() for n in headers.keys()}:
+            if not forwardable(h, target):
+                headers.pop(h, None)
     if target is Protocol.ANTHROPIC:
         if client is not Protocol.ANTHROPIC:
             for h in _OPENAI_ONLY:

@@ -2,23 +2,26 @@
 
 mitmproxy calls it synchronously inside its event loop, once per received body chunk and once with
 ``b""`` at the end of the message (not on a disconnect: then only the ``error`` hook runs, which
-calls :meth:`StreamHandler.finish` with the reason). Rules it keeps (notes/mitmproxy.md §1):
-never ``b""`` mid-stream (``[]`` instead), every exception caught and turned into the client's
+calls :meth:`StreamHandler.finish` with the reason). Rules it keeps: never ``b""`` mid-stream
+(``[]`` instead: on HTTP/1.1 an empty chunk is the chunked terminator), every exception caught and turned into the client's
 native error frame, content-encoding decoded defensively (the upstream was asked for identity).
 For the recording it keeps the decoded upstream chunks with their arrival times (replay pacing) and
-everything it sent to the client (mitmproxy stores nothing of a streamed body by default).
+what it sent to the client (mitmproxy stores nothing of a streamed body by default), each capped at
+``proxai_record_limit`` (recordcap.py).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import time
-import zlib
 from typing import Any
 
-import orjson
-
 from proxai_core import Protocol, StreamTranslator
+
+from .bodies import BadEncoding, BodyError, Decoder, body_limit, codings
+from .protocols import fallback_error_frame
+from .recordcap import CappedBuffer, record_limit, truncation_note
 
 logger = logging.getLogger(__name__)
 
@@ -26,84 +29,36 @@ __all__ = ["StreamHandler", "make_decoder", "native_error_frame"]
 
 
 # ----------------------------------------------------------------------------- content-encoding
-class _Zlib:
-    __slots__ = ("_d", "_raw_fallback")
-
-    def __init__(self, wbits: int):
-        self._d = zlib.decompressobj(wbits)
-        self._raw_fallback = wbits == 15  # "deflate" is zlib-wrapped or raw in the wild
-
-    def decompress(self, data: bytes) -> bytes:
-        try:
-            return self._d.decompress(data)
-        except zlib.error:
-            if not self._raw_fallback:
-                raise
-            self._raw_fallback = False
-            self._d = zlib.decompressobj(-15)
-            return self._d.decompress(data)
-
-    def flush(self) -> bytes:
-        return self._d.flush()
+#: decoded bytes one network chunk of a compressed stream may produce (a ratio no event stream reaches)
+CHUNK_LIMIT = 8 * 1024 * 1024
 
 
-class _Brotli:
+class _Decoder:
+    """bodies.Decoder for a stream: no total cap, but no chunk inflates past the body cap (a bomb)."""
+
     __slots__ = ("_d",)
 
-    def __init__(self) -> None:
-        import brotli
-
-        self._d = brotli.Decompressor()
+    def __init__(self, content_encoding: str) -> None:
+        self._d = Decoder(content_encoding, sys.maxsize, feed_limit=min(body_limit(), CHUNK_LIMIT))
 
     def decompress(self, data: bytes) -> bytes:
-        return self._d.process(data)
+        return self._d.feed(data)
 
     def flush(self) -> bytes:
-        return b""
-
-
-class _Zstd:
-    __slots__ = ("_d", "_mod")
-
-    def __init__(self) -> None:
-        try:
-            from compression import zstd  # type: ignore[import-not-found]  # Python 3.14
-        except ImportError:
-            from backports import zstd  # type: ignore[no-redef]
-        self._mod = zstd
-        self._d = zstd.ZstdDecompressor()
-
-    def decompress(self, data: bytes) -> bytes:
-        out = []
-        while data:
-            if self._d.eof:  # concatenated frames
-                data = self._d.unused_data + data if self._d.unused_data else data
-                self._d = self._mod.ZstdDecompressor()
-            out.append(self._d.decompress(data))
-            data = b""
-        return b"".join(out)
-
-    def flush(self) -> bytes:
-        return b""
+        return self._d.close()
 
 
 def make_decoder(content_encoding: str | None) -> Any:
-    """An incremental decoder for a response's content-encoding, or None for identity.
+    """An incremental, bounded decoder for a response's content-encoding, or None for identity.
 
     Raises ValueError for an encoding we cannot decode.
     """
-    ce = (content_encoding or "").strip().lower()
-    if ce in ("", "identity"):
+    if not codings(content_encoding):
         return None
-    if ce in ("gzip", "x-gzip"):
-        return _Zlib(47)  # gzip or zlib header, auto-detected
-    if ce == "deflate":
-        return _Zlib(15)
-    if ce == "br":
-        return _Brotli()
-    if ce == "zstd":
-        return _Zstd()
-    raise ValueError(f"unsupported content-encoding {content_encoding!r}")
+    try:
+        return _Decoder(content_encoding or "")
+    except BadEncoding as e:
+        raise ValueError(f"unsupported content-encoding {content_encoding!r}") from e
 
 
 # ----------------------------------------------------------------------------- error frames
@@ -115,16 +70,7 @@ def native_error_frame(protocol: Protocol, message: str, kind: str = "api_error"
 
         return codec(protocol).error_frame(Error(kind=kind, message=message, status=status))
     except Exception:  # noqa: BLE001 - the fallback must not fail
-        pass
-    if protocol is Protocol.ANTHROPIC:
-        body = {"type": "error", "error": {"type": "api_error", "message": message}}
-        return b"event: error\ndata: " + orjson.dumps(body) + b"\n\n"
-    err = {"message": message, "type": "server_error", "param": None, "code": "server_error"}
-    if protocol is Protocol.RESPONSES:
-        body = {"type": "error", "code": "server_error", "message": message, "param": None,
-                "sequence_number": 0, "error": err}
-        return b"event: error\ndata: " + orjson.dumps(body) + b"\n\n"
-    return b"data: " + orjson.dumps({"error": err}) + b"\n\n"
+        return fallback_error_frame(protocol, message)
 
 
 # ----------------------------------------------------------------------------- the callable
@@ -133,8 +79,9 @@ class StreamHandler:
     them (StopInfo, usage); otherwise forward what the translator produces."""
 
     __slots__ = (
+        "_forwarded",
         "_out_bytes",
-        "chunk_times",
+        "_times",
         "chunks",
         "client_protocol",
         "decoder",
@@ -144,6 +91,7 @@ class StreamHandler:
         "idle_message",
         "interrupted",
         "last_activity",
+        "mirror",
         "observe_ok",
         "out",
         "passthrough",
@@ -156,11 +104,11 @@ class StreamHandler:
         self.translator = translator
         self.client_protocol = client_protocol
         self.passthrough = passthrough
-        self.chunks: list[bytes] = []  # decoded upstream bytes (for metadata)
-        #: per upstream chunk: [offset in ms since the response headers, decoded byte count] (replay pacing)
-        self.chunk_times: list[list[float | int]] = []
-        #: what the client got (the recorded client body: mitmproxy keeps nothing of a streamed body)
-        self.out: list[bytes] = []
+        # recording copies, capped (recordcap.py): decoded upstream bytes with their timings
+        # ([offset ms since the headers, bytes] per chunk: replay pacing), and what the client got
+        # (mitmproxy keeps nothing of a streamed body)
+        cap = record_limit()
+        self.out = CappedBuffer(cap)
         self.t0 = self.last_activity = time.monotonic()
         #: set by the idle watchdog just before it ends the upstream message (see idle.py)
         self.idle_message: str | None = None
@@ -176,6 +124,12 @@ class StreamHandler:
             self.decoder = None
             self.observe_ok = False
             self.extra_warnings.append(f"{e}; stream not observed")
+        #: identity pass-through: the client gets the upstream's bytes, so they are kept once (``out``)
+        #: and only their timings are noted
+        self.mirror = passthrough and self.decoder is None
+        self.chunks = CappedBuffer(0 if self.mirror else cap)
+        self._times: list[list[float | int]] = []
+        self._forwarded = 0
 
     # mitmproxy entry point -------------------------------------------------------------------
     def __call__(self, data: bytes) -> Any:
@@ -187,15 +141,15 @@ class StreamHandler:
             return res
         res = self._call(data)
         if isinstance(res, bytes):
-            if res:
-                self.out.append(res)
+            self.out.add(res)
         else:
-            self.out.extend(c for c in res if c)
+            self.out.extend(res)
         return res
 
     def _call(self, data: bytes) -> Any:
         if self.passthrough:
             if data:
+                self._forwarded += len(data)
                 self._observe(data)
                 return data
             self._finish_quietly()
@@ -203,8 +157,8 @@ class StreamHandler:
         try:
             if not data:
                 return self._end()
-            if self.finished:
-                return []
+            if self.finished or (self.failed and self.decoder is not None):
+                return []  # after a failure, compressed input is not decoded again (a bomb)
             chunk = self._decode(data)
             if not chunk:
                 return []
@@ -222,16 +176,34 @@ class StreamHandler:
     # -------------------------------------------------------------------------------------------
     @property
     def upstream_bytes(self) -> bytes:
-        return b"".join(self.chunks)
+        if not self.mirror:
+            return self.chunks.value()
+        head = self.out.head()[: self._forwarded]  # without a frame ProxAI added at the end
+        return head + truncation_note(len(head), self._forwarded) if self._forwarded > len(head) else head
 
     @property
     def client_bytes(self) -> bytes:
-        """Everything sent to the client so far."""
-        return b"".join(self.out)
+        """What was sent to the client so far (up to the recording cap, then a note)."""
+        return self.out.value()
+
+    @property
+    def chunk_times(self) -> list[list[float | int]]:
+        return self._times if self.mirror else self.chunks.times
+
+    @property
+    def truncations(self) -> list[tuple[str, int, int]]:
+        """(part, kept, total) of each recording copy the cap cut."""
+        return [(part, buf.kept, buf.total) for part, buf in (("upstream_response", self.chunks),
+                                                               ("response", self.out)) if buf.truncated]
 
     def _add_chunk(self, chunk: bytes) -> None:
-        self.chunks.append(chunk)
-        self.chunk_times.append([round((time.monotonic() - self.t0) * 1000.0, 1), len(chunk)])
+        at = round((time.monotonic() - self.t0) * 1000.0, 1)
+        if not self.mirror:
+            self.chunks.add(chunk, at)
+            return
+        room = self.out.limit - self.out.kept  # timings of the recorded head only: bounded too
+        if room > 0:
+            self._times.append([at, min(len(chunk), room)])
 
     @property
     def warnings(self) -> list[str]:
@@ -309,7 +281,7 @@ class StreamHandler:
             return []
         self.failed = True
         msg = f"proxai could not translate the upstream stream: {type(exc).__name__}: {exc}"
-        logger.error("proxai: %s", msg, exc_info=exc)
+        logger.error("proxai: %s", msg, exc_info=None if isinstance(exc, BodyError) else exc)  # a bomb: no traceback
         self.extra_warnings.append(msg)
         try:
             frame = self.translator.abort(msg)

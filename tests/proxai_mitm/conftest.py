@@ -5,6 +5,8 @@ import pytest
 from proxai_core.codecs import all_codecs
 from tests.conftest import FIXTURES  # noqa: F401  (kept name for these tests)
 
+from .chain import chain
+
 
 def codecs_available() -> bool:
     """Every registered codec imports; an import failure raises (it must fail tests, never skip)."""
@@ -19,3 +21,11 @@ def codecs_loaded() -> None:
 
 #: (kept name) the codecs are required, never a reason to skip
 needs_codecs = pytest.mark.usefixtures("codecs_loaded")
+
+
+@pytest.fixture
+def addon():
+    """The ProxAI addon list under taddons (``addon.request(flow)`` runs every addon's hook)."""
+    with chain() as c:
+        yield c
+        c.replayer.done()

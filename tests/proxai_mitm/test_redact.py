@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
+import random
+import string
+import time
 
+import orjson
+import pytest
 from mitmproxy import http
 from mitmproxy import io as mio
 from mitmproxy.test import tflow, tutils
 
-from proxai_mitm.redact import REDACTED, redact_flow, redact_headers, redact_text, redact_url
+from proxai_mitm.redact import (
+    REDACTED,
+    Redactor,
+    flow_secrets,
+    redact_ahead,
+    redact_flow,
+    redact_headers,
+    redact_text,
+    redact_url,
+    redacted_state,
+)
 
 OPENAI_KEY = "sk-proj-Abc123def456GHI789jkl012MNO345pqr678"
 ANTHROPIC_KEY = "sk-ant-api03-XyZ987wvu654TSR321qpo098NML765kji432-hgf"
@@ -156,3 +172,133 @@ def test_key_inside_a_body_is_masked():
     assert OPENAI_KEY.encode() not in f.request.content
     assert b"sk-<redacted>" in f.request.content
     redact_flow(tflow.tflow(err=True))  # flows without a response are fine
+
+
+# ----------------------------------------------------------------------------- the flow's own secrets
+CUSTOM_KEY = "plain-gateway-secret-without-any-known-shape"  # no key shape: only exact matching finds it
+
+
+def test_upstream_401_echoing_the_injected_key_is_redacted():
+    """The key the route injected comes back inside the upstream's error body: the recording keeps
+    the error, not the key (exact-secret matching; the key has no known shape)."""
+    f = _secret_flow()
+    f.request.headers["x-api-key"] = CUSTOM_KEY
+    f.response.status_code = 401
+    f.response.content = ('{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key '
+                          + CUSTOM_KEY + '"}}').encode()
+    state = redacted_state(f)
+    data = orjson.dumps(state, default=str)
+    assert CUSTOM_KEY.encode() not in data
+    assert b"invalid x-api-key <redacted>" in state["response"]["content"]
+    assert f.request.headers["x-api-key"] == CUSTOM_KEY  # the live flow is left alone
+
+
+def test_secrets_removed_from_the_request_still_count():
+    """A route removed the client's credential from the request: the caller passes it, and every
+    copy (metadata, comment, bodies) loses it."""
+    client_key = "client-key-the-route-removed-123"
+    f = tflow.tflow(resp=True)
+    f.request.content = f'{{"echo":"{client_key}"}}'.encode()
+    f.metadata["proxai"] = {"client_request": f"key={client_key}"}
+    f.comment = client_key
+    redact_flow(f, secrets=[client_key])
+    blob = _saved_bytes(f)
+    assert client_key.encode() not in blob
+    assert flow_secrets(f, ["short"]) == ()  # values under 8 characters are not treated as secrets
+
+
+@pytest.mark.parametrize("coding", ["gzip", "br", "zstd", "deflate"])
+def test_compressed_body_is_redacted_and_stays_compressed(coding):
+    f = tflow.tflow(resp=True)
+    f.request.headers["authorization"] = f"Bearer {CUSTOM_KEY}"
+    f.response.headers["content-encoding"] = coding
+    f.response.content = f'{{"error":"bad key {CUSTOM_KEY}"}}'.encode() * 50  # encodes with ``coding``
+    assert CUSTOM_KEY.encode() not in f.response.raw_content
+    redact_flow(f)
+    assert f.response.headers["content-encoding"] == coding
+    assert f.response.get_content() == b'{"error":"bad key <redacted>"}' * 50
+
+
+def test_cookies_query_and_set_cookie_values_are_exact_secrets():
+    f = tflow.tflow(resp=True)
+    f.request.path = "/v1/x?token=querysecret-0001&x=1"
+    f.request.headers["cookie"] = "sid=cookiesecret-0002; theme=dark"
+    f.response.headers["set-cookie"] = "sid=setcookie-secret-0003; Path=/"
+    f.response.content = b"querysecret-0001 cookiesecret-0002 setcookie-secret-0003 dark"
+    redact_flow(f)
+    assert f.response.content == b"<redacted> <redacted> <redacted> dark"
+
+
+def test_overlapping_matches_and_prefix_kept():
+    r = Redactor([OPENAI_KEY, OPENAI_KEY[4:24]])
+    out = r.text(f"a {OPENAI_KEY} b {OPENAI_KEY[4:24]} c")
+    assert out == "a sk-<redacted> b <redacted> c"
+    assert r.text("nothing here") == "nothing here"
+    raw = b"no secret"
+    assert r.data(raw) is raw  # unchanged input comes back as the same object
+
+
+def test_json_values_of_secret_keys_any_case():
+    t = Redactor().text('{"API_KEY": "abc", "x-api-key": "def", "Client_Secret": "ghi", "tokens": 5}')
+    assert t == '{"API_KEY": "<redacted>", "x-api-key": "<redacted>", "Client_Secret": "<redacted>", "tokens": 5}'
+
+
+def test_twenty_megabytes_scan_in_linear_time():
+    """One pass with a small constant: 20 MB of prose with a few secrets well under a second (it
+    was ~10 s with a regex per key shape), and twice the input takes about twice the time."""
+    rnd = random.Random(7)
+    words = [bytes(rnd.choice(string.ascii_letters.encode()) for _ in range(rnd.randint(2, 9))) for _ in range(500)]
+    prose = b" ".join(rnd.choice(words) for _ in range(200_000))
+    body = prose * (20_000_000 // len(prose)) + f" {OPENAI_KEY} {CUSTOM_KEY} ".encode()
+    r = Redactor([CUSTOM_KEY])
+    t0 = time.perf_counter()
+    out = r.data(body)
+    took = time.perf_counter() - t0
+    assert out.endswith(b" sk-<redacted> <redacted> ")
+    assert took < 1.5, took
+    half = body[: len(body) // 2]
+    t0 = time.perf_counter()
+    r.data(half)
+    assert time.perf_counter() - t0 < took * 0.8 + 0.05
+
+
+def test_redact_ahead_is_used_while_the_flow_is_unchanged():
+    f = _secret_flow()
+    f.response.content = f"echo {CUSTOM_KEY}".encode()
+    f.request.headers["x-api-key"] = CUSTOM_KEY
+    asyncio.run(redact_ahead(f))
+    prepared = f.__dict__["_proxai_redacted"][1]
+    assert redacted_state(f) is prepared
+    assert CUSTOM_KEY.encode() not in prepared["response"]["content"]
+    f.response.content = f"changed {CUSTOM_KEY}".encode()  # changed after: computed again
+    again = redacted_state(f)
+    assert again is not prepared and again["response"]["content"] == b"changed <redacted>"
+
+
+def test_compressed_bomb_is_scanned_without_inflating():
+    import tracemalloc
+    import zlib
+
+    c = zlib.compressobj(9, wbits=31)
+    bomb = b"".join(c.compress(b"\0" * (1 << 20)) for _ in range(256)) + c.flush()
+    f = tflow.tflow(resp=True)
+    f.response.headers["content-encoding"] = "gzip"
+    f.response.raw_content = bomb
+    tracemalloc.start()
+    try:
+        redact_flow(f)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert f.response.raw_content == bomb
+    assert peak < 8 * 1024 * 1024, peak
+
+
+def test_secret_across_a_scan_window_edge_is_found():
+    f = tflow.tflow(resp=True)
+    f.request.headers["x-api-key"] = CUSTOM_KEY
+    f.response.headers["content-encoding"] = "gzip"
+    edge = 1024 * 1024 - len(CUSTOM_KEY) // 2
+    f.response.content = b"a" * edge + CUSTOM_KEY.encode() + b"b" * 1000
+    redact_flow(f)
+    assert f.response.get_content() == b"a" * edge + b"<redacted>" + b"b" * 1000

@@ -23,6 +23,7 @@ import time
 import pytest
 
 from proxai_core import Protocol
+from proxai_mitm.record import FlowRecord
 from tests.fake_upstream import RECORDED, Reply
 from tests.mitm_harness import free_port
 from tests.sdk import StreamError, accumulate_stream
@@ -96,8 +97,8 @@ def flow_for(rig, token: str, timeout: float = 10.0):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         for f in rig.m.flows():
-            meta = f.metadata.get("proxai") or {}
-            if token in (meta.get("client_request") or ""):
+            rec = FlowRecord.of(f)
+            if rec is not None and token.encode() in (rec.client_body(f) or b""):
                 return f
         time.sleep(0.1)
     raise AssertionError(f"no saved flow for {token}")
@@ -302,9 +303,10 @@ def test_idle_timeout_option_validated():
     from mitmproxy import exceptions
     from mitmproxy.test import taddons
 
-    from proxai_mitm.addon import ProxAI
+    from proxai_mitm.options import RouteOptions
+    from proxai_mitm.translate import Translator
 
-    a = ProxAI()
+    a = Translator(RouteOptions())
     with taddons.context(a) as tctx:
         with pytest.raises(exceptions.OptionsError, match="proxai_idle_timeout"):
             tctx.configure(a, proxai_idle_timeout=-1)

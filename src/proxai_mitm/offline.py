@@ -1,0 +1,89 @@
+"""Flows read from a file (``mitmdump -nr``): never rewritten, annotated.
+
+A flow the addon recorded keeps its record (read through :meth:`FlowRecord.of`, any schema version);
+a flow recorded without the addon is observed from its stored bodies like a pass-through flow.
+"""
+
+from __future__ import annotations
+
+import orjson
+from mitmproxy import http
+
+from proxai_core import error_stop_info, stop_of_error
+from proxai_core.neutral import Error
+
+from . import routing
+from .complete import observe_body
+from .record import FlowRecord, read_body
+from .state import FlowState, get_state, set_state
+
+__all__ = ["Offline", "offline_state"]
+
+
+class Offline:
+    """Gives offline flows their state, for the annotation addon that runs next."""
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        if not flow.live:
+            offline_state(flow)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        if not flow.live:
+            offline_state(flow)
+
+
+def offline_state(flow: http.HTTPFlow) -> FlowState | None:
+    """The state of a flow read from a file (``mitmdump -nr``): the recorded record when there is one
+    (left as it is), else observed from the stored bodies like a pass-through flow."""
+    state = get_state(flow)
+    if state is not None:
+        return state
+    rec = FlowRecord.of(flow)
+    if rec is not None:
+        state = FlowState(rec.kind, rec.client_protocol, rec.upstream_protocol, rec.route, annotated=True,
+                          client_model=rec.client_model, upstream_model=rec.upstream_model,
+                          stop=rec.stop_info(), translation=rec.translation)
+        if rec.version < 2 or rec.client_model is None:  # schema 1 kept no models
+            state.client_model = _model_of(rec.client_body(flow))
+            state.upstream_model = state.upstream_model or _model_of(read_body(flow.request))
+        set_state(flow, state)
+        return state
+    req = flow.request
+    ep = routing.recognize(req.method, req.path, req.headers)
+    if ep is None or ep.kind != "generate" or ep.websocket:
+        return None
+    try:
+        body = orjson.loads(read_body(req) or b"")
+    except orjson.JSONDecodeError:
+        body = None
+    if not routing.looks_like_llm(body):
+        return None
+    model = body.get("model")
+    state = FlowState("generate", ep.protocol, ep.protocol, None, client_body=body, endpoint=ep,
+                      client_stream=bool(body.get("stream")), translation="observe",
+                      client_model=model if isinstance(model, str) else None)
+    set_state(flow, state)
+    resp = flow.response
+    try:
+        if resp is not None:
+            content = read_body(resp)
+            if content is None:
+                state.warnings.append("response body not stored (streamed without store_streamed_bodies)")
+            elif resp.status_code >= 400:
+                state.stop = error_stop_info(resp.status_code, content)
+            else:
+                observe_body(state, content, resp.headers.get("content-type", ""))
+        if flow.error is not None and (state.stop is None or state.stop.ok):
+            state.stop = stop_of_error(Error(kind="interrupted", message=flow.error.msg, status=502))
+    except Exception as exc:  # noqa: BLE001 - annotation is best effort offline
+        state.warnings.append(f"could not read the response: {type(exc).__name__}: {exc}")
+    return state
+
+
+def _model_of(body: bytes | None) -> str | None:
+    try:
+        obj = orjson.loads(body or b"")
+    except orjson.JSONDecodeError:
+        return None
+    model = obj.get("model") if isinstance(obj, dict) else None
+    return model if isinstance(model, str) else None

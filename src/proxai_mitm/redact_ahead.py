@@ -1,0 +1,47 @@
+"""Redaction of big flows off the event loop, before mitmproxy's ``Save`` writes them.
+
+``Save`` (``-w``) calls ``flow.get_state()`` synchronously in its ``response`` / ``error`` hook, and
+the recorder's ``get_state`` redacts there, on the event loop: a 20 MB body would hold up every other
+flow while it is scanned. This addon runs last among the ProxAI addons (before ``Save``, which sits
+after scripts): for a flow above ``THRESHOLD`` bytes it prepares the redacted state in a worker thread
+(``redact.redact_ahead``); ``redact.redacted_state`` then returns it unless the flow changed since.
+Only the big flow itself waits for its own scan.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mitmproxy import ctx, http
+
+from .redact import redact_ahead
+from .state import get_state
+
+__all__ = ["RedactAhead", "THRESHOLD"]
+
+#: below this many body bytes the scan takes well under a millisecond: done inline
+THRESHOLD = 256 * 1024
+
+
+def _size(flow: http.HTTPFlow) -> int:
+    n = len(flow.request.raw_content or b"") if flow.request else 0
+    if flow.response is not None:
+        n += len(flow.response.raw_content or b"")
+    return n
+
+
+class RedactAhead:
+    async def response(self, flow: http.HTTPFlow) -> None:
+        await self._prepare(flow)
+
+    async def error(self, flow: http.HTTPFlow) -> None:
+        await self._prepare(flow)
+
+    async def _prepare(self, flow: Any) -> None:
+        opts = ctx.options
+        if not getattr(opts, "proxai_redact", True) or not getattr(opts, "save_stream_file", None):
+            return
+        if _size(flow) < THRESHOLD:
+            return
+        state = get_state(flow)
+        await redact_ahead(flow, state.secrets if state is not None else ())

@@ -1,0 +1,271 @@
+"""Translation: the one place that decides, once per flow, what translation runs, and runs it.
+
+:func:`plan` decides from the response head (status, content type) and the flow's state, in
+``responseheaders``; the decision is stored in ``state.translation`` (and so in the record).
+``responseheaders`` installs the stream callable for ``stream`` / streamed ``observe``;
+``response`` runs the body translations; ``error`` finishes a stream cut by a disconnect.
+Offline flows (``mitmdump -nr``) are left to offline.py.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from mitmproxy import ctx, http
+
+from proxai_core import (
+    StreamTranslator,
+    error_stop_info,
+    stop_of_error,
+)
+from proxai_core.neutral import Error
+
+from .bodies import BodyError, codings, offload
+from .complete import decode_or_error, finish_error, observe_body, translate_body, unreadable
+from .idle import IdleWatch
+from .modellist import finish_models
+from .options import RouteOptions, check_deferred, options_error
+from .record import safe_body_limit
+from .replies import native_error, set_body
+from .state import FlowState, get_state
+from .streaming import StreamHandler, native_error_frame
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["IDLE_TIMEOUT", "Translator", "plan"]
+
+#: default seconds of upstream silence after which a stream is ended (below mitmproxy's tcp_timeout
+#: of 600 s, above the longest silent reasoning we know of)
+IDLE_TIMEOUT = 300
+_SSE = "text/event-stream"
+#: complete bodies from this size (compressed ones always) are decoded in a worker thread
+THREAD_BYTES = 1 << 20
+
+
+def plan(state: FlowState, resp: http.Response) -> str:
+    """What translation a flow's response gets (see record.Translation), from its head."""
+    if state.synthetic:
+        return "synthetic"
+    if state.kind in ("models", "model"):
+        return "models"
+    status = resp.status_code
+    if status >= 400:
+        return "error"
+    if state.kind != "generate":
+        return "none"
+    client, upstream = state.client_protocol, state.upstream_protocol
+    same = upstream is client
+    sse = _SSE in resp.headers.get("content-type", "").lower()
+    if sse and status < 300:
+        if same:
+            return "observe"  # streamed through, observed event by event
+        if not state.client_stream:
+            return "collect"
+        return "stream_whole" if resp.headers.get("content-length", "").strip() == "0" else "stream"
+    if sse:
+        return "observe" if same or state.route is None else "collect"
+    if same:
+        return "observe"
+    return "to_stream" if state.client_stream else "json"
+
+
+class Translator:
+    """Runs the planned translation of each LLM flow's response (see the module docstring)."""
+
+    def __init__(self, options: RouteOptions) -> None:
+        self.options = options
+        self.idle = IdleWatch()
+
+    def load(self, loader: Any) -> None:
+        loader.add_option(
+            "proxai_idle_timeout", int, IDLE_TIMEOUT,
+            "Seconds an LLM stream may go without any upstream byte before ProxAI ends it with the "
+            "client's native error event (StopInfo interrupted). 0: off (mitmproxy's tcp_timeout then "
+            "cuts the connection instead).",
+        )
+        check_deferred(ints=("proxai_idle_timeout",))
+
+    def configure(self, updated: set[str]) -> None:
+        if "proxai_idle_timeout" in updated:
+            idle = int(ctx.options.proxai_idle_timeout)
+            if idle < 0:
+                raise options_error(f"proxai_idle_timeout: must be 0 (off) or a number of seconds, got {idle}")
+            self.idle.timeout = float(idle)
+
+    def done(self) -> None:
+        self.idle.stop()
+
+    # ------------------------------------------------------------------------- hooks
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        state = get_state(flow)
+        resp = flow.response
+        if state is None or resp is None or not flow.live or state.synthetic:
+            return
+        state.translation = plan(state, resp)
+        if state.translation not in ("observe", "none") or state.replay is not None:
+            # what the upstream answered, before the status and headers are rewritten for the client
+            # (a pass-through flow's own response shows them: no copy)
+            state.upstream_status = resp.status_code
+            state.upstream_headers = [(k, v) for k, v in resp.headers.items(multi=True)
+                                      if not k.lower().startswith("x-proxai-replay")]
+        if state.translation == "stream" or (state.translation == "observe" and state.kind == "generate"
+                                             and _SSE in resp.headers.get("content-type", "").lower()
+                                             and resp.status_code < 300):
+            self._install_stream(flow, state, resp)
+
+    def _install_stream(self, flow: http.HTTPFlow, state: FlowState, resp: http.Response) -> None:
+        client, upstream = state.client_protocol, state.upstream_protocol
+        assert client is not None and upstream is not None
+        passthrough = upstream is client
+        try:
+            translator = StreamTranslator(upstream, client, state.client_body)
+        except Exception as exc:  # noqa: BLE001 - a missing codec must not break the flow
+            logger.error("proxai: cannot create the stream translator: %s", exc)
+            state.warnings.append(f"stream translator unavailable: {exc}")
+            if passthrough:
+                resp.stream = True
+                return
+            state.handler = resp.stream = ErrorOnce(
+                native_error_frame(client, f"proxai cannot translate this stream: {exc}"))
+            translator = None
+        if translator is not None:
+            handler = StreamHandler(translator, client, passthrough=passthrough,
+                                    content_encoding=resp.headers.get("content-encoding"))
+            state.handler = resp.stream = handler
+            self.idle.add(flow, handler)
+        if passthrough:
+            return
+        h = resp.headers
+        for name in ("content-length", "content-encoding", "content-md5", "etag"):
+            h.pop(name, None)
+        h["content-type"] = "text/event-stream; charset=utf-8"
+        h["cache-control"] = "no-cache"
+        if flow.request.http_version == "HTTP/1.1":
+            h["transfer-encoding"] = "chunked"
+        else:
+            h.pop("transfer-encoding", None)
+
+    def response(self, flow: http.HTTPFlow) -> Any:
+        self.idle.discard(flow)
+        state = get_state(flow)
+        resp = flow.response
+        if not flow.live or state is None or state.synthetic or resp is None:
+            return None
+        if state.handler is None:
+            if state.translation is None:
+                state.translation = plan(state, resp)
+            raw, ce = resp.raw_content, resp.headers.get("content-encoding")
+            if raw is not None and (codings(ce) or len(raw) > THREAD_BYTES):
+                return self._response_off_loop(flow, state, raw, ce)  # only this flow waits
+        self._finish(flow, state, None)
+        return None
+
+    async def _response_off_loop(self, flow: http.HTTPFlow, state: FlowState, raw: bytes, ce: str | None) -> None:
+        content = await offload(decode_or_error, raw, ce, safe_body_limit())
+        self._finish(flow, state, content)
+
+    def _finish(self, flow: http.HTTPFlow, state: FlowState, content: bytes | BodyError | None) -> None:
+        try:
+            if state.handler is not None:
+                finish_stream(flow, state)
+            elif flow.response is not None:
+                self._finish_body(flow, state, flow.response, content)
+        except Exception as exc:
+            logger.exception("proxai: response handling failed")
+            state.warnings.append(f"response handling failed: {type(exc).__name__}: {exc}")
+            if state.route is not None and state.handler is None and flow.response is not None:
+                st, body = native_error(502, "api_error", f"proxai failed to translate the response: {exc}",
+                                        state.client_protocol)
+                set_body(flow.response, st, orjson.dumps(body), "application/json")
+                if state.stop is None:
+                    state.stop = error_stop_info(st, body)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        self.idle.discard(flow)
+        if not flow.live:
+            return
+        state = get_state(flow)
+        if state is None or state.annotated:
+            return
+        msg = flow.error.msg if flow.error else "flow failed"
+        if flow.response is not None and not state.synthetic:
+            # the upstream connection broke inside the response (a client disconnect is not a cut)
+            state.upstream_cut = "client" not in msg.lower()
+        if state.handler is not None:
+            finish_stream(flow, state, interrupted=msg)
+        elif state.stop is None:
+            state.stop = stop_of_error(Error(kind="interrupted", message=msg, status=502))
+
+    # ------------------------------------------------------------------------- complete bodies
+    def _finish_body(self, flow: http.HTTPFlow, state: FlowState, resp: http.Response,
+                     content: bytes | BodyError | None) -> None:
+        if content is None and resp.raw_content is not None:
+            content = decode_or_error(resp.raw_content, resp.headers.get("content-encoding"), safe_body_limit())
+        if content is None:
+            return
+        how = state.translation
+        if isinstance(content, BodyError):
+            unreadable(flow, state, content)
+            return
+        if how not in ("none", "observe"):
+            state.upstream_text = content.decode("utf-8", "replace")
+        if how == "models":
+            finish_models(resp, state, content, self.options.routes)
+        elif how == "error":
+            finish_error(state, resp, content)
+        elif how in ("stream_whole", "collect", "to_stream", "json"):
+            translate_body(state, resp, content, how)
+        elif how == "observe":
+            observe_body(state, content, resp.headers.get("content-type", ""))
+
+
+def finish_stream(flow: http.HTTPFlow, state: FlowState, interrupted: str | None = None) -> None:
+    """End of a streamed response (or its cut): StopInfo, usage, recording copies."""
+    handler = state.handler
+    if isinstance(handler, ErrorOnce):
+        state.stop = stop_of_error(Error(kind="interrupted", message="stream translator unavailable", status=502))
+        _keep_client_body(flow, handler.frame if handler.sent else b"")
+        return
+    handler.finish(interrupted)
+    state.keep_upstream = bool(handler.interrupted or handler.failed)
+    if state.translation != "observe" or state.keep_upstream:
+        state.upstream_text = handler.upstream_bytes.decode("utf-8", "replace")
+    state.upstream_chunks = [(float(o), int(n)) for o, n in handler.chunk_times]
+    state.truncated.extend(handler.truncations)
+    state.truncated.extend(handler.truncations)  # recording caps (recordcap.py)
+    t = handler.translator
+    state.stop = t.stop
+    if state.stop is None and (interrupted or not handler.observe_ok):
+        state.stop = stop_of_error(Error(kind="interrupted", message=interrupted or "stream not observed",
+                                         status=502))
+    state.usage = t.usage
+    for w in handler.warnings:
+        if w not in state.warnings:
+            state.warnings.append(w)
+    if t.model and not state.upstream_model:
+        state.upstream_model = t.model
+    _keep_client_body(flow, handler.client_bytes)
+
+
+def _keep_client_body(flow: http.HTTPFlow, data: bytes) -> None:
+    """A streamed body is not stored by mitmproxy (unless store_streamed_bodies): keep what the
+    client got, so the saved flow shows it. Headers stay as sent (content-encoding included)."""
+    if flow.response is not None:
+        flow.response.raw_content = data
+
+
+class ErrorOnce:
+    """Stream callable used when no translator can be built: one native error frame, then nothing."""
+
+    def __init__(self, frame: bytes) -> None:
+        self.frame = frame
+        self.sent = False
+
+    def __call__(self, data: bytes) -> Any:
+        if self.sent:
+            return []
+        self.sent = True
+        return [self.frame]
+

@@ -1,0 +1,190 @@
+"""annotate.py + translate.py: what a saved flow holds (the record, the client body, pacing, cut flags)."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+from mitmproxy import flow as mflow
+from mitmproxy import http
+from mitmproxy import io as mio
+
+from proxai_mitm.record import FlowRecord
+
+from .conftest import needs_codecs
+from .helpers import ANTH, BODIES, CHAT, RESP, feed, make_flow, respond, sse_bytes
+
+SECRET = "sk-client-secret-123"  # the Authorization of make_flow
+
+
+def run(tctx: Any, res: Any) -> Any:
+    if res is not None and hasattr(res, "__await__"):
+        return tctx.master.event_loop.run_until_complete(res)
+    return res
+
+
+def stored(f: http.HTTPFlow) -> bytes:
+    """The bytes `-w` writes for this flow."""
+    buf = io.BytesIO()
+    mio.FlowWriter(buf).add(f)
+    return buf.getvalue()
+
+
+def reread(f: http.HTTPFlow) -> http.HTTPFlow:
+    return next(iter(mio.FlowReader(io.BytesIO(stored(f))).stream()))
+
+
+@needs_codecs
+def test_translated_stream_saves_client_body_upstream_bytes_and_pacing(addon):
+    addon.configure(proxai_target=CHAT)
+    f = make_flow(ANTH, stream=True)
+    addon.requestheaders(f)
+    addon.request(f)
+    respond(f, 200, None, "text/event-stream", [("content-length", "999"), ("x-request-id", "req_1")])
+    addon.responseheaders(f)
+    client = feed(f, sse_bytes(CHAT, "tool"), step=50)
+    addon.response(f)
+    g = reread(f)
+    m = g.metadata["proxai"]
+    assert g.response.content == client  # what the client got (mitmproxy itself keeps nothing)
+    assert b"event: message_start" in client and b"tool_use" in client
+    assert json.loads(m["client_request"]) == {**BODIES[ANTH], "stream": True}
+    assert json.loads(g.request.content)["messages"]  # the translated (Chat) request sent upstream
+    assert g.request.path == "/v1/chat/completions"
+    assert m["upstream_response"] == sse_bytes(CHAT, "tool").decode()
+    assert m["upstream_status"] == 200
+    assert ["content-length", "999"] in m["upstream_headers"] and ["x-request-id", "req_1"] in m["upstream_headers"]
+    assert "content-length" not in g.response.headers  # the client's headers
+    chunks = m["upstream_chunks"]
+    assert len(chunks) > 1 and sum(nb for _, nb in chunks) == len(m["upstream_response"].encode())
+    assert all(b[0] >= a[0] for a, b in zip(chunks, chunks[1:]))
+    assert m["stop"]["reason"] == "tool_use" and m["upstream_cut"] is None
+
+
+@needs_codecs
+def test_translated_json_keeps_upstream_status_and_headers(addon):
+    addon.configure(proxai_target=ANTH)
+    f = make_flow(RESP)
+    addon.request(f)
+    respond(f, 529, b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}',
+            "application/json", [("retry-after", "3")])
+    addon.responseheaders(f)
+    addon.response(f)
+    m = reread(f).metadata["proxai"]
+    assert f.response.status_code == 503 and m["upstream_status"] == 529
+    assert ["retry-after", "3"] in m["upstream_headers"]
+
+
+@needs_codecs
+@pytest.mark.parametrize("msg, cut", [
+    ("HTTP/1 protocol error: peer closed connection without sending complete message body", True),
+    ("Client disconnected.", False),
+])
+def test_disconnect_keeps_partial_client_body_and_cut_flag(addon, msg, cut):
+    addon.configure(proxai_target=CHAT)
+    f = make_flow(ANTH, stream=True)
+    addon.request(f)
+    respond(f, 200, None, "text/event-stream")
+    addon.responseheaders(f)
+    data = sse_bytes(CHAT)
+    out = f.response.stream(data[:400])
+    f.error = mflow.Error(msg)
+    addon.error(f)
+    m = reread(f).metadata["proxai"]
+    assert m["upstream_cut"] is cut
+    assert f.response.raw_content == b"".join(out) and b"message_start" in f.response.raw_content
+    assert m["stop"]["reason"] == "interrupted"
+
+
+@needs_codecs
+def test_passthrough_stream_keeps_wire_bytes(addon):
+    import gzip
+
+    f = make_flow(ANTH, stream=True)
+    addon.request(f)
+    respond(f, 200, None, "text/event-stream", [("content-encoding", "gzip")])
+    addon.responseheaders(f)
+    wire = gzip.compress(sse_bytes(ANTH, "refusal"))
+    feed(f, wire, step=17)
+    addon.response(f)
+    assert f.response.raw_content == wire and f.response.headers["content-encoding"] == "gzip"
+    assert f.response.get_content() == sse_bytes(ANTH, "refusal")
+    # the client got the upstream's bytes: the record keeps no copy and reads them from the flow
+    assert f.metadata["proxai"]["upstream_response"] is None
+    assert FlowRecord.of(f).upstream_body(f) == sse_bytes(ANTH, "refusal")
+
+
+# ----------------------------------------------------------------------------- the annotation itself
+def _annotated(addon, body: bytes, status: int = 200):
+    f = make_flow(ANTH)
+    addon.request(f)
+    respond(f, status, body, "application/json")
+    addon.responseheaders(f)
+    addon.run(addon.response(f))
+    return f
+
+
+@needs_codecs
+def test_comment_marker_and_one_log_line(addon, caplog):
+    import logging
+
+    from .helpers import json_bytes
+
+    caplog.set_level(logging.INFO, logger="proxai_mitm.annotate")
+    f = _annotated(addon, json_bytes(ANTH, "refusal"))
+    assert f.comment.startswith("refusal") and f.marked == ":no_entry:"
+    addon.run(addon.response(f))  # a second response hook (e.g. a replayed flow) changes nothing
+    assert caplog.text.count("proxai: anthropic_messages → anthropic_messages") == 1
+    g = _annotated(addon, json_bytes(ANTH, "text"))
+    assert g.marked == "" and g.comment.startswith("end_turn")
+
+
+def test_control_characters_never_reach_the_terminal(addon, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="proxai_mitm.annotate")
+    evil = "m\x1b]8;;http://x\x07\x1b[31m"
+    body = {"id": "x", "type": "message", "role": "assistant", "model": evil,
+            "content": [{"type": "text", "text": "hi"}], "stop_reason": "refusal", "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1}}
+    f = make_flow(ANTH, body={**BODIES[ANTH], "model": evil})
+    addon.request(f)
+    respond(f, 200, json.dumps(body).encode(), "application/json")
+    addon.responseheaders(f)
+    addon.run(addon.response(f))
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("proxai:"))
+    assert "\x1b" not in line and "\x07" not in line and "\\x1b" in line
+
+
+def test_non_llm_flows_get_no_record(addon):
+    f = make_flow(CHAT, body={"hello": "world"}, path="/api/other")
+    addon.request(f)
+    respond(f, 200, b"{}", "application/json")
+    addon.responseheaders(f)
+    addon.run(addon.response(f))
+    assert "proxai" not in f.metadata and FlowRecord.of(f) is None
+
+
+def test_annotator_alone_writes_the_state_it_finds():
+    from mitmproxy.test import taddons
+
+    from proxai_core import Protocol, StopInfo, StopReason
+    from proxai_mitm.annotate import Annotator
+    from proxai_mitm.state import FlowState, set_state
+
+    a = Annotator()
+    with taddons.context(a):
+        f = make_flow(ANTH)
+        respond(f, 200, b"{}", "application/json")
+        set_state(f, FlowState("generate", Protocol(ANTH), Protocol(CHAT), "r", translation="json",
+                               stop=StopInfo(StopReason.MAX_OUTPUT, raw="length")))
+        a.response(f)
+        assert f.marked == ":scissors:" and f.comment.startswith("max_output")
+        rec = FlowRecord.of(f)
+        assert rec.route == "r" and rec.translation == "json" and rec.stop_info().raw == "length"
+        f.marked = ":scissors:"
+        f.metadata.clear()
+        a.error(f)  # once per flow
+        assert "proxai" not in f.metadata

@@ -1,0 +1,80 @@
+"""offline.py: flows read from a file are never rewritten; annotated from their record or bodies."""
+
+from __future__ import annotations
+
+import json
+
+from .conftest import needs_codecs
+from .helpers import ANTH, CHAT, RESP, json_bytes, make_flow, respond, sse_bytes
+
+
+@needs_codecs
+def test_offline_annotation_from_stored_sse(addon):
+    f = make_flow(RESP, stream=True)
+    respond(f, 200, sse_bytes(RESP, "tool"), "text/event-stream")
+    f.live = False
+    addon.cycle(f)
+    assert f.request.path == "/v1/responses"
+    m = f.metadata["proxai"]
+    assert m["stop"]["reason"] == "tool_use" and m["route"] is None
+    assert f.comment.startswith("tool_use")
+
+
+@needs_codecs
+def test_offline_annotation_from_json_and_errors(addon):
+    f = make_flow(CHAT)
+    respond(f, 200, json_bytes(CHAT, "max"), "application/json")
+    f.live = False
+    addon.cycle(f)
+    assert f.metadata["proxai"]["stop"]["reason"] == "max_output" and f.marked == ":scissors:"
+
+    f = make_flow(ANTH)
+    respond(f, 529, b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}',
+            "application/json")
+    f.live = False
+    addon.cycle(f)
+    assert f.metadata["proxai"]["stop"]["reason"] == "interrupted"
+    assert f.comment.startswith("interrupted")
+
+
+def test_offline_keeps_recorded_metadata(addon):
+    f = make_flow(ANTH)
+    respond(f, 200, b"{}", "application/json")
+    f.metadata["proxai"] = {"client_protocol": CHAT, "upstream_protocol": ANTH, "route": "r",
+                            "stop": {"reason": "refusal", "raw": "refusal", "category": "cyber", "message": None,
+                                     "recommended_model": None, "detail": {}},
+                            "warnings": [], "client_request": "{}", "upstream_response": "{}", "usage": None}
+    before = json.dumps(f.metadata)
+    f.live = False
+    addon.cycle(f)
+    assert json.dumps(f.metadata) == before
+
+
+def test_offline_stream_without_body(addon):
+    f = make_flow(CHAT, stream=True)
+    respond(f, 200, None, "text/event-stream")
+    f.response.raw_content = None
+    f.live = False
+    addon.cycle(f)
+    m = f.metadata["proxai"]
+    assert m["stop"] is None and any("not stored" in w for w in m["warnings"])
+
+
+@needs_codecs
+def test_offline_addon_alone_observes_a_plain_capture():
+    from mitmproxy.test import taddons
+
+    from proxai_mitm.offline import Offline
+    from proxai_mitm.state import get_state
+
+    o = Offline()
+    with taddons.context(o):
+        f = make_flow(ANTH, stream=True)
+        respond(f, 200, sse_bytes(ANTH, "refusal"), "text/event-stream")
+        f.live = False
+        o.response(f)
+        st = get_state(f)
+        assert st.translation == "observe" and st.stop.reason.value == "refusal" and st.route is None
+        g = make_flow(ANTH)  # live flows are not its business
+        o.response(g)
+        assert get_state(g) is None
