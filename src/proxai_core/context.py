@@ -55,6 +55,8 @@ class ClientContext:
     name_map: dict[str, str] = field(default_factory=dict)
     #: The client's requested stop sequences (to recover which one matched, where possible).
     stop: list[str] | None = None
+    #: Gemini clients: a stream is SSE (``alt=sse``) or one JSON array (set from the URL).
+    sse: bool = True
 
     def original_name(self, name: str) -> str:
         return self.name_map.get(name, name)
@@ -65,6 +67,13 @@ def _tool_names(body: dict[str, Any], protocol: Protocol) -> tuple[list[str], se
     custom: set[str] = set()
     tools = body.get("tools")
     if not isinstance(tools, list):
+        return names, custom
+    if protocol is Protocol.GEMINI:
+        for t in tools:
+            decls = t.get("functionDeclarations") if isinstance(t, dict) else None
+            for d in decls if isinstance(decls, list) else ():
+                if isinstance(d, dict) and isinstance(d.get("name"), str):
+                    names.append(d["name"])
         return names, custom
     for t in tools:
         if not isinstance(t, dict):
@@ -100,7 +109,11 @@ def build_context(request: dict[str, Any] | None, protocol: Protocol | str) -> C
         s = short_tool_name(n)
         if s != n:
             ctx.name_map[s] = n
-    stop = request.get("stop_sequences") if protocol is Protocol.ANTHROPIC else request.get("stop")
+    if protocol is Protocol.GEMINI:
+        gc = request.get("generationConfig")
+        stop = gc.get("stopSequences") if isinstance(gc, dict) else None
+    else:
+        stop = request.get("stop_sequences") if protocol is Protocol.ANTHROPIC else request.get("stop")
     if isinstance(stop, str):
         ctx.stop = [stop]
     elif isinstance(stop, list):

@@ -144,6 +144,12 @@ def parse_error(status: int | None, body: bytes | str | dict | None) -> Error:
     if not isinstance(obj, dict):
         return Error(kind=kind_for_status(status), message=f"upstream returned HTTP {status}: {str(obj)[:500]}",
                      status=status, raw=obj)
+    if isinstance(obj.get("error"), dict) and isinstance(obj["error"].get("status"), str):
+        from .codecs._gemini_common import error_from_wire
+
+        g = error_from_wire(status, obj)
+        if g is not None:
+            return g
     err = obj.get("error")
     etype = code = param = None
     message = None
@@ -211,6 +217,10 @@ def native_status(err: Error, target: Protocol) -> int:
 
 def native_error(err: Error, target: Protocol) -> tuple[int, dict[str, Any]]:
     target = Protocol(target)
+    if target is Protocol.GEMINI:
+        from .codecs._gemini_common import error_body, error_status
+
+        return error_status(err), error_body(err)
     body = anthropic_error_body(err) if target is Protocol.ANTHROPIC else openai_error_body(err)
     return native_status(err, target), body
 

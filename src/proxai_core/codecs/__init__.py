@@ -11,6 +11,7 @@ _MODULES = {
     Protocol.CHAT: "proxai_core.codecs.chat",
     Protocol.RESPONSES: "proxai_core.codecs.responses",
     Protocol.ANTHROPIC: "proxai_core.codecs.anthropic",
+    Protocol.GEMINI: "proxai_core.codecs.gemini",
 }
 _cache: dict[Protocol, ModuleType] = {}
 

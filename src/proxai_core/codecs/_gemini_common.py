@@ -1,0 +1,430 @@
+"""Facts shared by the Gemini ``generateContent`` request, response and stream codecs (private).
+
+Endpoint recognition (model and method live in the URL), credentials, the stop vocabulary both
+ways, usage conversion, Google error bodies, and the incremental reader of the streamed JSON-array
+form of ``streamGenerateContent`` (without ``alt=sse``).
+"""
+
+from __future__ import annotations
+
+import base64
+import codecs
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import parse_qsl, quote
+
+import orjson
+
+from ..neutral import Error, Usage
+from ..stop import GENERIC_REFUSAL, StopInfo, StopReason, classify_stop
+
+PROTOCOL = "gemini_generate_content"
+
+#: Prefix of the function-call ids we mint where Gemini gives none; never sent to Gemini.
+MINTED_PREFIX = "gcall_"
+
+#: Google documents this value for function calls in a history that Gemini did not produce
+#: (Gemini 3 rejects a model turn whose first function call has no thought signature).
+SKIP_SIGNATURE = "skip_thought_signature_validator"
+
+
+def warn_once(warnings: list[str], message: str) -> None:
+    if message not in warnings:
+        warnings.append(message)
+
+
+def as_int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+# ----------------------------------------------------------------------------- continuity envelope
+#: Gemini SDKs hold ``thoughtSignature`` as bytes (standard base64 on the wire) and re-encode it
+#: when they send the history back, so our envelope is canonical standard base64 of
+#: ``proxai.v1.`` + the JSON payload (a real signature is a binary blob that never starts so).
+_ENV_PREFIX = b"proxai.v1."
+_ENV_HEAD = base64.b64encode(_ENV_PREFIX[:9]).decode()
+
+
+def pack_signature(payload: dict[str, Any]) -> str:
+    return base64.b64encode(_ENV_PREFIX + orjson.dumps(payload)).decode("ascii")
+
+
+def is_packed_signature(sig: str) -> bool:
+    return sig.startswith(_ENV_HEAD)
+
+
+def unpack_signature(sig: str) -> dict[str, Any] | None:
+    if not sig.startswith(_ENV_HEAD):
+        return None
+    try:
+        raw = base64.b64decode(sig, validate=True)
+        obj = orjson.loads(raw[len(_ENV_PREFIX):]) if raw.startswith(_ENV_PREFIX) else None
+    except (ValueError, orjson.JSONDecodeError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+# ----------------------------------------------------------------------------- endpoints
+#: /v1beta/models/{model}:{method} (developer API) and
+#: /v1/projects/{p}/locations/{l}/publishers/google/models/{model}:{method} (Vertex AI)
+_PATH = re.compile(
+    r"^(?P<prefix>/v1(?:alpha|beta\d*|\d*)?(?:/projects/[^/]+/locations/[^/]+/publishers/google)?)"
+    r"/models/(?P<model>[^/:?]+):(?P<method>generateContent|streamGenerateContent|countTokens)$"
+)
+_MODELS = re.compile(r"^/v1(?:alpha|beta\d*|\d*)?(?:/projects/[^/]+/locations/[^/]+/publishers/google)?/models"
+                     r"(?:/[^/:?]+)?$")
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """What a Gemini URL says: the model, the method, and how a stream is framed."""
+
+    model: str
+    method: str  # generateContent | streamGenerateContent | countTokens
+    prefix: str  # "/v1beta" or "/v1/projects/p/locations/l/publishers/google"
+    sse: bool  # streamGenerateContent?alt=sse (otherwise a streamed JSON array)
+
+    @property
+    def stream(self) -> bool:
+        return self.method == "streamGenerateContent"
+
+    @property
+    def vertex(self) -> bool:
+        return "/projects/" in self.prefix
+
+
+def parse_endpoint(path: str) -> Endpoint | None:
+    """The Gemini endpoint a request path names (query included), or None when it names none."""
+    p, _, query = path.partition("?")
+    m = _PATH.match(p)
+    if m is None:
+        return None
+    sse = any(k == "alt" and v == "sse" for k, v in parse_qsl(query, keep_blank_values=True))
+    model = m.group("model")
+    return Endpoint(model, m.group("method"), m.group("prefix"), sse)
+
+
+def is_models_list(path: str) -> bool:
+    return _MODELS.match(path.partition("?")[0]) is not None
+
+
+def endpoint_path(model: str, stream: bool, *, prefix: str = "/v1beta", sse: bool = True) -> str:
+    """The upstream path for a request to ``model`` (streamed as SSE unless told otherwise)."""
+    name = quote(model.removeprefix("models/"), safe="-._~@")
+    if stream:
+        return f"{prefix}/models/{name}:streamGenerateContent" + ("?alt=sse" if sse else "")
+    return f"{prefix}/models/{name}:generateContent"
+
+
+#: Credentials a Gemini client may send: a header and a query parameter.
+CREDENTIAL_HEADERS = ("x-goog-api-key",)
+CREDENTIAL_QUERY = ("key",)
+
+
+# ----------------------------------------------------------------------------- stop vocabulary
+#: finishReason values that mean a filter or policy stopped the output (seed 004: refusals).
+REFUSAL_FINISHES = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
+                              "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION", "MODEL_ARMOR", "JAILBREAK"})
+#: Every FinishReason the SDK knows (a value outside it is sent to a Gemini client as OTHER).
+FINISH_REASONS = frozenset({
+    "FINISH_REASON_UNSPECIFIED", "STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "LANGUAGE", "OTHER", "BLOCKLIST",
+    "PROHIBITED_CONTENT", "SPII", "MALFORMED_FUNCTION_CALL", "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT",
+    "IMAGE_OTHER", "NO_IMAGE", "IMAGE_RECITATION", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS",
+    "MISSING_THOUGHT_SIGNATURE", "MALFORMED_RESPONSE", "MODEL_ARMOR",
+})
+BLOCK_REASONS = frozenset({"SAFETY", "OTHER", "BLOCKLIST", "PROHIBITED_CONTENT", "IMAGE_SAFETY", "MODEL_ARMOR",
+                           "JAILBREAK"})
+
+
+def stop_from_wire(finish: Any, message: Any, has_tools: bool, detail: dict[str, Any] | None = None) -> StopInfo:
+    """A candidate's ``finishReason`` (+ ``finishMessage``) as StopInfo (seed 004 table)."""
+    raw = finish if isinstance(finish, str) and finish else None
+    msg = message if isinstance(message, str) and message else None
+    if raw == "FINISH_REASON_UNSPECIFIED":
+        return classify_stop(raw, message=msg, detail=detail)
+    return classify_stop(raw, has_tool_calls=has_tools, message=msg, detail=detail)
+
+
+def stop_from_block(feedback: dict[str, Any]) -> StopInfo | None:
+    """``promptFeedback.blockReason``: the input was blocked (a refusal with no candidates)."""
+    reason = feedback.get("blockReason")
+    if not isinstance(reason, str) or not reason or reason == "BLOCKED_REASON_UNSPECIFIED":
+        return None
+    msg = feedback.get("blockReasonMessage")
+    detail: dict[str, Any] = {"input_blocked": True}
+    if isinstance(feedback.get("safetyRatings"), list):
+        detail["safety_ratings"] = feedback["safetyRatings"]
+    # every block reason is a refusal of the input, including OTHER (wire-facts 5.1)
+    return StopInfo(StopReason.REFUSAL, reason, reason, msg if isinstance(msg, str) and msg else None, None, detail)
+
+
+def stop_to_wire(stop: StopInfo, warnings: list[str]) -> tuple[str, str | None]:
+    """(finishReason, finishMessage) for a Gemini client: every StopReason mapped explicitly."""
+    r = stop.reason
+    raw = stop.raw if isinstance(stop.raw, str) else ""
+    up = raw.upper()
+    if r is StopReason.END_TURN or r is StopReason.TOOL_USE:
+        return "STOP", None
+    if r is StopReason.MAX_OUTPUT:
+        return "MAX_TOKENS", None
+    if r is StopReason.CONTEXT_FULL:
+        warn_once(warnings, f"stop {raw or 'context_full'!r} sent to the Gemini client as MAX_TOKENS "
+                  "(Gemini has no context-window stop)")
+        return "MAX_TOKENS", stop.message
+    if r is StopReason.REFUSAL:
+        if up in REFUSAL_FINISHES:
+            return up, stop.message
+        # Gemini says "declined" only with a policy value: SAFETY, the explanation as finishMessage
+        # (the refusal text the model wrote stays visible as text)
+        return "SAFETY", stop.message or GENERIC_REFUSAL
+    if r is StopReason.PAUSED:
+        warn_once(warnings, f"stop {raw or 'paused'!r} sent to the Gemini client as STOP (Gemini cannot "
+                  "ask for a turn to be continued)")
+        return "STOP", stop.message
+    if r is StopReason.INTERRUPTED:
+        warn_once(warnings, f"stop {raw or 'interrupted'!r} sent to the Gemini client as OTHER")
+        return "OTHER", stop.message
+    # OTHER: Gemini's own values go back unchanged; anything else is OTHER with a warning
+    if up in FINISH_REASONS:
+        return up, stop.message
+    warn_once(warnings, f"unknown stop {raw!r} sent to the Gemini client as OTHER")
+    return "OTHER", stop.message
+
+
+# ----------------------------------------------------------------------------- usage
+def usage_from_wire(u: dict[str, Any]) -> Usage | None:
+    """``usageMetadata`` -> neutral: prompt tokens include cached ones; candidates exclude thoughts;
+    tool-use prompt tokens are input the model read."""
+    prompt = as_int(u.get("promptTokenCount"))
+    cached = as_int(u.get("cachedContentTokenCount"))
+    cand = as_int(u.get("candidatesTokenCount"))
+    thoughts = as_int(u.get("thoughtsTokenCount"))
+    tool = as_int(u.get("toolUsePromptTokenCount"))
+    if prompt is None and cand is None and thoughts is None and cached is None and tool is None:
+        return None
+    inp = None
+    if prompt is not None or tool is not None:
+        inp = max((prompt or 0) - (cached or 0), 0) + (tool or 0)
+    out = None
+    if cand is not None or thoughts is not None:
+        out = (cand or 0) + (thoughts or 0)
+    return Usage(input=inp, cache_read=cached, output=out, reasoning=thoughts)
+
+
+def usage_to_wire(u: Usage | None) -> dict[str, Any]:
+    if u is None:
+        return {"promptTokenCount": 0, "candidatesTokenCount": 0, "totalTokenCount": 0}
+    prompt = (u.input or 0) + (u.cache_read or 0) + (u.cache_write or 0)
+    thoughts = u.reasoning or 0
+    cand = max((u.output or 0) - thoughts, 0)
+    out: dict[str, Any] = {"promptTokenCount": prompt, "candidatesTokenCount": cand}
+    if u.cache_read:
+        out["cachedContentTokenCount"] = u.cache_read
+    if thoughts:
+        out["thoughtsTokenCount"] = thoughts
+    out["totalTokenCount"] = prompt + cand + thoughts
+    return out
+
+
+# ----------------------------------------------------------------------------- ids and times
+def created_from_wire(v: Any) -> int | None:
+    """``createTime`` (RFC 3339) as epoch seconds: derived from the input, never the clock."""
+    if not isinstance(v, str) or not v:
+        return None
+    try:
+        return int(datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp())
+    except ValueError:
+        return None
+
+
+def created_to_wire(ts: int | None) -> str | None:
+    if ts is None:
+        return None
+    from datetime import UTC
+
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+
+
+def mint_call_id(scope: str, n: int, name: str) -> str:
+    """A stable id for the ``n``-th function call of a scope (a response id, a history turn)."""
+    digest = hashlib.sha1(f"{scope}\x00{n}\x00{name}".encode()).hexdigest()[:16]
+    return f"{MINTED_PREFIX}{digest}"
+
+
+def response_id(src: str | None) -> str | None:
+    return src or None
+
+
+# ----------------------------------------------------------------------------- errors
+#: neutral error kind -> (HTTP status, Google status name)
+_KIND_TO_GOOGLE = {
+    "invalid_request": (400, "INVALID_ARGUMENT"),
+    "authentication": (401, "UNAUTHENTICATED"),
+    "billing": (429, "RESOURCE_EXHAUSTED"),
+    "permission": (403, "PERMISSION_DENIED"),
+    "not_found": (404, "NOT_FOUND"),
+    "request_too_large": (413, "INVALID_ARGUMENT"),
+    "rate_limit": (429, "RESOURCE_EXHAUSTED"),
+    "api_error": (500, "INTERNAL"),
+    "timeout": (504, "DEADLINE_EXCEEDED"),
+    "overloaded": (503, "UNAVAILABLE"),
+    "interrupted": (502, "UNAVAILABLE"),
+}
+#: Google status name -> neutral error kind
+GOOGLE_TO_KIND = {
+    "INVALID_ARGUMENT": "invalid_request",
+    "FAILED_PRECONDITION": "invalid_request",
+    "OUT_OF_RANGE": "invalid_request",
+    "ALREADY_EXISTS": "invalid_request",
+    "ABORTED": "invalid_request",
+    "UNAUTHENTICATED": "authentication",
+    "PERMISSION_DENIED": "permission",
+    "NOT_FOUND": "not_found",
+    "RESOURCE_EXHAUSTED": "rate_limit",
+    "INTERNAL": "api_error",
+    "UNKNOWN": "api_error",
+    "DATA_LOSS": "api_error",
+    "UNIMPLEMENTED": "not_found",
+    "UNAVAILABLE": "overloaded",
+    "DEADLINE_EXCEEDED": "timeout",
+    "CANCELLED": "interrupted",
+}
+#: The Google status name that goes with an HTTP status, where the kind does not decide it.
+_STATUS_TO_GOOGLE = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+                     409: "ABORTED", 429: "RESOURCE_EXHAUSTED", 499: "CANCELLED", 500: "INTERNAL",
+                     501: "UNIMPLEMENTED", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
+
+
+def error_from_wire(status: int | None, obj: dict[str, Any]) -> Error | None:
+    """A Google error body ``{"error": {"code", "message", "status", "details"}}`` in neutral form,
+    or None when ``obj`` is not one."""
+    err = obj.get("error")
+    if not isinstance(err, dict):
+        return None
+    gstatus = err.get("status")
+    code = err.get("code")
+    if status is None and isinstance(code, int) and not isinstance(code, bool):
+        status = code
+    kind = GOOGLE_TO_KIND.get(gstatus) if isinstance(gstatus, str) else None
+    if kind is None:
+        from ..errors import kind_for_status
+
+        kind = kind_for_status(status)
+    msg = err.get("message")
+    message = msg if isinstance(msg, str) and msg else f"upstream returned HTTP {status}"
+    if status is None:
+        status = _KIND_TO_GOOGLE.get(kind, (500, "INTERNAL"))[0]
+    return Error(kind=kind, message=message, status=status, raw=obj)
+
+
+def error_status(err: Error) -> int:
+    """The HTTP status a Gemini client gets for ``err``."""
+    st = err.status
+    if err.kind in ("overloaded",) or st == 529:
+        return 503
+    if st is not None and 400 <= st < 600:
+        return st
+    return _KIND_TO_GOOGLE.get(err.kind, (500, "INTERNAL"))[0]
+
+
+def error_body(err: Error) -> dict[str, Any]:
+    """The Google error body for ``err``; the status name follows the kind (and the status)."""
+    st = error_status(err)
+    raw = err.raw.get("error") if isinstance(err.raw, dict) else None
+    name = raw.get("status") if isinstance(raw, dict) else None
+    if not isinstance(name, str) or GOOGLE_TO_KIND.get(name) != err.kind:
+        name = _KIND_TO_GOOGLE.get(err.kind, (0, ""))[1] or _STATUS_TO_GOOGLE.get(st, "INTERNAL")
+    return {"error": {"code": st, "message": err.message, "status": name}}
+
+
+# ----------------------------------------------------------------------------- JSON-array streams
+class JsonArrayReader:
+    """Incremental reader of ``[ {...}, {...} ]`` (streamGenerateContent without ``alt=sse``).
+
+    Returns each element's text as soon as its closing brace arrives. Each character is scanned
+    once and the element in progress is kept as a list of pieces joined once at its end, so one
+    large element in many small reads costs what it costs in one read. Whitespace and commas
+    between elements are skipped.
+    """
+
+    __slots__ = ("_parts", "_depth", "_in_str", "_esc", "_opened", "closed", "_dec")
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []  # the element in progress (empty between elements)
+        self._depth = 0
+        self._in_str = False
+        self._esc = False
+        self._opened = False  # the array's "[" was seen
+        self.closed = False  # the array's "]" was seen
+        self._dec = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def feed_bytes(self, chunk: bytes, final: bool = False) -> list[str]:
+        return self.feed(self._dec.decode(chunk, final))
+
+    def feed(self, text: str) -> list[str]:
+        out: list[str] = []
+        i = 0
+        n = len(text)
+        depth, in_str, esc = self._depth, self._in_str, self._esc
+        start = 0 if depth else -1  # where the element in progress starts in text
+        while i < n:
+            if in_str:
+                if esc:  # an escape cut at the previous read's end: its character is here
+                    esc = False
+                    i += 1
+                    continue
+                # jump to the next quote or backslash: strings are most of a Gemini chunk
+                m = _STR_STOP.search(text, i)
+                if m is None:
+                    i = n
+                    break
+                i = m.start()
+                if text[i] == "\\":
+                    if i + 1 < n:
+                        i += 2
+                    else:
+                        esc = True
+                        i = n
+                    continue
+                in_str = False
+                i += 1
+                continue
+            c = text[i]
+            if c == '"':
+                in_str = True
+            elif c == "{" or c == "[":
+                if c == "[" and depth == 0 and not self._opened:
+                    self._opened = True
+                else:
+                    if depth == 0:
+                        start = i
+                    depth += 1
+            elif c == "}" or c == "]":
+                if depth == 0:
+                    if c == "]":
+                        self.closed = True
+                else:
+                    depth -= 1
+                    if depth == 0:
+                        piece = text[start : i + 1]
+                        if self._parts:
+                            self._parts.append(piece)
+                            piece = "".join(self._parts)
+                            self._parts.clear()
+                        out.append(piece)
+                        start = -1
+            i += 1
+        if depth and start >= 0:
+            self._parts.append(text[start:])
+        self._depth, self._in_str, self._esc = depth, in_str, esc
+        return out
+
+    def pending(self) -> str:
+        """What arrived of an element that never closed (a cut stream)."""
+        return "".join(self._parts)
+
+
+_STR_STOP = re.compile(r'["\\]')
