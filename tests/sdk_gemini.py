@@ -120,7 +120,10 @@ def summarize(body: dict[str, Any], summary: Any) -> Any:
     s.model = r.model_version
     cand = r.candidates[0] if r.candidates else None
     if cand is not None and cand.content is not None:
+        ran = _server_run(cand.content.parts or [])
         for p in cand.content.parts or ():
+            if id(p) in ran:
+                continue
             if p.thought:
                 s.reasoning = True
             elif p.text is not None:
@@ -134,7 +137,8 @@ def summarize(body: dict[str, Any], summary: Any) -> Any:
     if cand is not None and cand.finish_reason is not None:
         s.stop = cand.finish_reason.value
         if s.stop in REFUSAL_FINISHES:  # Gemini has no refusal slot: the finishMessage says why
-            s.refusal = cand.finish_message or None
+            # (the SDK keeps finishMessage on Vertex only)
+            s.refusal = cand.finish_message or body["candidates"][0].get("finishMessage") or None
     elif r.prompt_feedback is not None and r.prompt_feedback.block_reason is not None:
         s.stop = "block:" + r.prompt_feedback.block_reason.value
         s.refusal = r.prompt_feedback.block_reason_message or None
@@ -143,6 +147,21 @@ def summarize(body: dict[str, Any], summary: Any) -> Any:
         s.usage = {"input": (u.prompt_token_count or 0) + (u.tool_use_prompt_token_count or 0),
                    "output": (u.candidates_token_count or 0) + (u.thoughts_token_count or 0)}
     return s
+
+
+def _server_run(parts: list[Any]) -> set[int]:
+    """Function calls (and their responses) Google ran itself inside the response."""
+    out: set[int] = set()
+    for k, p in enumerate(parts):
+        if p.function_response is None:
+            continue
+        out.add(id(p))
+        for c in parts[:k]:
+            if c.function_call is not None and c.function_call.name == p.function_response.name \
+                    and id(c) not in out:
+                out.add(id(c))
+                break
+    return out
 
 
 _REQ_FIELDS = {

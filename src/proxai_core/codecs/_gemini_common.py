@@ -176,7 +176,7 @@ def stop_to_wire(stop: StopInfo, warnings: list[str]) -> tuple[str, str | None]:
         return "MAX_TOKENS", stop.message
     if r is StopReason.REFUSAL:
         if up in REFUSAL_FINISHES:
-            return up, stop.message
+            return up, stop.message or GENERIC_REFUSAL
         # Gemini says "declined" only with a policy value: SAFETY, the explanation as finishMessage
         # (the refusal text the model wrote stays visible as text)
         return "SAFETY", stop.message or GENERIC_REFUSAL

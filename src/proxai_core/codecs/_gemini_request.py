@@ -41,7 +41,7 @@ from ._gemini_common import (
     warn_once,
 )
 
-_KNOWN = frozenset({"contents", "systemInstruction", "system_instruction", "tools", "toolConfig",
+_KNOWN = frozenset({"contents", "systemInstruction", "tools", "toolConfig",
                     "generationConfig", "safetySettings", "cachedContent", "labels", "model"})
 #: generationConfig fields read into the neutral request; the rest are kept for a Gemini target
 _GEN_READ = frozenset({"maxOutputTokens", "temperature", "topP", "topK", "stopSequences", "seed", "candidateCount",
@@ -59,7 +59,25 @@ def _fail(path: str, why: str) -> TranslationError:
     return TranslationError(f"{path}: {why}", field=path)
 
 
+def _camel_key(k: str) -> str:
+    head, *rest = k.split("_")
+    return head + "".join(w[:1].upper() + w[1:] for w in rest)
+
+
 def _obj(v: Any, path: str) -> dict[str, Any]:
+    """An object of the API's own structure: its snake_case field names (the API accepts both
+    spellings, as proto JSON does) read as camelCase. Never applied to user data (arguments,
+    function responses, schemas)."""
+    if not isinstance(v, dict):
+        raise _fail(path, f"expected an object, got {type(v).__name__}")
+    for k in v:
+        if "_" in k:
+            return {(_camel_key(x) if "_" in x else x): y for x, y in v.items()}
+    return v
+
+
+def _data(v: Any, path: str) -> dict[str, Any]:
+    """A user-data object (a schema, labels): kept exactly as sent."""
     if not isinstance(v, dict):
         raise _fail(path, f"expected an object, got {type(v).__name__}")
     return v
@@ -305,9 +323,9 @@ def _tools(v: Any, req: Request, warnings: list[str]) -> None:
                     desc = _str(desc, f"{pp}.description")
                 schema = fd.get("parametersJsonSchema")
                 if schema is None and fd.get("parameters") is not None:
-                    schema = schema_to_json(_obj(fd["parameters"], f"{pp}.parameters"))
+                    schema = schema_to_json(_data(fd["parameters"], f"{pp}.parameters"))
                 elif schema is not None:
-                    schema = _obj(schema, f"{pp}.parametersJsonSchema")
+                    schema = _data(schema, f"{pp}.parametersJsonSchema")
                 req.tools.append(Tool(name, desc, schema))
         if rest:
             other.append(rest)
@@ -370,10 +388,10 @@ def _generation(v: Any, req: Request) -> None:
     mime = g.get("responseMimeType")
     schema = g.get("responseJsonSchema")
     if schema is None and g.get("responseSchema") is not None:
-        schema = schema_to_json(_obj(g["responseSchema"], f"{p}.responseSchema"))
+        schema = schema_to_json(_data(g["responseSchema"], f"{p}.responseSchema"))
     if mime == "application/json" or schema is not None:
         if schema is not None:
-            req.output_format = OutputFormat("json_schema", schema=_obj(schema, f"{p}.responseJsonSchema"),
+            req.output_format = OutputFormat("json_schema", schema=_data(schema, f"{p}.responseJsonSchema"),
                                              name="response")
         else:
             req.output_format = OutputFormat("json_object")
@@ -407,6 +425,7 @@ def _generation(v: Any, req: Request) -> None:
 def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
     if not isinstance(body, dict):
         raise TranslationError("request body must be a JSON object", field="body")
+    body = _obj(body, "body")
     req = Request()
     m = body.get("model")
     if isinstance(m, str) and m:
@@ -424,8 +443,23 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
             raise _fail(f"contents[{i}].role", f"expected 'user' or 'model', got {role!r}")
         parts = _parts(_list(c.get("parts", []), f"contents[{i}].parts"), f"contents[{i}].parts",
                        role, i, ids, warnings)
-        req.messages.append(Message("assistant" if role == "model" else "user", parts))
-    _system(body.get("systemInstruction", body.get("system_instruction")), req)
+        if role != "model":
+            req.messages.append(Message("user", parts))
+            continue
+        # a function the server ran (server-side MCP) is answered inside the model turn: its
+        # result becomes a user turn of its own, where every other protocol puts results
+        cur: list[Any] = []
+        for part in parts:
+            if isinstance(part, ToolResult):
+                if cur:
+                    req.messages.append(Message("assistant", cur))
+                    cur = []
+                req.messages.append(Message("user", [part]))
+            else:
+                cur.append(part)
+        if cur or not parts:
+            req.messages.append(Message("assistant", cur))
+    _system(body.get("systemInstruction"), req)
     _tools(body.get("tools"), req, warnings)
     _tool_config(body.get("toolConfig"), req)
     _generation(body.get("generationConfig"), req)
@@ -436,7 +470,7 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         # the cached context lives on Google's servers: another upstream would answer without it
         raise _fail("cachedContent", "a Gemini cached content cannot be sent to another provider")
     if body.get("labels") is not None:
-        req.extra["labels"] = _obj(body["labels"], "labels")
+        req.extra["labels"] = _data(body["labels"], "labels")
     for k in body:
         if k not in _KNOWN:
             warnings.append(f"unknown Gemini request field {k!r} ignored")

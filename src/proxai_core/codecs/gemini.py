@@ -46,12 +46,13 @@ from ..neutral import (
     Usage,
     UsageEvent,
 )
-from ..stop import StopInfo, StopReason, classify_stop
+from ..stop import GENERIC_REFUSAL, StopInfo, StopReason, classify_stop
 from ._gemini_common import (
     BLOCK_REASONS as _BLOCKS,
 )
 from ._gemini_common import (
     PROTOCOL,
+    REFUSAL_FINISHES,
     created_from_wire,
     created_to_wire,
     error_body,
@@ -167,6 +168,21 @@ def _call_args(fc: dict[str, Any]) -> str:
     return "{}"
 
 
+def _server_run(parts: list[Any], raws: dict[int, dict[str, Any]]) -> None:
+    """A function call answered by a ``functionResponse`` in the same response was run by Google
+    (server-side MCP): it is not the client's to run, so it stays an opaque Gemini part."""
+    for k, p in enumerate(parts):
+        if not (isinstance(p, Opaque) and p.label == "functionResponse"):
+            continue
+        fr = p.raw.get("functionResponse")
+        name = fr.get("name") if isinstance(fr, dict) else None
+        for j in range(k):
+            c = parts[j]
+            if isinstance(c, ToolCall) and c.name == name and id(c) in raws:
+                parts[j] = Opaque(PROTOCOL, raws.pop(id(c)), "functionCall")
+                break
+
+
 def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
     resp = Response()
     if not isinstance(body, dict):
@@ -208,6 +224,7 @@ def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
     calls = 0
     open_calls = 0
     scope = resp.id or ""
+    raws: dict[int, dict[str, Any]] = {}  # ToolCall -> its wire part (for server-run calls)
     for p in raw_parts if isinstance(raw_parts, list) else ():
         if not isinstance(p, dict):
             warnings.append("a non-object part in the upstream response was skipped")
@@ -236,6 +253,7 @@ def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
             fid = fc.get("id")
             cid = fid if isinstance(fid, str) and fid else mint_call_id(scope, calls, name)
             parts.append(ToolCall(cid, name, _call_args(fc)))
+            raws[id(parts[-1])] = p
             calls += 1
             open_calls += 1
         else:
@@ -250,6 +268,7 @@ def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
                 warnings.append(f"unknown Gemini part ({', '.join(sorted(p))}) kept only for Gemini clients")
                 label = "unknown"
             parts.append(Opaque(PROTOCOL, p, label))
+    _server_run(parts, raws)
     cits = _citations(cand)
     if cits:
         for part in reversed(parts):
@@ -295,11 +314,18 @@ def _effective_stop(stop: StopInfo | None, has_tools: bool, refusal: str | None)
     return stop
 
 
+def _refusal_needs_text(stop: StopInfo) -> bool:
+    """A refusal of another provider that came with no text: the Gemini client sees its
+    explanation as text (its SDK drops ``finishMessage`` on the developer API)."""
+    return stop.reason is StopReason.REFUSAL and not stop.detail.get("input_blocked") and (
+        (stop.raw or "").upper() not in REFUSAL_FINISHES)
+
+
 def encode_response(resp: Response, ctx: Any, warnings: list[str]) -> dict[str, Any]:
     parts: list[dict[str, Any]] = []
     pending: str | None = None
     refusals: list[str] = []
-    has_tools = False
+    has_tools = has_text = False
     cits: list[dict[str, Any]] = []
     for p in resp.parts:
         if isinstance(p, Reasoning):
@@ -330,6 +356,7 @@ def encode_response(resp: Response, ctx: Any, warnings: list[str]) -> dict[str, 
                 refusals.append(p.text)
             elif p.citations:
                 cits.extend(p.citations)
+            has_text = True
         elif isinstance(p, ToolCall):
             has_tools = True
             part = {"functionCall": {"id": p.id, "name": p.name, "args": _tool_args(p, warnings)}}
@@ -353,12 +380,13 @@ def encode_response(resp: Response, ctx: Any, warnings: list[str]) -> dict[str, 
     body: dict[str, Any] = {}
     usage = usage_to_wire(resp.usage)
     if stop.reason is StopReason.REFUSAL and stop.detail.get("input_blocked") and not parts:
-        fb: dict[str, Any] = {"blockReason": stop.raw if stop.raw in _BLOCKS else "OTHER"}
-        if stop.message:
-            fb["blockReasonMessage"] = stop.message
+        fb: dict[str, Any] = {"blockReason": stop.raw if stop.raw in _BLOCKS else "OTHER",
+                              "blockReasonMessage": stop.message or GENERIC_REFUSAL}
         body = {"promptFeedback": fb, "usageMetadata": usage}
     else:
         finish, message = stop_to_wire(stop, warnings)
+        if _refusal_needs_text(stop) and not has_text:
+            parts.append({"text": stop.message or GENERIC_REFUSAL})
         cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}
         if message:
             cand["finishMessage"] = message
@@ -465,18 +493,25 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], strings: dict[str, b
 
 # ============================================================================= stream decode
 class _Call:
-    __slots__ = ("n", "part", "obj", "strings")
+    """A function call being read: its arguments may arrive in pieces (Vertex ``partialArgs``)."""
 
-    def __init__(self, n: int, part: ToolCall):
-        self.n = n
+    __slots__ = ("part", "obj", "strings", "raw", "sig")
+
+    def __init__(self, part: ToolCall, raw: dict[str, Any], sig: str | None):
         self.part = part
         self.obj: dict[str, Any] = {}
         self.strings: dict[str, bool] = {}
+        self.raw = raw
+        self.sig = sig
 
 
 class StreamDecoder:
     """Gemini stream chunks (one ``GenerateContentResponse`` per SSE event or array element) ->
-    neutral events."""
+    neutral events.
+
+    A complete function call is held until the next part that is not its ``functionResponse``
+    (or the end of the stream): a call the server ran itself (server-side MCP) is answered in the
+    same stream and must not reach the client as a call to run."""
 
     def __init__(self, warnings: list[str]):
         self.warnings = warnings
@@ -488,9 +523,11 @@ class StreamDecoder:
         self._sig: str | None = None  # signature of the open thought block
         self._cits: list[dict[str, Any]] | None = None
         self._call: _Call | None = None  # a function call whose arguments arrive in pieces
+        self._held: list[_Call] = []  # complete calls not yet sent
         self._calls = 0
-        self._open_calls = 0
+        self._client_calls = 0  # calls sent to the client as calls to run
         self._stop: StopInfo | None = None
+        self._finish: tuple[Any, Any, Any] | None = None
         self._id = ""
         self._usage: Usage | None = None
 
@@ -526,8 +563,9 @@ class StreamDecoder:
             content = cand.get("content")
             parts = content.get("parts") if isinstance(content, dict) else None
             if isinstance(parts, list) and parts:
-                if self._stop is not None:
-                    self._stop = None  # another step follows (a server-side tool loop)
+                if self._finish is not None and any(isinstance(p, dict) and p and p != {"text": ""}
+                                                    for p in parts):
+                    self._finish = None  # another step follows (a server-side tool loop)
                 for p in parts:
                     if isinstance(p, dict):
                         self._part(p, out)
@@ -536,15 +574,15 @@ class StreamDecoder:
                 self._cits = (self._cits or []) + cits
             finish = cand.get("finishReason")
             if finish is not None:
-                self._finish_call(out)
+                self._end_call(out)
                 self._close(out)
                 detail = {"safety_ratings": cand["safetyRatings"]} if isinstance(cand.get("safetyRatings"),
                                                                                  list) else None
-                self._stop = stop_from_wire(finish, cand.get("finishMessage"), self._open_calls > 0, detail)
+                self._finish = (finish, cand.get("finishMessage"), detail)
         pf = obj.get("promptFeedback")
-        if isinstance(pf, dict):
+        if isinstance(pf, dict) and cand is None:
             block = stop_from_block(pf)
-            if block is not None and cand is None:
+            if block is not None:
                 self._stop = block
         u = obj.get("usageMetadata")
         if isinstance(u, dict):
@@ -558,11 +596,16 @@ class StreamDecoder:
         if self.done:
             return []
         self.done = True
-        if self._stop is not None:
+        if self._finish is not None or self._stop is not None:
             out: list[Event] = []
-            self._finish_call(out)
+            self._end_call(out)
+            self._flush(out)
             self._close(out)
-            out.append(Stop(self._stop))
+            stop = self._stop
+            if self._finish is not None:
+                f, m, d = self._finish
+                stop = stop_from_wire(f, m, self._client_calls > 0, d)
+            out.append(Stop(stop))  # type: ignore[arg-type]
             out.append(End())
             return out
         return [ErrorEvent(Error(kind="interrupted", message=_INTERRUPTED, status=502))]
@@ -595,12 +638,45 @@ class StreamDecoder:
         out.append(BlockStart(n, part))
         out.append(BlockEnd(n, part))
 
+    def _flush(self, out: list[Event]) -> None:
+        """Send the held calls: they were not run by the server."""
+        for call in self._held:
+            if call.sig:
+                self._lone(_sig_part(call.sig, "call"), out)
+            n = self._alloc()
+            p = call.part
+            out.append(BlockStart(n, ToolCall(p.id, p.name)))
+            out.append(Delta(n, "arguments", p.arguments))
+            out.append(BlockEnd(n, p))
+            self._client_calls += 1
+        self._held.clear()
+
     def _part(self, p: dict[str, Any], out: list[Event]) -> None:
         sig = p.get("thoughtSignature")
         sig = sig if isinstance(sig, str) and sig else None
+        fc = p.get("functionCall")
+        if isinstance(fc, dict):
+            self._close(out)
+            self._function_call(fc, p, sig, out)
+            return
+        self._end_call(out)
+        fr = p.get("functionResponse")
+        if isinstance(fr, dict):
+            name = fr.get("name")
+            for k, call in enumerate(self._held):
+                if call.part.name == name:  # run by the server: both stay Gemini's own parts
+                    del self._held[k]
+                    self._flush(out)
+                    self._close(out)
+                    if call.sig:
+                        self._lone(_sig_part(call.sig, "call"), out)
+                    self._lone(Opaque(PROTOCOL, call.raw, "functionCall"), out)
+                    break
         text = p.get("text")
+        if isinstance(text, str) and not text and not sig and len(p) == 1:
+            return  # an empty text part (Gemini ends some streams so): nothing to say
+        self._flush(out)
         if isinstance(text, str):
-            self._finish_call(out)
             if p.get("thought") is True:
                 if self._kind != "thought":
                     self._close(out)
@@ -621,16 +697,8 @@ class StreamDecoder:
                     out.append(BlockStart(self._open, Text("")))
                 out.append(Delta(self._open, "text", text))
             return
-        fc = p.get("functionCall")
-        if isinstance(fc, dict):
-            self._close(out)
-            self._function_call(fc, sig, out)
-            return
-        self._finish_call(out)
         self._close(out)
         label = next((k for k in _OPAQUE_PARTS if k in p), None)
-        if label == "functionResponse":
-            self._open_calls = max(self._open_calls - 1, 0)
         if sig:
             self._lone(_sig_part(sig, "text"), out)
         if label is None:
@@ -640,7 +708,7 @@ class StreamDecoder:
             label = "unknown"
         self._lone(Opaque(PROTOCOL, p, label), out)
 
-    def _function_call(self, fc: dict[str, Any], sig: str | None, out: list[Event]) -> None:
+    def _function_call(self, fc: dict[str, Any], raw: dict[str, Any], sig: str | None, out: list[Event]) -> None:
         name = fc.get("name")
         partial = fc.get("partialArgs")
         more = fc.get("willContinue") is True
@@ -650,41 +718,40 @@ class StreamDecoder:
                 warn_once(self.warnings, "a partialArgs path Gemini sent could not be read; that piece was dropped")
             if isinstance(fc.get("args"), dict):
                 call.obj.update(fc["args"])
+            if sig and not call.sig:
+                call.sig = sig
             if not more:
-                self._finish_call(out)
+                self._end_call(out)
             return
-        self._finish_call(out)
+        self._end_call(out)
         if not isinstance(name, str):
             if fc:
                 warn_once(self.warnings, "a Gemini function call without a name was skipped")
             return
-        if sig:
-            self._lone(_sig_part(sig, "call"), out)
         fid = fc.get("id")
         cid = fid if isinstance(fid, str) and fid else mint_call_id(self._id, self._calls, name)
         self._calls += 1
-        self._open_calls += 1
-        n = self._alloc()
-        part = ToolCall(cid, name)
-        out.append(BlockStart(n, ToolCall(cid, name)))
-        call = _Call(n, part)
+        call = _Call(ToolCall(cid, name), raw, sig)
         if isinstance(fc.get("args"), dict):
             call.obj.update(fc["args"])
         if isinstance(partial, list) and not _apply_partial(call.obj, partial, call.strings):
             warn_once(self.warnings, "a partialArgs path Gemini sent could not be read; that piece was dropped")
         self._call = call
         if not more:
-            self._finish_call(out)
+            self._end_call(out)
 
-    def _finish_call(self, out: list[Event]) -> None:
+    def _end_call(self, out: list[Event]) -> None:
         call = self._call
         if call is None:
             return
         self._call = None
-        args = dumps(call.obj).decode()
-        call.part.arguments = args
-        out.append(Delta(call.n, "arguments", args))
-        out.append(BlockEnd(call.n, call.part))
+        call.part.arguments = dumps(call.obj).decode()
+        if call.raw.get("functionCall", {}).get("partialArgs") is not None or call.raw["functionCall"].get(
+                "willContinue"):
+            # the wire part of a call read in pieces: the whole call, as a complete response has it
+            call.raw = {k: v for k, v in call.raw.items() if k != "functionCall"}
+            call.raw["functionCall"] = {"name": call.part.name, "args": call.obj}
+        self._held.append(call)
 
 
 # ============================================================================= stream encode
@@ -909,9 +976,8 @@ class StreamEncoder:
         usage = orjson.dumps(usage_to_wire(self._usage))
         if stop.reason is StopReason.REFUSAL and stop.detail.get("input_blocked") and not self._text_sent \
                 and not self._has_tools:
-            fb: dict[str, Any] = {"blockReason": stop.raw if stop.raw in _BLOCKS else "OTHER"}
-            if stop.message:
-                fb["blockReasonMessage"] = stop.message
+            fb: dict[str, Any] = {"blockReason": stop.raw if stop.raw in _BLOCKS else "OTHER",
+                                  "blockReasonMessage": stop.message or GENERIC_REFUSAL}
             out.append(self._frame(b'{"promptFeedback":' + orjson.dumps(fb) + b',"usageMetadata":' + usage
                                    + self._tail))
         else:
@@ -920,6 +986,8 @@ class StreamEncoder:
             if self._pending is not None:
                 parts.append({"text": "", "thoughtSignature": self._pending})
                 self._pending = None
+            if _refusal_needs_text(stop) and not self._text_sent:
+                parts.append({"text": stop.message or GENERIC_REFUSAL})
             if not parts:
                 parts.append({"text": ""})
             cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "finishReason": finish,
