@@ -428,3 +428,66 @@ class JsonArrayReader:
 
 
 _STR_STOP = re.compile(r'["\\]')
+
+
+class StreamReader:
+    """The framing of a Gemini stream, told by its first byte: ``data:`` lines (``alt=sse``) or one
+    JSON array. Same interface as :class:`proxai_core.sse.SSEReader` (events are ``(None, json)``)."""
+
+    __slots__ = ("_sse", "_arr", "_head")
+
+    def __init__(self) -> None:
+        from ..sse import SSEReader
+
+        self._sse: Any = SSEReader()
+        self._arr: JsonArrayReader | None = None
+        self._head: bool | None = None  # None: framing not known yet
+
+    def _mode(self, chunk: bytes) -> bool | None:
+        if self._head is None:
+            s = chunk.lstrip()
+            if s:
+                self._head = s[:1] == b"["
+                if self._head:
+                    self._arr = JsonArrayReader()
+        return self._head
+
+    def feed(self, chunk: bytes) -> list[tuple[str | None, str]]:
+        mode = self._mode(chunk)
+        if mode:
+            return [(None, e) for e in self._arr.feed_bytes(chunk)]  # type: ignore[union-attr]
+        if mode is None:
+            return []
+        return self._sse.feed(chunk)
+
+    def feed_one(self, chunk: bytes) -> str | list[tuple[str | None, str]]:
+        if self._head is False:
+            return self._sse.feed_one(chunk)
+        return self.feed(chunk)
+
+    def close(self) -> list[tuple[str | None, str]]:
+        if self._head:
+            arr = self._arr
+            out = [(None, e) for e in arr.feed_bytes(b"", True)]  # type: ignore[union-attr]
+            rest = arr.pending()  # type: ignore[union-attr]
+            if rest:
+                out.append((None, rest))  # a cut element: the decoder judges it (invalid JSON)
+            return out
+        return self._sse.close() if self._head is False else []
+
+    def feed_raw(self, chunk: bytes) -> tuple[list[Any], list[bytes]]:
+        """Pass-through: the array form forwards its bytes as they come (an element is never
+        re-framed); the SSE form forwards whole events only."""
+        mode = self._mode(chunk)
+        if mode is False:
+            return self._sse.feed_raw(chunk)
+        events: list[Any] = [(None, e) for e in self._arr.feed_bytes(chunk)] if mode else []  # type: ignore[union-attr]
+        if not events:
+            return [None], [chunk]
+        return events, [b""] * (len(events) - 1) + [chunk]
+
+    def close_raw(self) -> tuple[list[Any], list[bytes]]:
+        if self._head is False:
+            return self._sse.close_raw()
+        events = self.close()
+        return events, [b""] * len(events)
