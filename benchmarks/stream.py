@@ -1,15 +1,19 @@
-"""Stream translation cost per upstream event, side by side with peers, in one run.
+"""Stream translation cost per upstream event, all six directions, side by side with the orjson floor
+and the peers, in one run; and the SSE reader on one long event arriving in many reads.
 
-Run by hand (prints a markdown table and, with --write, updates docs/performance.md):
+Run by hand (prints markdown and, with --write, updates docs/performance.md):
 
     bash benchmarks/setup_peers.sh          # once: a separate venv with the peers + this project
     benchmarks/.venv-peers/bin/python benchmarks/stream.py [--reps 21] [--write]
 
+(``uv run python benchmarks/stream.py`` works too: the peers' columns then say "not installed".)
+
 Timed unit (same as ../shared/notes/peer-benchmark.md): the raw SSE bytes of one upstream event in,
 client SSE bytes out (JSON decode, translation, JSON encode and SSE framing included), whole stream
-divided by the number of upstream events. Median over repetitions, cases interleaved, timed in this
-process's CPU time (time.process_time_ns: other work on a shared machine does not count). The baseline
-"bare JSON" is orjson decode + encode + framing of the same payloads.
+divided by the number of upstream events. Cases of one stream interleaved, timed in this process's
+CPU time (time.process_time_ns: other work on a shared machine does not count); × = the median of
+the per-round ratios to the floor. The floor "bare orjson" is orjson decode + encode + framing of
+the same payloads.
 """
 
 from __future__ import annotations
@@ -40,11 +44,16 @@ PEER_FIXTURES = {
     "C-tools": "chat/mirascope__python_tests_e2e_output_cassettes_test_call_with_tools_openai_gpt_4o_completions_stream__i0.sse",
     "C-refusal": "chat/mirascope__python_tests_e2e_output_cassettes_test_refusal_openai_gpt_4o_completions_stream__i0.sse",
 }
-DIRECTION_FIXTURES = {
-    C: PEER_FIXTURES["C-tools"],
-    A: "anthropic/mirascope__python_tests_e2e_output_cassettes_test_call_with_tools_anthropic_claude_sonnet_4_0_stream__i0.sse",
-    R: "responses/mirascope__python_tests_e2e_output_cassettes_test_call_with_tools_openai_gpt_4o_responses_stream__i0.sse",
+#: per source: a text stream and a tool-call stream (real recordings)
+STREAMS = {
+    C: {"text": PEER_FIXTURES["C-text"], "tools": PEER_FIXTURES["C-tools"]},
+    A: {"text": "anthropic/mirascope__python_tests_e2e_output_cassettes_test_max_tokens_anthropic_claude_sonnet_4_0_stream__i0.sse",
+        "tools": "anthropic/mirascope__python_tests_e2e_output_cassettes_test_call_with_tools_anthropic_claude_sonnet_4_0_stream__i0.sse"},
+    R: {"text": "responses/mirascope__python_tests_e2e_output_cassettes_test_max_tokens_openai_gpt_4o_responses_stream__i0.sse",
+        "tools": "responses/mirascope__python_tests_e2e_output_cassettes_test_call_with_tools_openai_gpt_4o_responses_stream__i0.sse"},
 }
+DIRECTIONS = [(s, d) for s in (C, R, A) for d in (C, R, A) if s is not d]
+LF_FORMAT = {C: "openai_chat_completions", R: "open_responses", A: "anthropic_messages"}
 
 
 def split_events(raw: bytes) -> list[bytes]:
@@ -154,21 +163,58 @@ def case_anyllm(events):
     return run
 
 
-def case_linguafranca(events):
+def case_linguafranca(events, src=C, dst=A):
     import linguafranca as lf
 
     pl = payloads(events)
+    sf, tf = lf.FormatName(LF_FORMAT[src]), lf.FormatName(LF_FORMAT[dst])
 
     def run():
         dicts = (json.loads(p) for p in pl if p != "[DONE]")
-        conv = lf.convert_response_stream_json(dicts, source_format=lf.FormatName.OPENAI_CHAT_COMPLETIONS,
-                                               target_format=lf.FormatName.ANTHROPIC_MESSAGES)
+        conv = lf.convert_response_stream_json(dicts, source_format=sf, target_format=tf)
         out = []
         for ev in conv:
-            out.append(b"event: " + str(ev.get("type")).encode() + b"\ndata: " + json.dumps(ev).encode() + b"\n\n")
+            if dst is C:
+                out.append(b"data: " + json.dumps(ev).encode() + b"\n\n")
+            else:
+                out.append(b"event: " + str(ev.get("type")).encode() + b"\ndata: " + json.dumps(ev).encode() + b"\n\n")
         return out
 
     return run
+
+
+#: peer -> (module to import, {(source, target): case factory}); a direction it does not offer is absent
+PEERS = {
+    "linguafranca": ("linguafranca", {(s, d): (lambda ev, s=s, d=d: case_linguafranca(ev, s, d))
+                                      for s, d in DIRECTIONS}),
+    "any-llm": ("any_llm", {(C, A): case_anyllm}),
+    "LiteLLM": ("litellm", {(C, A): case_litellm}),
+}
+
+
+def peer_cases(events, src, dst, no_peers: bool) -> tuple[dict, dict[str, str]]:
+    """Runnable peer cases for this direction, and a note for each peer that has none."""
+    cases, notes = {}, {}
+    for name, (module, offers) in PEERS.items():
+        if no_peers:
+            notes[name] = "not run"
+            continue
+        try:
+            __import__(module)
+        except ImportError:
+            notes[name] = "not installed"
+            continue
+        mk = offers.get((src, dst))
+        if mk is None:
+            notes[name] = "no such converter"
+            continue
+        try:
+            fn = mk(events)
+            fn()
+            cases[name] = fn
+        except Exception as e:  # a peer that cannot run is reported, not hidden
+            notes[name] = f"fails: {type(e).__name__}"
+    return cases, notes
 
 
 # ----------------------------------------------------------------------------- timing
@@ -219,73 +265,116 @@ def main() -> None:
     ap.add_argument("--rep-ms", type=float, default=40)
     ap.add_argument("--write", action="store_true", help="update docs/performance.md")
     ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--no-memory", action="store_true")
     args = ap.parse_args()
     if not FIX.is_dir():
         sys.exit("../shared/fixtures is required")
-    lines = []
-    lines.append(f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, Python {sys.version.split()[0]}, "
-                 f"{os.cpu_count()} CPUs, reps={args.reps}. µs (CPU) per upstream event: median (min–max), "
-                 "× orjson bare (median of the per-round ratios).")
-    # --- section 1: Chat stream -> Anthropic stream, with peers
-    lines.append("\n### Chat Completions stream → Anthropic Messages stream (peers on the same stream)\n")
-    cols = list(PEER_FIXTURES)
-    table: dict[str, dict[str, str]] = {}
-    ratios: dict[str, dict[str, list[float]]] = {}
-    for col in cols:
-        events = split_events((FIX / PEER_FIXTURES[col]).read_bytes())
-        units = len([p for p in payloads(events) if p != "[DONE]"])
-        cases = {"bare JSON (orjson)": case_bare_orjson(events), "bare JSON (json)": case_bare_json(events),
-                 "ProxAI StreamTranslator": case_ours(C, A, events)}
-        if not args.no_peers:
-            for name, mk in (("LiteLLM AnthropicStreamWrapper", case_litellm),
-                             ("any-llm chunk→events + StreamingState", case_anyllm),
-                             ("linguafranca convert_response_stream_json", case_linguafranca)):
-                try:
-                    fn = mk(events)
-                    fn()
-                    cases[name] = fn
-                except Exception as e:  # a peer that cannot run is reported, not hidden
-                    table.setdefault(name, {})[col] = f"failed: {type(e).__name__}"
-        res = bench(cases, units, args.reps, args.rep_ms)
-        base = res["bare JSON (orjson)"]
-        for name, v in res.items():
-            table.setdefault(name, {})[col] = fmt(v, base)
-            ratios.setdefault(name, {})[col] = v
-    lines.append("| variant | " + " | ".join(cols) + " |")
-    lines.append("|---|" + "---|" * len(cols))
-    for name, row in table.items():
-        lines.append(f"| {name} | " + " | ".join(row.get(c, "") for c in cols) + " |")
-    ours = ratios["ProxAI StreamTranslator"]
-    lines.append("\nRatios of ProxAI to each (median per fixture; target: ≤1 linguafranca, ≤0.5 any-llm, "
-                 "≤0.1 LiteLLM, ≤4 bare orjson):\n")
-    lines.append("| versus | " + " | ".join(cols) + " |")
-    lines.append("|---|" + "---|" * len(cols))
-    for name, row in ratios.items():
-        if name == "ProxAI StreamTranslator":
-            continue
-        lines.append(f"| {name} | " + " | ".join(f"{ratio(ours[c], row[c]):.2f}" if c in row else "" for c in cols)
-                     + " |")
-    # --- section 2: every direction, ours only
-    lines.append("\n### Every direction (ProxAI only)\n")
-    lines.append("| source → target | events | µs/event | × orjson bare |")
+    peer_names = list(PEERS)
+    lines = [f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: `{Path(sys.executable).name} "
+             f"benchmarks/stream.py --reps {args.reps}`, Python {sys.version.split()[0]}, {os.cpu_count()} CPUs "
+             f"(shared with other work){peer_versions()}. µs (CPU) per upstream event: median (min–max); "
+             "× = median of the per-round ratios to bare orjson (decode + encode + framing of the same "
+             "payloads) — target ≤ 3 from every source.",
+             "\n### Stream translation, all six directions, with the peers on the same streams\n",
+             "| source → target, stream | events | bare orjson | ProxAI | " + " | ".join(peer_names) + " |",
+             "|---|---|---|---|" + "---|" * len(peer_names)]
+    worst: dict[Protocol, float] = {}
+    for src, dst in DIRECTIONS:
+        for kind, rel in STREAMS[src].items():
+            events = split_events((FIX / rel).read_bytes())
+            units = len([p for p in payloads(events) if p != "[DONE]"])
+            cases = {"bare": case_bare_orjson(events), "ProxAI": case_ours(src, dst, events)}
+            peers, notes = peer_cases(events, src, dst, args.no_peers)
+            cases.update(peers)
+            res = bench(cases, units, args.reps, args.rep_ms)
+            base = res["bare"]
+            worst[src] = max(worst.get(src, 0.0), ratio(res["ProxAI"], base))
+            cells = [fmt(res[p], base) if p in res else notes[p] for p in peer_names]
+            lines.append(f"| {src.value} → {dst.value}, {kind} | {units} | **{statistics.median(base):.1f}** | "
+                         f"{fmt(res['ProxAI'], base)} | " + " | ".join(cells) + " |")
+            print(lines[-1], flush=True)
+    lines.append("\nWorst ratio to the floor per source: " + ", ".join(f"{s.value} {w:.2f}" for s, w in worst.items())
+                 + ".")
+    lines.append("\n### Same protocol (pass-through: bytes forwarded, StopInfo still observed)\n")
+    lines.append("| stream | events | bare orjson | ProxAI |")
     lines.append("|---|---|---|---|")
-    for src, rel in DIRECTION_FIXTURES.items():
+    for src in (C, R, A):
+        rel = STREAMS[src]["tools"]
         events = split_events((FIX / rel).read_bytes())
         units = len([p for p in payloads(events) if p != "[DONE]"])
-        cases = {"bare": case_bare_orjson(events)}
-        for dst in (C, R, A):
-            cases[dst.value] = case_ours(src, dst, events)
-        res = bench(cases, units, args.reps, args.rep_ms)
-        for dst in (C, R, A):
-            v = res[dst.value]
-            tag = " (pass-through)" if dst is src else ""
-            lines.append(f"| {src.value} → {dst.value}{tag} | {units} | {statistics.median(v):.1f} | "
-                         f"{ratio(v, res['bare']):.2f} |")
-    lines.append(memory())
+        res = bench({"bare": case_bare_orjson(events), "ProxAI": case_ours(src, src, events)}, units, args.reps,
+                    args.rep_ms)
+        lines.append(f"| {src.value}, tools | {units} | **{statistics.median(res['bare']):.1f}** | "
+                     f"{fmt(res['ProxAI'], res['bare'])} |")
+        print(lines[-1], flush=True)
+    lines.append(sse_long_event(args.reps))
+    if not args.no_memory:
+        lines.append(memory())
     text = "\n".join(lines)
     print(text)
     if args.write:
         write_section(ROOT / "docs" / "performance.md", "stream", text, "Performance")
+
+
+def peer_versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    got = []
+    for dist in ("orjson", "martian-linguafranca", "any-llm-sdk", "litellm"):
+        try:
+            got.append(f"{dist} {version(dist)}")
+        except PackageNotFoundError:
+            got.append(f"{dist} not installed")
+    return "; " + ", ".join(got)
+
+
+# ----------------------------------------------------------------------------- SSE: one long event
+def sse_long_event(reps: int, size: int = 1 << 20, read: int = 1024) -> str:
+    """A 1 MB event (one Chat chunk whose text delta is 1 MB) in 1 KB reads vs the same event in one
+    read: the SSE reader alone (events; raw bytes, as a pass-through reads), and the whole translator."""
+    from proxai_core.sse import SSEReader
+
+    text = ("Grüße, ünïcode and plain words; " * (size // 32 + 1))[:size]
+    event = b"data: " + orjson.dumps({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+                                      "model": "m", "choices": [{"index": 0, "delta": {"content": text},
+                                                                 "finish_reason": None}]}) + b"\n\n"
+    reads = [event[i:i + read] for i in range(0, len(event), read)]
+
+    def reader(chunks, raw):
+        def run():
+            r = SSEReader()
+            if raw:
+                got = [r.feed_raw(c) for c in chunks]
+                got.append(r.close_raw())
+            else:
+                got = [r.feed(c) for c in chunks]
+                got.append(r.close())
+            return got
+        return run
+
+    def translator(chunks):
+        def run():
+            t = StreamTranslator(C, A)
+            return [t.feed(c) for c in chunks] + [t.close()]
+        return run
+
+    lines = ["\n### SSE: one 1 MB event in 1 KB reads\n",
+             f"One {len(event) / 1e6:.2f} MB `data:` event (a Chat chunk carrying a 1 MB text delta, non-ASCII "
+             f"included) fed in {len(reads)} reads of {read} bytes vs in one read; CPU ms per event, median "
+             f"(min–max); ratio = median of the per-round ratios (target ≤ 1.5).\n",
+             "| reader | one read | 1 KB reads | ratio |", "|---|---|---|---|"]
+    for label, one, many in (("SSEReader.feed (events)", reader([event], False), reader(reads, False)),
+                             ("SSEReader.feed_raw (events + raw bytes, pass-through)", reader([event], True),
+                              reader(reads, True)),
+                             ("StreamTranslator chat → anthropic (whole translation)", translator([event]),
+                              translator(reads))):
+        res = bench({"one": one, "many": many}, 1, reps, 40)
+        ms = {k: [x / 1000 for x in v] for k, v in res.items()}
+        lines.append(f"| {label} | {statistics.median(ms['one']):.2f} ({min(ms['one']):.2f}–{max(ms['one']):.2f}) | "
+                     f"{statistics.median(ms['many']):.2f} ({min(ms['many']):.2f}–{max(ms['many']):.2f}) | "
+                     f"**{ratio(res['many'], res['one']):.2f}** |")
+        print(lines[-1], flush=True)
+    return "\n".join(lines)
 
 
 MEMORY_CHILD = r"""

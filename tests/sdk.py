@@ -221,7 +221,7 @@ def _acc_anthropic(events, strict) -> Summary:
         ev = (_anthropic_beta_event if beta else _anthropic_event).validate_python(obj)
         if strict:
             if ev.type == "content_block_start":
-                assert ev.index not in open_blocks
+                assert not open_blocks, f"block {ev.index} opened while {sorted(open_blocks)} open"
                 open_blocks.add(ev.index)
             elif ev.type == "content_block_delta":
                 assert ev.index in open_blocks, f"delta to block {ev.index} not open"
@@ -289,6 +289,7 @@ def _acc_responses(events, strict) -> Summary:
     final = None
     terminals = 0
     item_ids: dict[int, str] = {}
+    open_item: int | None = None
     for name, data in events:
         obj = json.loads(data)
         if obj.get("type") == "error":
@@ -301,7 +302,12 @@ def _acc_responses(events, strict) -> Summary:
             if obj["type"] == "response.output_item.added":
                 oi = obj["output_index"]
                 assert oi not in item_ids, f"output_index {oi} reused"
+                assert open_item is None, f"item {oi} added while item {open_item} open"
                 item_ids[oi] = obj["item"].get("id")
+                open_item = oi
+            elif obj["type"] == "response.output_item.done":
+                assert obj["output_index"] == open_item, "output_item.done for an item that is not open"
+                open_item = None
         ev = _responses_event.validate_python(obj)
         state.handle_event(ev)
         if ev.type in ("response.completed", "response.incomplete", "response.failed"):

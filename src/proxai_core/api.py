@@ -16,6 +16,7 @@ from .jsonutil import dumps
 from .protocol import Protocol, as_protocol
 from .sse import SSEReader
 from .stop import StopInfo, StopReason, classify_stop
+from .strict import MalformedEvent, internal_warning, is_strict, malformed_warning
 
 
 # ----------------------------------------------------------------------------- requests
@@ -25,8 +26,11 @@ def translate_request(
     target: Protocol | str,
     *,
     warnings: list[str] | None = None,
+    path: str | None = None,
 ) -> dict[str, Any]:
-    """A client request in ``source`` becomes the upstream request in ``target``."""
+    """A client request in ``source`` becomes the upstream request in ``target``. ``path``: the
+    client's request path, where ``source`` keeps the model and the stream flag in the URL (the
+    upstream path of such a target comes from its ``endpoints.path_for``)."""
     try:
         pair = _REQUEST_CODECS[source, target]
     except (KeyError, TypeError):
@@ -38,6 +42,8 @@ def translate_request(
     w = warnings if warnings is not None else []
     try:
         req = pair[1].decode_request(body, w)
+        if path is not None:
+            _facts_of_path(req, pair[1], path)
         return pair[2].encode_request(req, w)
     except TranslationError:
         raise
@@ -58,19 +64,32 @@ def _request_codecs(source: Protocol | str, target: Protocol | str) -> tuple[Pro
     return pair
 
 
+def _facts_of_path(req: n.Request, c: Any, path: str) -> None:
+    """The model and stream flag a protocol keeps in the URL, into the neutral request."""
+    parse = c.endpoints.parse_path
+    facts = parse(path) if parse is not None else None
+    if facts is not None:
+        req.model = req.model or facts.model
+        req.stream = facts.stream
+
+
 def decode_request(body: dict[str, Any], protocol: Protocol | str,
-                   warnings: list[str] | None = None) -> n.Request:
+                   warnings: list[str] | None = None, *, path: str | None = None) -> n.Request:
     """Validate and read a client request into the neutral model (for views and reports)."""
     if not isinstance(body, dict):
         raise TranslationError("request body must be a JSON object", field="body")
-    return codec(as_protocol(protocol)).decode_request(body, warnings if warnings is not None else [])
+    c = codec(as_protocol(protocol))
+    req = c.decode_request(body, warnings if warnings is not None else [])
+    if path is not None:
+        _facts_of_path(req, c, path)
+    return req
 
 
 # ----------------------------------------------------------------------------- glue
 def _restore_tool(part: n.ToolCall, ctx: ClientContext) -> None:
     """Upstream tool names back to the client's; custom tools carried as functions restored."""
     part.name = ctx.original_name(part.name)
-    if part.kind == "function" and part.name in ctx.custom_tools and ctx.protocol is not Protocol.ANTHROPIC:
+    if part.kind == "function" and part.name in ctx.custom_tools and codec(ctx.protocol).capabilities.custom_tools:
         part.kind = "custom"
         if part.arguments:
             part.arguments = _unwrap_custom(part.arguments)
@@ -135,10 +154,12 @@ def translate_response_result(
     request: dict[str, Any] | None = None,
     *,
     status: int = 200,
+    path: str | None = None,
 ) -> ResponseResult:
+    """``path``: the client's request path (model and stream framing of URL-keyed protocols)."""
     source, target = as_protocol(source), as_protocol(target)
     try:
-        return _translate_response_result(body, source, target, request, status)
+        return _translate_response_result(body, source, target, request, status, path)
     except TranslationError:
         raise
     except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
@@ -151,7 +172,8 @@ def translate_response_result(
 
 
 def _translate_response_result(body: dict[str, Any], source: Protocol, target: Protocol,
-                               request: dict[str, Any] | None, status: int) -> ResponseResult:
+                               request: dict[str, Any] | None, status: int,
+                               path: str | None = None) -> ResponseResult:
     w: list[str] = []
     resp = codec(source).decode_response(body, w)
     if not resp.id:
@@ -159,9 +181,10 @@ def _translate_response_result(body: dict[str, Any], source: Protocol, target: P
     stop = resp.stop or classify_stop(None)
     if source is target:
         return ResponseResult(status, body, stop, resp.usage, w, resp.model)
-    ctx = build_context(request, target)
+    ctx = build_context(request, target, path)
     err = resp.extra.get("error")
-    if not isinstance(err, n.Error) and stop.reason is StopReason.INTERRUPTED and target is not Protocol.RESPONSES:
+    if (not isinstance(err, n.Error) and stop.reason is StopReason.INTERRUPTED
+            and not codec(target).capabilities.interrupted_is_status):
         # seed 003: an interrupted upstream response is an error, never an invented stop reason
         err = error_of_interrupted_stop(stop)
     if isinstance(err, n.Error):
@@ -179,6 +202,7 @@ def translate_response(
     request: dict[str, Any] | None = None,
     *,
     warnings: list[str] | None = None,
+    path: str | None = None,
 ) -> dict[str, Any]:
     """An upstream complete response in ``source`` becomes the client's response in ``target``.
 
@@ -186,7 +210,7 @@ def translate_response(
     An upstream failure body (Responses ``status: failed``) becomes the client's native error body;
     use :func:`translate_response_result` to also get the status.
     """
-    res = translate_response_result(body, source, target, request)
+    res = translate_response_result(body, source, target, request, path=path)
     if warnings is not None:
         warnings.extend(res.warnings)
     return res.body
@@ -219,11 +243,12 @@ def error_stop_info(status: int, body: bytes | str | dict | None) -> StopInfo:
     err = parse_error(status, body)
     raw = err.code or err.kind
     msg = err.message
-    if err.code == "context_length_exceeded" or (
+    # a code the stop vocabulary reads as context_full, or a message that says so
+    if (err.code is not None and classify_stop(err.code).reason is StopReason.CONTEXT_FULL) or (
         isinstance(msg, str) and ("prompt is too long" in msg or "context length" in msg.lower())
     ):
-        return classify_stop("context_length_exceeded", message=msg,
-                             detail={"status": status, "error_kind": err.kind})
+        return StopInfo(StopReason.CONTEXT_FULL, raw=raw, message=msg,
+                        detail={"status": status, "error_kind": err.kind})
     return classify_stop("error", category=raw, message=msg, detail={"status": status, "error_kind": err.kind})
 
 
@@ -232,14 +257,13 @@ def error_stop_info(status: int, body: bytes | str | dict | None) -> StopInfo:
 _Delta, _Start, _BlockStart, _BlockEnd = n.Delta, n.Start, n.BlockStart, n.BlockEnd
 _Stop, _ErrorEvent = n.Stop, n.ErrorEvent
 _INTERRUPTED = StopReason.INTERRUPTED
-#: (source, target) -> (decoder class, encoder class, whether a lone delta may travel unboxed)
-_STREAM_PAIRS: dict[tuple[Protocol, Protocol], tuple[Any, Any, bool]] = {}
+#: (source, target) -> (decoder class, encoder class; None: the same protocol, passed through)
+_STREAM_PAIRS: dict[tuple[Protocol, Protocol], tuple[Any, Any]] = {}
 
 
-def _stream_pair(source: Protocol, target: Protocol) -> tuple[Any, Any, bool]:
-    dec, enc = codec(source).StreamDecoder, codec(target).StreamEncoder
-    pair = _STREAM_PAIRS[source, target] = (dec, enc, source is not target and hasattr(dec, "feed_fast")
-                                            and hasattr(enc, "encode_delta"))
+def _stream_pair(source: Protocol, target: Protocol) -> tuple[Any, Any]:
+    pair = _STREAM_PAIRS[source, target] = (codec(source).StreamDecoder,
+                                            None if source is target else codec(target).StreamEncoder)
     return pair
 
 
@@ -266,10 +290,14 @@ class StreamTranslator:
     ``feed`` returns what is ready now (possibly ``b""``); ``close`` at upstream end of stream returns
     the rest. ``stop`` is the StopInfo once known. Same protocol: bytes pass through unchanged (only
     whole events are forwarded) while StopInfo is still observed.
+
+    One route per behaviour: every upstream event is decoded once and its neutral events observed,
+    then encoded for the client (:meth:`_translate`) or, same protocol, its own bytes forwarded
+    (:meth:`_forward`).
     """
 
     def __init__(self, source: Protocol | str, target: Protocol | str,
-                 request: dict[str, Any] | None = None):
+                 request: dict[str, Any] | None = None, *, path: str | None = None):
         self.source = as_protocol(source)
         self.target = as_protocol(target)
         self.warnings: list[str] = []
@@ -279,16 +307,13 @@ class StreamTranslator:
         self.error: n.Error | None = None
         self.closed = False
         # no request: the empty context build_context would make, without its parsing
-        self._ctx = ClientContext(self.target) if request is None else build_context(request, self.target)
-        self._reader = SSEReader()
-        dec_cls, enc_cls, unboxed = _STREAM_PAIRS.get((self.source, self.target)) or _stream_pair(self.source,
-                                                                                                   self.target)
+        self._ctx = (ClientContext(self.target) if request is None and path is None
+                     else build_context(request, self.target, path))
+        self._reader = (codec(self.source).stream_reader or SSEReader)()
+        dec_cls, enc_cls = _STREAM_PAIRS.get((self.source, self.target)) or _stream_pair(self.source, self.target)
         self._dec = dec_cls(self.warnings)
-        self._pass = self.source is self.target
-        self._enc = None if self._pass else enc_cls(self._ctx, self.warnings)
-        # where both ends support it, a lone delta travels unboxed: (index, kind, value)
-        self._enc_delta = self._enc.encode_delta if unboxed else None
-        self._feed = self._dec.feed_fast if unboxed else self._dec.feed
+        self._pass = enc_cls is None
+        self._enc = None if enc_cls is None else enc_cls(self._ctx, self.warnings)
         self._terminal = False
         self._dead = False  # the client stream already ended (error frame sent)
         # custom tools carried as functions: index -> buffered JSON arguments
@@ -302,10 +327,137 @@ class StreamTranslator:
         """The upstream's terminal (or an error) was seen."""
         return self._terminal
 
+    def feed(self, chunk: bytes) -> bytes:
+        if self.closed:
+            return b""
+        if self._pass:
+            events, blobs = self._reader.feed_raw(chunk)
+            return self._forward(events, blobs, False)
+        if self._terminal:
+            return b""
+        return self._translate(self._reader.feed(chunk))
+
+    def close(self) -> bytes:
+        if self.closed:
+            return b""
+        self.closed = True
+        if self._pass:
+            events, blobs = self._reader.close_raw()
+            out = [self._forward(events, blobs, True)]
+        else:
+            out = [b"" if self._terminal else self._translate(self._reader.close())]
+        if not self._terminal:
+            try:
+                evs = self._dec.finish()
+            except Exception as exc:  # (finish reads no upstream bytes: always ours)
+                if is_strict():
+                    raise
+                self.warnings.append(internal_warning(exc, f"ending an upstream {self.source.value} stream"))
+                evs = [n.ErrorEvent(n.Error(kind="interrupted", status=502,
+                                            message="the upstream stream could not be finished"))]
+            for ev in evs:
+                if self._pass:
+                    self._observe(ev)
+                    if type(ev) is _ErrorEvent:
+                        out.append(codec(self.target).error_frame(ev.error))
+                else:
+                    self._slow(ev, "", out)
+        return b"".join(out)
+
+    def abort(self, message: str = "stream interrupted") -> bytes:
+        """The upstream connection failed: the client's native error frame, StopInfo interrupted."""
+        if self._terminal:
+            return b""
+        err = n.Error(kind="interrupted", message=message, status=502)
+        ev = n.ErrorEvent(err)
+        self._observe(ev)
+        self.closed = True
+        if self._pass:
+            return codec(self.target).error_frame(err)
+        if self._dead:
+            return b""
+        self._dead = True
+        self._fast = False
+        return self._enc.encode(ev)
+
+    # ------------------------------------------------------------------ the route
+    def _translate(self, events: list[tuple[str | None, str]]) -> bytes:
+        """Upstream SSE events -> client bytes: each decoded once, its neutral events observed and
+        encoded (a delta has nothing to observe: straight to the encoder unless names are restored)."""
+        out: list[bytes] = []
+        dec = self._dec
+        for name, data in events:
+            try:
+                evs = dec.feed(name, data)
+            except Exception as exc:
+                evs = self._failed(exc)
+            for ev in evs:
+                if type(ev) is _Delta and self._fast:
+                    out.append(self._enc.encode(ev))
+                else:
+                    self._slow(ev, data, out)
+            if self._terminal:
+                break
+        return b"".join(out)
+
+    def _forward(self, events: list[tuple[str | None, str] | None], blobs: list[bytes], final: bool) -> bytes:
+        """Pass-through: each event decoded once and observed; its own bytes forwarded. ``final``: the
+        tail handed over at EOF, forwarded only where its payload is whole."""
+        out: list[bytes] = []
+        dec = self._dec
+        for sev, blob in zip(events, blobs, strict=True):
+            if sev is None:  # comments, blank lines
+                out.append(blob)
+                continue
+            data = sev[1]
+            if self._terminal:  # byte-exact after the terminal too
+                if not final or _complete_payload(data):
+                    out.append(blob)
+                continue
+            try:
+                evs = dec.feed(sev[0], data)
+            except Exception as exc:
+                evs = self._failed(exc)
+            for ev in evs:
+                if type(ev) is _Start and not ev.id:
+                    ev.id = _content_id(data)
+                self._observe(ev)
+            if not final or _complete_payload(data):
+                out.append(blob)  # unchanged, even without its final blank line
+            elif self.error is not None:
+                # the upstream's own error frame was cut: the client still gets one
+                out.append(codec(self.target).error_frame(self.error))
+        return b"".join(out)
+
+    def _failed(self, exc: Exception) -> list[n.Event]:
+        """The decoder raised: a malformed upstream event is skipped and named as the upstream's; any
+        other exception is ours (raised in strict mode, else skipped and named as ours)."""
+        if isinstance(exc, MalformedEvent):
+            self.warnings.append(malformed_warning(self.source.value, exc))
+            return []
+        if is_strict():
+            raise exc
+        self.warnings.append(internal_warning(exc, f"decoding an upstream {self.source.value} stream event"))
+        return []
+
+    def _slow(self, ev: n.Event, data: str, out: list[bytes]) -> None:
+        t = type(ev)
+        if t is not _BlockStart and t is not _BlockEnd:  # (blocks: nothing to observe)
+            if t is _Start and not ev.id:
+                ev.id = _content_id(data)  # deterministic ids when the upstream gave none
+            self._observe(ev)
+        if self._restore:
+            for ev2 in self._glue(ev):
+                self._encode(ev2, out)
+        elif t is _Stop or t is _ErrorEvent or t is _Delta:
+            self._encode(ev, out)  # what may end the client stream
+        elif not self._dead:
+            out.append(self._enc.encode(ev))
+
     def _observe(self, ev: n.Event) -> None:
-        t = type(ev)  # neutral events are never subclassed: identity checks, most frequent first
+        t = type(ev)  # neutral events are never subclassed: identity checks
         if t is _Delta or t is _BlockStart or t is _BlockEnd:
-            return  # the hot path: nothing to observe
+            return
         if t is _Stop:
             self.stop = ev.stop
         elif t is n.UsageEvent:
@@ -314,11 +466,11 @@ class StreamTranslator:
             self._terminal = True
             if self.stop is None:
                 self.stop = classify_stop(None)
-        elif t is n.Start:
+        elif t is _Start:
             self.model = ev.model
             if ev.usage is not None:
                 self.usage = ev.usage if self.usage is None else self.usage.merge(ev.usage)
-        elif t is n.ErrorEvent:
+        elif t is _ErrorEvent:
             self.error = ev.error
             self.stop = stop_of_error(ev.error)
             self._terminal = True
@@ -329,7 +481,7 @@ class StreamTranslator:
             p = ev.part
             p.name = self._ctx.original_name(p.name)
             if (p.kind == "function" and p.name in self._ctx.custom_tools
-                    and self.target is not Protocol.ANTHROPIC):
+                    and codec(self.target).capabilities.custom_tools):
                 p.kind = "custom"
                 self._custom[ev.index] = []
             return [ev]
@@ -355,86 +507,6 @@ class StreamTranslator:
             ev.part.name = self._ctx.original_name(ev.part.name)
         return [ev]
 
-    def _run_translated(self, sse_events: list) -> bytes:
-        out: list[bytes] = []
-        for name, data in sse_events:
-            out.append(self._run_one(name, data))
-            if self._terminal:
-                break
-        return b"".join(out)
-
-    def _run_one(self, name: str | None, data: str) -> bytes:
-        """The hot path: one decoder call per SSE event, deltas straight to the encoder."""
-        try:
-            evs = self._feed(name, data)
-        except Exception as exc:
-            return self._malformed(exc)
-        if type(evs) is tuple and self._fast:  # one unboxed delta (feed_fast)
-            return self._enc_delta(evs)
-        return self._run_events(evs, data)
-
-    def _malformed(self, exc: Exception) -> bytes:
-        # a malformed upstream event never breaks the client stream
-        self.warnings.append(f"malformed upstream event ignored ({type(exc).__name__}: {exc})"[:300])
-        return b""
-
-    def _run_events(self, evs: list[n.Event] | tuple[int, str, str], data: str) -> bytes:
-        if type(evs) is tuple:
-            evs = [_Delta(*evs)]
-        out: list[bytes] = []
-        for ev in evs:
-            if type(ev) is _Delta and self._fast:
-                out.append(self._enc.encode(ev))
-            else:
-                self._slow(ev, data, out)
-        return b"".join(out)
-
-    def _slow(self, ev: n.Event, data: str, out: list[bytes]) -> None:
-        t = type(ev)
-        if t is not _BlockStart and t is not _BlockEnd:  # (blocks: nothing to observe)
-            if t is _Start and not ev.id:
-                ev.id = _content_id(data)  # deterministic ids when the upstream gave none
-            self._observe(ev)
-        if self._restore:
-            for ev2 in self._glue(ev):
-                self._encode(ev2, out)
-        elif t is _Stop or t is _ErrorEvent or t is _Delta:
-            self._encode(ev, out)  # what may end the client stream
-        elif not self._dead:
-            out.append(self._enc.encode(ev))
-
-    def _run(self, sse_events: list, blobs: list[bytes] | None) -> bytes:
-        out: list[bytes] = []
-        dec = self._dec
-        for i, sev in enumerate(sse_events):
-            if self._terminal:
-                if self._pass and blobs is not None:
-                    out.append(blobs[i])  # pass-through stays byte-exact after the terminal too
-                    continue
-                break
-            if sev is None:
-                if blobs is not None:
-                    out.append(blobs[i])
-                continue
-            try:
-                evs = dec.feed(sev[0], sev[1])
-            except Exception as exc:  # a malformed upstream event is observed as nothing
-                self.warnings.append(f"malformed upstream event ignored ({type(exc).__name__}: {exc})"[:300])
-                evs = []
-            for ev in evs:
-                if type(ev) is n.Start and not ev.id:
-                    # deterministic ids when the upstream gave none (replays and chunkings agree)
-                    ev.id = _content_id(sev[1])
-                self._observe(ev)
-            if self._pass:
-                if blobs is not None:
-                    out.append(blobs[i])
-                continue
-            for ev in evs:
-                for ev2 in (self._glue(ev) if self._restore else (ev,)):
-                    self._encode(ev2, out)
-        return b"".join(out)
-
     def _encode(self, ev: n.Event, out: list[bytes]) -> None:
         if self._dead:
             return
@@ -442,7 +514,8 @@ class StreamTranslator:
         if t is _Delta:
             out.append(self._enc.encode(ev))
             return
-        if t is _Stop and ev.stop.reason is _INTERRUPTED and self.target is not Protocol.RESPONSES:
+        if (t is _Stop and ev.stop.reason is _INTERRUPTED
+                and not codec(self.target).capabilities.interrupted_is_status):
             # seed 003: an interrupted upstream turn reaches the client as its native error
             ev = n.ErrorEvent(error_of_interrupted_stop(ev.stop))
             self._dead = True
@@ -452,111 +525,46 @@ class StreamTranslator:
             self._fast = False
         out.append(self._enc.encode(ev))
 
-    def feed(self, chunk: bytes) -> bytes:
-        if self.closed:
-            return b""
-        if self._pass:
-            events, blobs = self._reader.feed_raw(chunk)
-            return self._run(events, blobs)
-        if self._terminal:
-            return b""
-        data = self._reader.feed_one(chunk)
-        if type(data) is not str:
-            return self._run_translated(data)
-        try:  # the usual read, exactly one event: _run_one, its most common case first
-            evs = self._feed(None, data)
-        except Exception as exc:
-            return self._malformed(exc)
-        if type(evs) is tuple and self._fast:
-            return self._enc_delta(evs)
-        return self._run_events(evs, data)
-
-    def close(self) -> bytes:
-        if self.closed:
-            return b""
-        self.closed = True
-        out = b""
-        if self._terminal and self._pass:
-            events, blobs = self._reader.close_raw()
-            return b"".join(b for e, b in zip(events, blobs) if e is None or _complete_payload(e[1]))
-        if not self._terminal:
-            if self._pass:
-                events, blobs = self._reader.close_raw()
-                # judge the tail first: a cut half event is not forwarded to the client
-                tail_out = []
-                for sev, blob in zip(events, blobs):
-                    if sev is None:
-                        tail_out.append(blob)
-                        continue
-                    evs = self._dec.feed(sev[0], sev[1])
-                    for ev in evs:
-                        self._observe(ev)
-                    if _complete_payload(sev[1]):
-                        tail_out.append(blob)  # unchanged, even without its final blank line
-                    elif self.error is not None:
-                        # the upstream's own error frame was cut: the client still gets one
-                        tail_out.append(codec(self.target).error_frame(self.error))
-                out = b"".join(tail_out)
-            else:
-                out = self._run_translated(self._reader.close())
-        if not self._terminal:
-            evs = self._dec.finish()
-            for ev in evs:
-                self._observe(ev)
-            if self._pass:
-                from .codecs import codec as _c
-                for ev in evs:
-                    if isinstance(ev, n.ErrorEvent):
-                        out += _c(self.target).error_frame(ev.error)
-            else:
-                parts = [out]
-                for ev in evs:
-                    for ev2 in (self._glue(ev) if self._restore else [ev]):
-                        self._encode(ev2, parts)
-                out = b"".join(parts)
-        return out
-
-    def abort(self, message: str = "stream interrupted") -> bytes:
-        """The upstream connection failed: the client's native error frame, StopInfo interrupted."""
-        if self._terminal:
-            return b""
-        err = n.Error(kind="interrupted", message=message, status=502)
-        ev = n.ErrorEvent(err)
-        self._observe(ev)
-        self.closed = True
-        if self._pass:
-            return codec(self.target).error_frame(err)
-        if self._dead:
-            return b""
-        self._dead = True
-        self._fast = False
-        return self._enc.encode(ev)
-
 
 def stream_from_response(body: dict[str, Any], source: Protocol | str, target: Protocol | str,
-                         request: dict[str, Any] | None = None) -> tuple[bytes, StopInfo, list[str]]:
+                         request: dict[str, Any] | None = None, *,
+                         path: str | None = None) -> tuple[bytes, StopInfo, list[str]]:
     """The client asked to stream but the upstream answered with complete JSON: a correct stream."""
     source, target = as_protocol(source), as_protocol(target)
     try:
-        return _stream_from_response(body, source, target, request)
-    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
+        return _stream_from_response(body, source, target, request, path)
+    except MalformedEvent as exc:
         err = n.Error(kind="interrupted", status=502,
-                      message=f"the upstream {source.value} response could not be streamed "
-                              f"({type(exc).__name__}: {str(exc)[:200]})")
+                      message=f"the upstream {source.value} response could not be streamed ({str(exc)[:200]})")
+        return codec(target).error_frame(err), stop_of_error(err), [err.message]
+    except RecursionError as exc:  # nesting too deep to walk: the upstream's body, not our bug
+        err = n.Error(kind="interrupted", status=502,
+                      message=f"the upstream {source.value} response could not be streamed ({exc})")
+        return codec(target).error_frame(err), stop_of_error(err), [err.message]
+    except Exception as exc:
+        if is_strict():
+            raise
+        err = _internal_error(exc, f"streaming a complete upstream {source.value} response")
         return codec(target).error_frame(err), stop_of_error(err), [err.message]
 
 
+def _internal_error(exc: Exception, what: str) -> n.Error:
+    """A ProxAI bug met outside strict mode: named as ours (logged once), the client's native 500."""
+    return n.Error(kind="api_error", status=500, message=internal_warning(exc, what))
+
+
 def _stream_from_response(body: dict[str, Any], source: Protocol, target: Protocol,
-                          request: dict[str, Any] | None) -> tuple[bytes, StopInfo, list[str]]:
+                          request: dict[str, Any] | None,
+                          path: str | None = None) -> tuple[bytes, StopInfo, list[str]]:
     w: list[str] = []
     resp = codec(source).decode_response(body, w)
     if not resp.id:
         resp.id = _content_id(body)
-    ctx = build_context(request, target)
+    ctx = build_context(request, target, path)
     _restore_parts(resp.parts, ctx)
     enc = codec(target).StreamEncoder(ctx, w)
     events = response_to_events(resp)
-    if (source is not target and target is not Protocol.RESPONSES and resp.stop is not None
+    if (source is not target and not codec(target).capabilities.interrupted_is_status and resp.stop is not None
             and resp.stop.reason is StopReason.INTERRUPTED and not isinstance(resp.extra.get("error"), n.Error)):
         events = [ev for ev in events if not isinstance(ev, (n.Stop, n.End))]
         events.append(n.ErrorEvent(error_of_interrupted_stop(resp.stop)))
@@ -567,30 +575,35 @@ def _stream_from_response(body: dict[str, Any], source: Protocol, target: Protoc
 
 
 def response_from_stream(sse: bytes, source: Protocol | str, target: Protocol | str,
-                         request: dict[str, Any] | None = None) -> ResponseResult:
+                         request: dict[str, Any] | None = None, *, path: str | None = None) -> ResponseResult:
     """The client did not stream but the upstream did: collect it into a complete response."""
     source, target = as_protocol(source), as_protocol(target)
     try:
-        return _response_from_stream(sse, source, target, request)
-    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
-        err = n.Error(kind="interrupted", status=502,
-                      message=f"the upstream {source.value} stream could not be read "
-                              f"({type(exc).__name__}: {str(exc)[:200]})")
+        return _response_from_stream(sse, source, target, request, path)
+    except Exception as exc:  # (a malformed upstream event is skipped inside: this one is ours)
+        if is_strict():
+            raise
+        err = _internal_error(exc, f"collecting an upstream {source.value} stream")
         st, out = native_error(err, target)
         return ResponseResult(st, out, stop_of_error(err), None, [err.message], None)
 
 
 def _response_from_stream(sse: bytes, source: Protocol, target: Protocol,
-                          request: dict[str, Any] | None) -> ResponseResult:
+                          request: dict[str, Any] | None, path: str | None = None) -> ResponseResult:
     w: list[str] = []
-    reader = SSEReader()
+    reader = (codec(source).stream_reader or SSEReader)()
     dec = codec(source).StreamDecoder(w)
     col = Collector()
     for sev in reader.feed(sse) + reader.close():
         try:
             evs = dec.feed(sev[0], sev[1])
-        except Exception as exc:  # like StreamTranslator: a malformed upstream event is skipped, noted
-            w.append(f"malformed upstream event ignored ({type(exc).__name__}: {exc})"[:300])
+        except MalformedEvent as exc:  # as in StreamTranslator: skipped, the upstream named
+            w.append(malformed_warning(source.value, exc))
+            continue
+        except Exception as exc:  # ours: raised in strict mode, else skipped and named as ours
+            if is_strict():
+                raise
+            w.append(internal_warning(exc, f"decoding an upstream {source.value} stream event"))
             continue
         for ev in evs:
             col.add(ev)
@@ -601,7 +614,7 @@ def _response_from_stream(sse: bytes, source: Protocol, target: Protocol,
     if col.error is not None:
         st, body = native_error(col.error, target)
         return ResponseResult(st, body, stop_of_error(col.error), resp.usage, w, resp.model)
-    ctx = build_context(request, target)
+    ctx = build_context(request, target, path)
     _restore_parts(resp.parts, ctx)
     body = codec(target).encode_response(resp, ctx, w)
     return ResponseResult(200, body, resp.stop or classify_stop(None), resp.usage, w, resp.model)

@@ -55,65 +55,46 @@ class ClientContext:
     name_map: dict[str, str] = field(default_factory=dict)
     #: The client's requested stop sequences (to recover which one matched, where possible).
     stop: list[str] | None = None
-    #: Gemini clients: a stream is SSE (``alt=sse``) or one JSON array (set from the URL).
+    #: flat upstream name -> (namespace, name) of a tool inside a Responses ``namespace`` tool
+    namespaces: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: a stream goes to the client as SSE (else in the protocol's other framing: a Gemini client
+    #: that asked without ``alt=sse`` reads one JSON array)
     sse: bool = True
 
     def original_name(self, name: str) -> str:
         return self.name_map.get(name, name)
 
 
-def _tool_names(body: dict[str, Any], protocol: Protocol) -> tuple[list[str], set[str]]:
-    names: list[str] = []
-    custom: set[str] = set()
-    tools = body.get("tools")
-    if not isinstance(tools, list):
-        return names, custom
-    if protocol is Protocol.GEMINI:
-        for t in tools:
-            decls = t.get("functionDeclarations") if isinstance(t, dict) else None
-            for d in decls if isinstance(decls, list) else ():
-                if isinstance(d, dict) and isinstance(d.get("name"), str):
-                    names.append(d["name"])
-        return names, custom
-    for t in tools:
-        if not isinstance(t, dict):
-            continue
-        ttype = t.get("type")
-        if protocol is Protocol.CHAT:
-            fn = t.get("function") if ttype in (None, "function") else t.get("custom")
-            name = fn.get("name") if isinstance(fn, dict) else None
-            if ttype == "custom" and isinstance(name, str):
-                custom.add(name)
-        else:
-            name = t.get("name")
-            if protocol is Protocol.RESPONSES and ttype == "custom" and isinstance(name, str):
-                custom.add(name)
-        if isinstance(name, str):
-            names.append(name)
-    return names, custom
+def build_context(request: dict[str, Any] | None, protocol: Protocol | str,
+                  path: str | None = None) -> ClientContext:
+    """What the client's codec reads from its request: model, stream flags, tools, stop sequences;
+    ``path`` (the client's request path and query) where the protocol keeps the model in the URL."""
+    from .codecs import get  # (the codecs import this module)
 
-
-def build_context(request: dict[str, Any] | None, protocol: Protocol | str) -> ClientContext:
-    protocol = Protocol(protocol)
-    ctx = ClientContext(protocol=protocol)
+    c = get(protocol)
+    ctx = ClientContext(protocol=c.protocol)
+    facts = c.endpoints.parse_path(path) if path and c.endpoints.parse_path else None
+    if facts is not None:
+        ctx.model, ctx.stream, ctx.sse = facts.model, facts.stream, facts.sse
     if not isinstance(request, dict):
         return ctx
-    model = request.get("model")
-    ctx.model = model if isinstance(model, str) else None
-    ctx.stream = bool(request.get("stream"))
-    so = request.get("stream_options")
-    ctx.include_usage = isinstance(so, dict) and bool(so.get("include_usage"))
-    names, custom = _tool_names(request, protocol)
-    ctx.custom_tools = custom
-    for n in names:
+    f = c.fields
+    model = request.get(f.model)
+    if isinstance(model, str) or facts is None:
+        ctx.model = model if isinstance(model, str) else None
+    if facts is None:
+        ctx.stream = bool(request.get(f.stream))
+    if f.stream_options is not None:
+        so = request.get(f.stream_options)
+        ctx.include_usage = isinstance(so, dict) and bool(so.get("include_usage"))
+    tools = c.client_tools(request)
+    ctx.custom_tools = tools.custom
+    ctx.namespaces = tools.namespaces
+    for n in tools.names:
         s = short_tool_name(n)
         if s != n:
             ctx.name_map[s] = n
-    if protocol is Protocol.GEMINI:
-        gc = request.get("generationConfig")
-        stop = gc.get("stopSequences") if isinstance(gc, dict) else None
-    else:
-        stop = request.get("stop_sequences") if protocol is Protocol.ANTHROPIC else request.get("stop")
+    stop = request.get(f.stop)
     if isinstance(stop, str):
         ctx.stop = [stop]
     elif isinstance(stop, list):

@@ -1,7 +1,8 @@
 """Errors: TranslationError, and upstream errors in neutral form and in each native shape.
 
-Status mapping follows wire-facts §4 / §5.3. Parsing accepts any of the three JSON shapes (plus
-OpenRouter / Google style) or no JSON at all (HTML, text, empty).
+Reading is neutral: any JSON error shape (plus OpenRouter / Google style) or no JSON at all (HTML,
+text, empty); the types and codes of every protocol come from the codecs (the registry). Writing
+asks the client's codec.
 """
 
 from __future__ import annotations
@@ -23,40 +24,7 @@ class TranslationError(Exception):
         self.field = field
 
 
-# kind -> (anthropic type, anthropic status)
-_ANTHROPIC = {
-    "invalid_request": ("invalid_request_error", 400),
-    "authentication": ("authentication_error", 401),
-    "billing": ("billing_error", 402),
-    "permission": ("permission_error", 403),
-    "not_found": ("not_found_error", 404),
-    # "request_too_large" (Cloudflare) is not in the SDK's ErrorType union; 413 keeps the meaning
-    "request_too_large": ("invalid_request_error", 413),
-    "rate_limit": ("rate_limit_error", 429),
-    "api_error": ("api_error", 500),
-    "timeout": ("timeout_error", 504),
-    "overloaded": ("overloaded_error", 529),
-    "interrupted": ("api_error", 502),
-}
-_ANTHROPIC_TYPE_TO_KIND = {v[0]: k for k, v in _ANTHROPIC.items() if k not in ("interrupted", "request_too_large")}
-_ANTHROPIC_TYPE_TO_KIND["request_too_large"] = "request_too_large"
-_ANTHROPIC_TYPE_TO_KIND["conflict_error"] = "invalid_request"
-
-# kind -> (openai type, default code, status)
-_OPENAI = {
-    "invalid_request": ("invalid_request_error", None, 400),
-    "authentication": ("authentication_error", "invalid_api_key", 401),
-    "billing": ("insufficient_quota", "insufficient_quota", 429),
-    "permission": ("permission_error", None, 403),
-    "not_found": ("not_found_error", "not_found", 404),
-    "request_too_large": ("invalid_request_error", "request_too_large", 413),
-    "rate_limit": ("rate_limit_error", "rate_limit_exceeded", 429),
-    "api_error": ("server_error", "server_error", 500),
-    "timeout": ("timeout_error", "timeout", 504),
-    "overloaded": ("server_error", "overloaded", 503),
-    "interrupted": ("server_error", "stream_interrupted", 502),
-}
-
+#: HTTP status -> kind (HTTP meaning, the same for every protocol)
 _STATUS_TO_KIND = {
     400: "invalid_request",
     401: "authentication",
@@ -74,27 +42,22 @@ _STATUS_TO_KIND = {
     504: "timeout",
     529: "overloaded",
 }
+#: kinds a status gives when it says nothing more precise (a type or code may refine them)
+_GENERIC_KINDS = frozenset({"invalid_request", "api_error"})
 
-# Responses error.code -> kind
-_RESPONSES_CODE_TO_KIND = {
-    "server_error": "api_error",
-    "rate_limit_exceeded": "rate_limit",
-    "vector_store_timeout": "timeout",
-}
-
-_OPENAI_TYPE_TO_KIND = {
-    "invalid_request_error": "invalid_request",
-    "authentication_error": "authentication",
-    "permission_error": "permission",
-    "not_found_error": "not_found",
-    "rate_limit_error": "rate_limit",
-    "insufficient_quota": "billing",
-    "server_error": "api_error",
-    "api_error": "api_error",
-    "timeout_error": "timeout",
-    "overloaded_error": "overloaded",
-    "requests": "rate_limit",
-    "tokens": "rate_limit",
+#: kind -> the status an error without one gets
+_KIND_STATUS = {
+    "invalid_request": 400,
+    "authentication": 401,
+    "billing": 429,
+    "permission": 403,
+    "not_found": 404,
+    "request_too_large": 413,
+    "rate_limit": 429,
+    "api_error": 500,
+    "timeout": 504,
+    "overloaded": 529,
+    "interrupted": 502,
 }
 
 
@@ -144,12 +107,6 @@ def parse_error(status: int | None, body: bytes | str | dict | None) -> Error:
     if not isinstance(obj, dict):
         return Error(kind=kind_for_status(status), message=f"upstream returned HTTP {status}: {str(obj)[:500]}",
                      status=status, raw=obj)
-    if isinstance(obj.get("error"), dict) and isinstance(obj["error"].get("status"), str):
-        from .codecs._gemini_common import error_from_wire
-
-        g = error_from_wire(status, obj)
-        if g is not None:
-            return g
     err = obj.get("error")
     etype = code = param = None
     message = None
@@ -171,61 +128,53 @@ def parse_error(status: int | None, body: bytes | str | dict | None) -> Error:
         message = obj.get("message") or obj.get("detail")
     if not isinstance(message, str):
         message = str(message) if message is not None else f"upstream returned HTTP {status}"
-    kind = None
-    if isinstance(etype, str):
-        kind = _ANTHROPIC_TYPE_TO_KIND.get(etype) or _OPENAI_TYPE_TO_KIND.get(etype)
-    if kind is None and isinstance(code, str):
-        kind = _RESPONSES_CODE_TO_KIND.get(code)
-        if kind is None and code in ("context_length_exceeded", "invalid_prompt") or (
-            isinstance(code, str) and code.startswith("invalid_")
-        ):
-            kind = "invalid_request"
-    if kind is None:
-        kind = kind_for_status(status)
+    kind = error_kind(status, etype if isinstance(etype, str) else None,
+                      code if isinstance(code, str) else None)
     if status is None:
-        status = _OPENAI[kind][2] if kind != "overloaded" else 529
+        status = _KIND_STATUS[kind]
     return Error(kind=kind, message=message, status=status,
                  code=code if isinstance(code, str) else None,
                  param=param if isinstance(param, str) else None, raw=obj)
 
 
-def anthropic_error_body(err: Error) -> dict[str, Any]:
-    etype = _ANTHROPIC.get(err.kind, ("api_error", 500))[0]
-    return {"type": "error", "error": {"type": etype, "message": err.message}}
+def error_kind(status: int | None, etype: str | None, code: str | None) -> str:
+    """The error's kind: a precise code first (``invalid_api_key``, ``model_not_found``), then the
+    status, then the type (which only refines a generic status: 400, 500, 502), else the status's
+    generic kind. Every protocol's types and codes are read (an upstream may speak any)."""
+    from .codecs import error_code_kind, error_type_kind
+
+    if code is not None:
+        by_code = error_code_kind(code)
+        if by_code is not None:
+            return by_code
+    by_status = kind_for_status(status) if status is not None else None
+    if by_status is not None and by_status not in _GENERIC_KINDS:
+        return by_status
+    by_type = error_type_kind(etype) if etype is not None else None
+    if by_type is not None:
+        return by_type
+    if by_status is not None:
+        return by_status
+    if code is not None and code.startswith("invalid_"):
+        return "invalid_request"
+    return "api_error"
 
 
-def openai_error_body(err: Error) -> dict[str, Any]:
-    etype, code, _ = _OPENAI.get(err.kind, ("server_error", "server_error", 500))
-    return {"error": {"message": err.message, "type": etype, "param": err.param, "code": err.code or code}}
+def native_error(err: Error, target: Protocol | str) -> tuple[int, dict[str, Any]]:
+    """(status, body) of ``err`` in the client protocol's native shape."""
+    from .codecs import get
+
+    return get(target).error_response(err)
 
 
-def native_status(err: Error, target: Protocol) -> int:
+def native_status(err: Error, target: Protocol | str) -> int:
     """HTTP status the client protocol expects for this error."""
-    st = err.status
-    if target is Protocol.ANTHROPIC:
-        if err.kind == "overloaded":
-            return 529
-        if st is not None and 400 <= st < 600 and st != 503:
-            return st
-        return _ANTHROPIC.get(err.kind, ("api_error", 500))[1]
-    if st == 529:
-        return 503  # OpenAI clients know no 529; 503 is retried the same way
-    if st is not None and 400 <= st < 600:
-        return st
-    return _OPENAI.get(err.kind, ("server_error", None, 500))[2]
+    from .codecs import get
+
+    return get(target).error_status(err)
 
 
-def native_error(err: Error, target: Protocol) -> tuple[int, dict[str, Any]]:
-    target = Protocol(target)
-    if target is Protocol.GEMINI:
-        from .codecs._gemini_common import error_body, error_status
-
-        return error_status(err), error_body(err)
-    body = anthropic_error_body(err) if target is Protocol.ANTHROPIC else openai_error_body(err)
-    return native_status(err, target), body
-
-
-def translation_error_response(exc: Exception, target: Protocol) -> tuple[int, dict[str, Any]]:
+def translation_error_response(exc: Exception, target: Protocol | str) -> tuple[int, dict[str, Any]]:
     """A client mistake or an unrepresentable request: 400 invalid_request_error, never 500."""
     err = Error(kind="invalid_request", message=str(exc), status=400,
                 param=getattr(exc, "field", None))

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["StopInfo", "StopReason", "classify_stop", "GENERIC_CONTENT_FILTER_REFUSAL", "GENERIC_REFUSAL"]
+__all__ = ["StopInfo", "StopReason", "StopKey", "WireStop", "classify_stop", "is_filter_refusal", "map_stop",
+           "stop_key", "GENERIC_CONTENT_FILTER_REFUSAL", "GENERIC_REFUSAL"]
 
 #: Seed ``002_…``: a ``content_filter`` ending with nothing produced becomes this refusal.
 GENERIC_CONTENT_FILTER_REFUSAL = "The response was withheld by the provider's content filter."
@@ -92,7 +93,7 @@ class StopInfo:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> StopInfo:
         try:
-            reason = StopReason(d.get("reason"))
+            reason = StopReason(str(d.get("reason")))
         except ValueError:
             reason = StopReason.OTHER
         return cls(
@@ -208,3 +209,95 @@ def classify_stop(
     if category is None and raw is not None and reason in (StopReason.REFUSAL, StopReason.INTERRUPTED):
         category = raw
     return StopInfo(reason, raw, category, message, recommended_model, dict(detail) if detail else {})
+
+
+# ----------------------------------------------------------------------------- toward a client
+class StopKey(StrEnum):
+    """The stop decision every encoder maps (its ``stop_table``): a :class:`StopReason`, with the
+    refusal split into a model's stated refusal and a filter's withholding."""
+
+    END_TURN = "end_turn"
+    TOOL_USE = "tool_use"
+    MAX_OUTPUT = "max_output"
+    CONTEXT_FULL = "context_full"
+    #: the model said it declines (Anthropic ``refusal``, a refusal part / ``message.refusal``)
+    REFUSAL = "refusal"
+    #: a provider filter withheld the output (``content_filter``, ``sensitive``, ``safety``, ...)
+    FILTERED = "filtered"
+    PAUSED = "paused"
+    INTERRUPTED = "interrupted"
+    OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True)
+class WireStop:
+    """One protocol's stop value for a :class:`StopKey`.
+
+    ``value``: the wire value (Chat finish_reason, Anthropic stop_reason, Responses status);
+    ``detail``: its companion where the protocol has one (Responses incomplete reason);
+    ``exact``: False when the value is only the closest (the encoder warns, naming the raw value).
+    """
+
+    value: str
+    detail: str | None = None
+    exact: bool = True
+
+
+#: raw values of a model's own stated refusal; every other refusal value is a filter's
+_STATED_REFUSALS = frozenset({"refusal"})
+
+
+def is_filter_refusal(stop: StopInfo) -> bool:
+    """A REFUSAL a provider filter produced (its raw value is a refusal value other than a stated
+    refusal), as opposed to the model's refusal (Anthropic ``refusal``; a refusal part or
+    ``message.refusal`` whose raw is the finish value, e.g. ``stop``/``completed``)."""
+    if stop.reason is not StopReason.REFUSAL or not isinstance(stop.raw, str):
+        return False
+    key = stop.raw.strip().lower()
+    return key not in _STATED_REFUSALS and _REASONS.get(key) is StopReason.REFUSAL
+
+
+_KEY_OF_REASON = {
+    StopReason.END_TURN: StopKey.END_TURN,
+    StopReason.TOOL_USE: StopKey.TOOL_USE,
+    StopReason.MAX_OUTPUT: StopKey.MAX_OUTPUT,
+    StopReason.CONTEXT_FULL: StopKey.CONTEXT_FULL,
+    StopReason.REFUSAL: StopKey.REFUSAL,
+    StopReason.PAUSED: StopKey.PAUSED,
+    StopReason.INTERRUPTED: StopKey.INTERRUPTED,
+    StopReason.OTHER: StopKey.OTHER,
+}
+
+
+def stop_key(stop: StopInfo, has_tool_calls: bool) -> StopKey:
+    """The one decision every encoder starts from. An unknown value with tool calls in the output is
+    TOOL_USE (the client must still run them); a refusal is stated or filtered."""
+    r = stop.reason
+    if r is StopReason.REFUSAL:
+        return StopKey.FILTERED if is_filter_refusal(stop) else StopKey.REFUSAL
+    if r is StopReason.OTHER and has_tool_calls:
+        return StopKey.TOOL_USE
+    return _KEY_OF_REASON[r]
+
+
+def check_stop_table(table: dict[StopKey, WireStop], label: str) -> dict[StopKey, WireStop]:
+    """A codec's stop table maps every :class:`StopKey` (checked when the codec is imported)."""
+    missing = [k.value for k in StopKey if k not in table]
+    if missing:
+        raise AssertionError(f"{label} stop table lacks {', '.join(missing)}")
+    return table
+
+
+def map_stop(table: Mapping[StopKey, WireStop], stop: StopInfo, has_tool_calls: bool, label: str,
+             warnings: list[str]) -> WireStop:
+    """``stop`` as the client protocol's value, from its table. Where the value is only the closest,
+    a warning names the raw value the upstream sent."""
+    key = stop_key(stop, has_tool_calls)
+    wire = table[key]
+    if not wire.exact or (key is StopKey.TOOL_USE and stop.reason is StopReason.OTHER):
+        sent = wire.value if wire.detail is None else f"{wire.value} ({wire.detail})"
+        msg = (f"stop reason {stop.reason.value} (raw {stop.raw!r}) has no {label} equivalent: "
+               f"sent as {sent}")
+        if msg not in warnings:
+            warnings.append(msg)
+    return wire

@@ -434,10 +434,10 @@ def test_seed003_stop_reason_map(stop: StopInfo, seq: str | None, parts: list[An
     assert not w
 
 
-def test_seed000_responses_incomplete_unknown_reason_is_null_with_warning() -> None:
+def test_seed000_responses_incomplete_unknown_reason_is_the_closest_with_warning() -> None:
     w: list[str] = []
     body = A.encode_response(Response(parts=[Text("x")], stop=classify_stop("weird_reason")), ctx(), w)
-    assert body["stop_reason"] is None
+    assert body["stop_reason"] == "end_turn"  # a finished message always carries a valid value
     assert any("weird_reason" in x for x in w)
     Message.model_validate(body)
 
@@ -594,7 +594,7 @@ def test_seed000_stream_refusal_after_text_adds_no_duplicate() -> None:
 @pytest.mark.parametrize(("stop", "wire", "warns"), [
     (classify_stop("length"), "max_tokens", False),
     (StopInfo(StopReason.MAX_OUTPUT, raw="incomplete"), "max_tokens", False),
-    (classify_stop("weird"), None, True),
+    (classify_stop("weird"), "end_turn", True),
     (classify_stop("cancelled"), "end_turn", True),
     (classify_stop("model_context_window_exceeded"), "model_context_window_exceeded", False),
     (classify_stop("pause_turn"), "pause_turn", False),

@@ -8,8 +8,9 @@ import anthropic.types
 import pytest
 from openai.types.shared import ErrorObject
 
-from proxai_core import Protocol, translate_error
+from proxai_core import Protocol, StreamTranslator, translate_error, translate_response_result
 from proxai_core.errors import TranslationError, translation_error_response
+from tests.conftest import fixture_dir, needs_fixtures, sse, sse_events
 
 A, C, R = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES
 
@@ -96,3 +97,140 @@ def test_translation_error_is_a_native_400_never_500():
         assert st == 400
         _check_native(target, out)
         assert out["error"]["type"] == "invalid_request_error"
+
+
+# ----------------------------------------------------------------------------- defect 2
+# The client's error type follows the status (and the code where it is more precise), every way.
+OPENAI_OVERLOADED = {"error": {"message": "The engine is currently overloaded, please try again later",
+                               "type": "server_error", "param": None, "code": None}}
+OPENAI_BAD_KEY = {"error": {"message": "Incorrect API key provided: sk-***", "type": "invalid_request_error",
+                            "param": None, "code": "invalid_api_key"}}
+OPENAI_NO_MODEL = {"error": {"message": "The model `x` does not exist or you do not have access to it.",
+                             "type": "invalid_request_error", "param": None, "code": "model_not_found"}}
+OPENAI_NO_QUOTA = {"error": {"message": "You exceeded your current quota", "type": "insufficient_quota",
+                             "param": None, "code": "insufficient_quota"}}
+
+
+@pytest.mark.parametrize("source", [C, R])
+@pytest.mark.parametrize("status,body,a_status,a_type", [
+    (503, OPENAI_OVERLOADED, 529, "overloaded_error"),
+    (401, OPENAI_BAD_KEY, 401, "authentication_error"),
+    (404, OPENAI_NO_MODEL, 404, "not_found_error"),
+    (429, OPENAI_NO_QUOTA, 402, "billing_error"),
+], ids=["503-overloaded", "401-invalid_api_key", "404-model_not_found", "429-insufficient_quota"])
+def test_defect2_openai_error_to_anthropic_type_follows_status(source, status, body, a_status, a_type):
+    st, out = translate_error(status, json.dumps(body).encode(), source, A)
+    _check_native(A, out)
+    assert (st, out["error"]["type"]) == (a_status, a_type)
+    assert out["error"]["message"] == body["error"]["message"]
+
+
+@pytest.mark.parametrize("status,etype,o_status,o_code", [
+    (529, "overloaded_error", 503, "overloaded"),
+    (401, "authentication_error", 401, "invalid_api_key"),
+    (404, "not_found_error", 404, "not_found"),
+    (402, "billing_error", 402, "insufficient_quota"),
+])
+@pytest.mark.parametrize("target", [C, R])
+def test_defect2_anthropic_error_to_openai_clients(target, status, etype, o_status, o_code):
+    body = {"type": "error", "error": {"type": etype, "message": "boom"}}
+    st, out = translate_error(status, json.dumps(body).encode(), A, target)
+    _check_native(target, out)
+    assert st == o_status and out["error"]["code"] == o_code
+
+
+def test_defect2_openai_503_reaches_the_other_openai_protocol_as_503():
+    st, out = translate_error(503, json.dumps(OPENAI_OVERLOADED).encode(), C, R)
+    assert st == 503 and out["error"]["code"] == "overloaded"
+
+
+def test_defect2_a_generic_status_is_refined_by_the_type():
+    body = {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}
+    st, out = translate_error(500, json.dumps(body).encode(), A, A)
+    assert (st, out["error"]["type"]) == (529, "overloaded_error")
+
+
+@pytest.mark.parametrize("code,a_status,a_type", [
+    ("rate_limit_exceeded", 429, "rate_limit_error"),
+    ("server_error", 500, "api_error"),
+    ("invalid_prompt", 400, "invalid_request_error"),
+])
+def test_defect2_responses_failed_response_to_anthropic(code, a_status, a_type):
+    body = {"id": "resp_1", "object": "response", "created_at": 1, "status": "failed", "model": "m",
+            "output": [], "error": {"code": code, "message": "it failed"}}
+    res = translate_response_result(body, R, A)
+    assert (res.status, res.body["error"]["type"]) == (a_status, a_type)
+
+
+def _anthropic_error_events(out: bytes) -> list[dict]:
+    return [json.loads(d) for n, d in sse_events(out) if n == "error"]
+
+
+CHAT_HEAD = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+CHAT_TEXT = dict(CHAT_HEAD, choices=[{"index": 0, "delta": {"role": "assistant", "content": "hi"},
+                                      "finish_reason": None}])
+
+
+@pytest.mark.parametrize("error,a_type", [
+    ({"message": "overloaded", "type": "server_error", "code": "overloaded"}, "overloaded_error"),
+    ({"code": 503, "message": "Provider overloaded"}, "overloaded_error"),  # OpenRouter: code = status
+    (OPENAI_BAD_KEY["error"], "authentication_error"),
+    (OPENAI_NO_MODEL["error"], "not_found_error"),
+], ids=["overloaded-code", "openrouter-503", "invalid_api_key", "model_not_found"])
+def test_defect2_chat_error_mid_stream_to_anthropic(error, a_type):
+    tr = StreamTranslator(C, A)
+    out = tr.feed(sse([(None, CHAT_TEXT), (None, {"error": error})])) + tr.close()
+    errs = _anthropic_error_events(out)
+    assert len(errs) == 1 and errs[0]["error"]["type"] == a_type
+    anthropic.types.ErrorResponse.model_validate(errs[0])
+    assert sse_events(out)[-1][0] == "error"  # nothing after the error frame
+
+
+def test_defect2_responses_failed_mid_stream_to_anthropic():
+    r = {"id": "resp_1", "object": "response", "created_at": 1, "model": "m", "output": []}
+    events = [
+        ("response.created", {"type": "response.created", "sequence_number": 0,
+                              "response": dict(r, status="in_progress")}),
+        ("response.failed", {"type": "response.failed", "sequence_number": 1,
+                             "response": dict(r, status="failed",
+                                              error={"code": "rate_limit_exceeded", "message": "slow down"})}),
+    ]
+    tr = StreamTranslator(R, A)
+    out = tr.feed(sse(events)) + tr.close()
+    errs = _anthropic_error_events(out)
+    assert len(errs) == 1 and errs[0]["error"]["type"] == "rate_limit_error"
+
+
+@pytest.mark.parametrize("etype,code", [("overloaded_error", "overloaded"), ("authentication_error", "invalid_api_key"),
+                                        ("not_found_error", "not_found")])
+def test_defect2_anthropic_error_mid_stream_to_openai_clients(etype, code):
+    start = {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant",
+                                                  "model": "m", "content": [], "stop_reason": None,
+                                                  "stop_sequence": None,
+                                                  "usage": {"input_tokens": 1, "output_tokens": 0}}}
+    raw = sse([("message_start", start), ("error", {"type": "error", "error": {"type": etype, "message": "x"}})])
+    tr = StreamTranslator(A, C)
+    out = tr.feed(raw) + tr.close()
+    last = json.loads(sse_events(out)[-1][1])
+    assert last["error"]["code"] == code
+    tr = StreamTranslator(A, R)
+    out = tr.feed(raw) + tr.close()
+    err = next(json.loads(d) for n, d in sse_events(out) if n == "error")
+    assert err["code"] == code and err["error"]["code"] == code
+
+
+@needs_fixtures
+@pytest.mark.parametrize("name,a_status,a_type", [
+    ("mirascope__python_tests_e2e_input_cassettes_test_authentication_error_openai_gpt_4o_completions__i0.json",
+     401, "authentication_error"),
+    ("mirascope__python_tests_e2e_input_cassettes_test_model_not_found_openai_gpt_4o_completions__i0.json",
+     404, "not_found_error"),
+    ("pydantic-ai__tests_cassettes_test_model_name_suggestions_test_model_name_suggestion_openai-chat__i0.json",
+     404, "not_found_error"),
+])
+def test_defect2_recorded_openai_errors_to_anthropic(name, a_status, a_type):
+    f = fixture_dir(C) / name
+    if not f.is_file():
+        pytest.fail(f"recording {name} missing from ../shared/fixtures")
+    st, out = translate_error(a_status, f.read_bytes(), C, A)
+    assert (st, out["error"]["type"]) == (a_status, a_type)

@@ -13,7 +13,7 @@ UNKNOWN = {C: "request field {!r} is not translated", R: "unknown request field 
 
 @pytest.mark.parametrize("proto", [C, R])
 def test_non_object_metadata_names_the_type(proto):
-    with pytest.raises(TranslationError, match=r"^metadata: expected an object, got list$") as exc:
+    with pytest.raises(TranslationError, match=r"^metadata: expected an object, got array$") as exc:
         decode_request({"model": "m", **MESSAGES[proto], "metadata": ["x"]}, proto)
     assert exc.value.field == "metadata"
 

@@ -214,11 +214,11 @@ def test_seed000_responses_incomplete_without_details_is_max_tokens_with_trace()
     assert any("incomplete" in w for w in res.warnings)
 
 
-def test_seed000_responses_incomplete_unknown_reason_fabricates_no_stop_reason():
+def test_seed000_responses_incomplete_unknown_reason_is_the_closest_stop_named_in_a_warning():
     body = responses_obj([r_message(r_text("x"))], "incomplete", incomplete={"reason": "brand_new"})
     res = translate_response_result(body, R, A)
-    assert res.body["stop_reason"] is None
-    assert res.warnings
+    assert res.body["stop_reason"] == "end_turn"  # valid, never null; StopInfo keeps the raw value
+    assert any("brand_new" in w for w in res.warnings)
     assert stop_info(body, R).reason is StopReason.OTHER and stop_info(body, R).raw == "brand_new"
 
 

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import time
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -69,3 +72,100 @@ def test_event_without_data_is_not_dispatched():
 def test_frame():
     assert frame("x", {"a": 1}) == b'event: x\ndata: {"a":1}\n\n'
     assert frame(None, {"a": 1}) == b'data: {"a":1}\n\n'
+
+
+def _cpu(fn, rounds=5):
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t0)
+    return best
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["events", "raw"])
+def test_long_event_in_many_reads_costs_about_one_read(raw):
+    """Linear, not quadratic: a 1 MB event in 1 KB reads costs about what one read costs (a reader
+    that re-joins and rescans what waits on every read costs ~10x; the bound is generous, CPU time)."""
+    event = b'data: {"a":"' + "xé ".encode() * (1 << 18) + b'"}\n\n'
+    reads = [event[i:i + 1024] for i in range(0, len(event), 1024)]
+
+    def run(chunks):
+        r = SSEReader()
+        feed = r.feed_raw if raw else r.feed
+        got = [feed(c) for c in chunks]
+        got.append(r.close_raw() if raw else r.close())
+        return got
+
+    whole, split = run([event]), run(reads)
+    if raw:  # same events, and the raw bytes reassemble the input
+        assert [e for evs, _ in whole for e in evs] == [e for evs, _ in split for e in evs]
+        assert b"".join(b for _, bl in split for b in bl) == event
+    else:
+        assert [e for evs in whole for e in evs] == [e for evs in split for e in evs]
+    assert len([e for evs in whole for e in (evs[0] if raw else evs)]) == 1
+    ratio = _cpu(lambda: run(reads)) / _cpu(lambda: run([event]))
+    assert ratio < 4, f"1 KB reads cost {ratio:.1f}x one read"
+
+
+def test_crlf_split_across_reads_and_an_empty_read_between():
+    r = SSEReader()
+    out = r.feed(b"data: 1\r") + r.feed(b"") + r.feed(b"\n\r") + r.feed(b"\n")
+    assert out + r.close() == [(None, "1")]
+
+
+def _reference(raw: bytes):
+    """The rules SSEReader follows, written plainly: lines end at CRLF, CR or LF; "data"/"event"
+    fields (one optional space after the colon); ":" starts a comment; a blank line dispatches an
+    event that has data; at the end, an event without its blank line is handed over as it is."""
+    import re
+
+    events, event, data = [], None, []
+    lines = re.split(rb"\r\n|\r|\n", raw)
+    tail = lines.pop()  # after the last line end: a line without its end
+    for line in lines + ([tail] if tail else []):
+        line = line.decode("utf-8", "replace")
+        if not line:
+            if data:
+                events.append((event, "\n".join(data)))
+            event, data = None, []
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            event = value
+    if data:
+        events.append((event, "\n".join(data)))
+    return events
+
+
+_piece = st.sampled_from([b"data: ", b"data:", b"data", b"event: x\n", b"event:y", b": c\n", b"id: 1\n", b"{}",
+                          b"x", b" ", b"\n", b"\r", b"\r\n", b"\n\n", b"\xc3", b"\xa9", b"\xe2\x82\xac", b"\xff"])
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_piece, max_size=30).map(b"".join), st.lists(st.integers(min_value=0, max_value=200), max_size=8))
+def test_events_follow_the_rules_however_the_bytes_are_split(raw, cuts):
+    """Behaviour, not a comparison of two paths: every chunking of any byte mix gives the events the
+    rules give, and the raw bytes handed over reassemble the input up to the last event."""
+    cuts = sorted({c for c in cuts if c < len(raw)})
+    chunks = [raw[a:b] for a, b in zip([0] + cuts, cuts + [len(raw)], strict=True)]
+    r = SSEReader()
+    got = [e for c in chunks for e in r.feed(c)] + r.close()
+    assert got == _reference(raw)
+    r = SSEReader()
+    evs, blobs = [], []
+    for c in chunks:
+        e, b = r.feed_raw(c)
+        evs += e
+        blobs += b
+    e, b = r.close_raw()
+    evs += e
+    blobs += b
+    assert [e for e in evs if e is not None] == _reference(raw)
+    assert raw.startswith(b"".join(blobs))
+    assert len(evs) == len(blobs)

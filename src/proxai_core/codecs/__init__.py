@@ -1,23 +1,205 @@
-"""One decoder and one encoder per protocol; see :mod:`proxai_core.codecs.base` for the contract."""
+"""The codec registry: one :class:`~.base.Codec` per protocol, asked by everything outside ``codecs/``.
+
+The registry's list is the :class:`~proxai_core.protocol.Protocol` enum: member ``X`` is served by
+``proxai_core.codecs.<x>`` (its ``CODEC``), imported on first use. See ``docs/dev/codec-contract.md``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import import_module
-from types import ModuleType
 
 from ..protocol import Protocol
+from .base import Codec, Evidence, JSONObject
 
-_MODULES = {
-    Protocol.CHAT: "proxai_core.codecs.chat",
-    Protocol.RESPONSES: "proxai_core.codecs.responses",
-    Protocol.ANTHROPIC: "proxai_core.codecs.anthropic",
-    Protocol.GEMINI: "proxai_core.codecs.gemini",
-}
-_cache: dict[Protocol, ModuleType] = {}
+__all__ = [
+    "Codec",
+    "PathMatch",
+    "all_codecs",
+    "client_of_headers",
+    "codec",
+    "error_code_kind",
+    "error_type_kind",
+    "foreign_headers",
+    "get",
+    "match_path",
+    "sniff",
+    "sniff_request",
+    "sniff_response",
+    "sniff_stream",
+]
+
+_BY_PROTOCOL: dict[Protocol, Codec] = {}
+_BY_KEY: dict[str, Codec] = {}
+_ALL: tuple[Codec, ...] | None = None
 
 
-def codec(protocol: Protocol) -> ModuleType:
-    mod = _cache.get(protocol)
-    if mod is None:
-        mod = _cache[protocol] = import_module(_MODULES[protocol])
-    return mod
+def _load(p: Protocol) -> Codec:
+    c = _BY_PROTOCOL.get(p)
+    if c is None:
+        c = import_module(f"{__name__}.{p.name.lower()}").CODEC
+        if not isinstance(c, Codec) or c.protocol is not p:
+            raise TypeError(f"{__name__}.{p.name.lower()}.CODEC is not the codec of {p.value}")
+        _BY_PROTOCOL[p] = c
+        _BY_KEY[p.value] = _BY_KEY[c.name] = c
+    return c
+
+
+def get(key: Protocol | str) -> Codec:
+    """The codec of a protocol: its enum member, its value ("openai_chat_completions") or its short
+    name ("chat"). Unknown names raise ValueError listing the known ones."""
+    if isinstance(key, Protocol):
+        return _BY_PROTOCOL.get(key) or _load(key)
+    c = _BY_KEY.get(key)
+    if c is not None:
+        return c
+    for p in Protocol:
+        if key == p.value or key == _load(p).name:
+            return _load(p)
+    names = ", ".join(f"{c.protocol.value} ({c.name})" for c in all_codecs())
+    raise ValueError(f"unknown protocol {key!r}; expected one of: {names}")
+
+
+def codec(protocol: Protocol | str) -> Codec:
+    """Kept name of :func:`get` (a Codec has the attributes the codec modules had)."""
+    return get(protocol)
+
+
+def all_codecs() -> tuple[Codec, ...]:
+    """Every codec, in registry (enum) order."""
+    global _ALL
+    if _ALL is None:
+        _ALL = tuple(_load(p) for p in Protocol)
+    return _ALL
+
+
+# ----------------------------------------------------------------------------- paths
+@dataclass(frozen=True, slots=True)
+class PathMatch:
+    """A recognized endpoint path. ``kind``: "generate" | "count_tokens" | "models" | "model";
+    ``codec`` None where vendors share the path (the model list); ``prefix`` is the path before the
+    endpoint (e.g. "/v1", "/api/v1", "/openai/deployments/x"); ``model_id`` for "model"."""
+
+    kind: str
+    codec: Codec | None
+    prefix: str
+    model_id: str | None = None
+    #: protocols that name the model and the method in the URL: the stream flag it gives (None:
+    #: in the body) and whether a stream is SSE; ``model_id`` is the model
+    stream: bool | None = None
+    sse: bool = True
+
+
+def _suffixes() -> list[tuple[str, str, Codec]]:
+    out: list[tuple[str, str, Codec]] = []
+    for c in all_codecs():
+        out.append((c.endpoints.generate, "generate", c))
+        if c.endpoints.count_tokens:
+            out.append((c.endpoints.count_tokens, "count_tokens", c))
+    out.sort(key=lambda t: -len(t[0]))  # longest first: "/messages/count_tokens" before "/messages"
+    return out
+
+
+def match_path(path: str, method: str = "POST", *, websocket: bool = False) -> PathMatch | None:
+    """The endpoint a path (query and trailing slash ignored) names: POST generation and
+    token-counting endpoints (longest suffix wins); GET model list / one model; a GET websocket
+    upgrade of a generation endpoint served as a websocket."""
+    p = path.split("?", 1)[0].split("#", 1)[0]
+    if len(p) > 1:
+        p = p.rstrip("/")
+    if method.upper() == "GET" and websocket:
+        for c in all_codecs():
+            if c.endpoints.websocket and p.endswith(c.endpoints.generate):
+                return PathMatch("generate", c, p[: -len(c.endpoints.generate)])
+        return None
+    if method.upper() == "GET":
+        models = {c.endpoints.models for c in all_codecs()}
+        for m in models:
+            if p.endswith(m):
+                return PathMatch("models", None, p[: -len(m)])
+            head, sep, mid = p.rpartition(m + "/")
+            if sep and mid and "/" not in mid:
+                return PathMatch("model", None, head, mid)
+        return None
+    for c in all_codecs():
+        parse = c.endpoints.parse_path
+        facts = parse(path) if parse is not None else None
+        if facts is not None:
+            return PathMatch(facts.kind, c, facts.prefix, facts.model, facts.stream, facts.sse)
+    for suffix, kind, c in _suffixes():
+        if p.endswith(suffix):
+            return PathMatch(kind, c, p[: -len(suffix)])
+    return None
+
+
+def client_of_headers(headers: Mapping[str, str]) -> Codec | None:
+    """The first codec whose vendor's client markers are in ``headers`` (lower-case names)."""
+    for c in all_codecs():
+        if any(h in headers for h in c.credentials.client_markers):
+            return c
+    return None
+
+
+def foreign_headers(client: Codec | None, target: Codec) -> frozenset[str]:
+    """Headers of a client request (``client`` None: unknown) that must not reach ``target``: every
+    other vendor's headers, and protocol-only headers when the client's protocol is translated."""
+    drop: set[str] = set()
+    for c in all_codecs():
+        cr = c.credentials
+        if cr.vendor != target.credentials.vendor:
+            drop.update(cr.vendor_headers, cr.protocol_headers, cr.default_headers)
+        if client is not target and (client is None or c is client):
+            drop.update(cr.protocol_headers)
+    return frozenset(drop)
+
+
+# ----------------------------------------------------------------------------- errors
+def error_type_kind(etype: str) -> str | None:
+    """The kind an ``error.type`` of any protocol names (None: no protocol knows it)."""
+    for c in all_codecs():
+        k = c.errors.types.get(etype)
+        if k is not None:
+            return k
+    return None
+
+
+def error_code_kind(code: str) -> str | None:
+    """The kind a precise ``error.code`` of any protocol names (None: not a precise code)."""
+    for c in all_codecs():
+        k = c.errors.codes.get(code)
+        if k is not None:
+            return k
+    return None
+
+
+# ----------------------------------------------------------------------------- sniffing
+def _best(scores: list[tuple[Evidence, int, Codec]]) -> Codec | None:
+    if not scores:
+        return None
+    return max(scores, key=lambda t: (t[0], -t[1]))[2]
+
+
+def sniff_request(obj: JSONObject) -> Codec | None:
+    """The protocol a request body is most likely written in (None: no codec sees evidence)."""
+    return _best([(e, i, c) for i, c in enumerate(all_codecs()) if (e := c.sniff_request(obj)) is not None])
+
+
+def sniff_response(obj: JSONObject) -> Codec | None:
+    """The protocol a complete response (or error) body is most likely written in."""
+    return _best([(e, i, c) for i, c in enumerate(all_codecs()) if (e := c.sniff_response(obj)) is not None])
+
+
+def sniff_stream(head: bytes) -> Codec | None:
+    """The protocol an SSE body is written in, from its first bytes."""
+    return _best([(e, i, c) for i, c in enumerate(all_codecs()) if (e := c.sniff_stream(head)) is not None])
+
+
+def sniff(obj: JSONObject, *, request: bool | None = None) -> Codec | None:
+    """A stored JSON body: a request (True), a response (False), or either (None: response
+    evidence first, then request evidence)."""
+    if request is True:
+        return sniff_request(obj)
+    if request is False:
+        return sniff_response(obj)
+    return sniff_response(obj) or sniff_request(obj)

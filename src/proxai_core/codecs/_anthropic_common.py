@@ -4,10 +4,26 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import MutableMapping
 from typing import Any
 
-from ..neutral import Usage
-from ..stop import StopInfo, StopReason, classify_stop
+from ..neutral import Error, Usage
+from ..stop import StopInfo, StopKey, StopReason, WireStop, check_stop_table, classify_stop, map_stop
+from .base import (
+    SNIFF_CONTENT,
+    SNIFF_DECISIVE,
+    SNIFF_HINT,
+    SNIFF_KEYS,
+    SNIFF_TOOLS,
+    SNIFF_WEAK,
+    Capabilities,
+    ClientTools,
+    Credentials,
+    Endpoints,
+    ErrorFacts,
+    Evidence,
+    RequestFields,
+)
 
 PROTOCOL = "anthropic_messages"
 
@@ -104,20 +120,14 @@ def stop_from_wire(raw: Any, details: Any, has_tool_calls: bool) -> StopInfo:
     )
 
 
-_REASON_TO_WIRE = {
-    StopReason.MAX_OUTPUT: "max_tokens",
-    StopReason.CONTEXT_FULL: "model_context_window_exceeded",
-    StopReason.PAUSED: "pause_turn",
-    StopReason.TOOL_USE: "tool_use",
-}
-
-
 def stop_to_wire(
-    stop: StopInfo, stop_sequence: str | None, refusal_text: str | None, warnings: list[str]
-) -> tuple[str | None, str | None, dict[str, Any] | None]:
-    """(stop_reason, stop_sequence, stop_details) for an Anthropic client (seeds 000/003, §5.2)."""
-    reason = stop.reason
-    if reason is StopReason.REFUSAL:
+    stop: StopInfo, stop_sequence: str | None, refusal_text: str | None, warnings: list[str],
+    has_tools: bool = False,
+) -> tuple[str, str | None, dict[str, Any] | None]:
+    """(stop_reason, stop_sequence, stop_details) for an Anthropic client, from :data:`STOP_TABLE`
+    (seeds 000/003, §5.2). Never null: a finished message carries a valid value."""
+    wire = map_stop(STOP_TABLE, stop, has_tools, "Anthropic Messages", warnings)
+    if wire.value == "refusal":
         cat = stop.category if stop.category in REFUSAL_CATEGORIES else None
         details: dict[str, Any] = {
             "type": "refusal",
@@ -127,25 +137,9 @@ def stop_to_wire(
         if stop.recommended_model:
             details["recommended_model"] = stop.recommended_model
         return "refusal", None, details
-    wire = _REASON_TO_WIRE.get(reason)
-    if wire is not None:
-        return wire, None, None
-    if reason is StopReason.END_TURN:
-        if stop_sequence:
-            return "stop_sequence", stop_sequence, None
-        return "end_turn", None, None
-    if reason is StopReason.INTERRUPTED:
-        warn_once(
-            warnings,
-            f"upstream ended the response as interrupted ({stop.raw or stop.category}); "
-            "sent to the Anthropic client as end_turn",
-        )
-        return "end_turn", None, None
-    warn_once(
-        warnings,
-        f"upstream stop value {stop.raw!r} has no Anthropic equivalent; stop_reason sent as null",
-    )
-    return None, None, None
+    if wire.value == "end_turn" and stop.reason is StopReason.END_TURN and stop_sequence:
+        return "stop_sequence", stop_sequence, None
+    return wire.value, None, None
 
 
 # ----------------------------------------------------------------------------- citations
@@ -190,3 +184,175 @@ def citation_from_neutral(n: dict[str, Any], *, allow_synthetic: bool) -> dict[s
             "encrypted_index": "",
         }
     return None
+
+
+# ============================================================================= codec facts
+VENDOR = "anthropic"
+ANTHROPIC_VERSION = "2023-06-01"
+
+ENDPOINTS = Endpoints(generate="/messages", count_tokens="/messages/count_tokens")
+FIELDS = RequestFields(stop="stop_sequences")
+CAPABILITIES = Capabilities(custom_tools=False, interrupted_is_status=False)
+
+
+def inject_key(headers: MutableMapping[str, str], key: str, host: str) -> None:
+    headers["x-api-key"] = key
+
+
+CREDENTIALS = Credentials(
+    key_headers=("x-api-key", "authorization"),
+    account_headers=("anthropic-organization-id",),
+    vendor_headers=("anthropic-version", "anthropic-beta", "anthropic-dangerous-direct-browser-access"),
+    protocol_headers=(),
+    client_markers=("anthropic-version", "x-api-key"),
+    default_headers={"anthropic-version": ANTHROPIC_VERSION},
+    inject=inject_key,
+    vendor=VENDOR,
+)
+
+# kind -> error.type (request_too_large, Cloudflare's, is not in the SDK's ErrorType union: 413
+# keeps the meaning; an interrupted upstream is an api_error)
+_ERROR_TYPE = {
+    "invalid_request": "invalid_request_error",
+    "authentication": "authentication_error",
+    "billing": "billing_error",
+    "permission": "permission_error",
+    "not_found": "not_found_error",
+    "request_too_large": "invalid_request_error",
+    "rate_limit": "rate_limit_error",
+    "api_error": "api_error",
+    "timeout": "timeout_error",
+    "overloaded": "overloaded_error",
+    "interrupted": "api_error",
+}
+
+
+def error_body(err: Error) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": _ERROR_TYPE.get(err.kind, "api_error"), "message": err.message}}
+
+
+ERRORS = ErrorFacts(
+    types={
+        "invalid_request_error": "invalid_request",
+        "authentication_error": "authentication",
+        "billing_error": "billing",
+        "permission_error": "permission",
+        "not_found_error": "not_found",
+        "request_too_large": "request_too_large",
+        "rate_limit_error": "rate_limit",
+        "api_error": "api_error",
+        "timeout_error": "timeout",
+        "overloaded_error": "overloaded",
+        "conflict_error": "invalid_request",
+    },
+    codes={},
+    statuses={
+        "invalid_request": 400,
+        "authentication": 401,
+        "billing": 402,
+        "permission": 403,
+        "not_found": 404,
+        "request_too_large": 413,
+        "rate_limit": 429,
+        "api_error": 500,
+        "timeout": 504,
+        "overloaded": 529,
+        "interrupted": 502,
+    },
+    foreign_statuses=frozenset({503}),  # overloaded is 529 here
+    body=error_body,
+)
+
+#: neutral stop decision -> stop_reason (seed 003; a filter's refusal is a refusal too). A finished
+#: message always carries a valid value: where none fits, the closest, with a warning.
+STOP_TABLE = check_stop_table({
+    StopKey.END_TURN: WireStop("end_turn"),
+    StopKey.TOOL_USE: WireStop("tool_use"),
+    StopKey.MAX_OUTPUT: WireStop("max_tokens"),
+    StopKey.CONTEXT_FULL: WireStop("model_context_window_exceeded"),
+    StopKey.REFUSAL: WireStop("refusal"),
+    StopKey.FILTERED: WireStop("refusal"),
+    StopKey.PAUSED: WireStop("pause_turn"),
+    StopKey.INTERRUPTED: WireStop("end_turn", exact=False),
+    StopKey.OTHER: WireStop("end_turn", exact=False),
+}, "Anthropic Messages")
+
+#: stop_reason values -> reason (what this protocol writes, read back)
+STOP_VALUES = {
+    "end_turn": StopReason.END_TURN,
+    "stop_sequence": StopReason.END_TURN,
+    "tool_use": StopReason.TOOL_USE,
+    "max_tokens": StopReason.MAX_OUTPUT,
+    "model_context_window_exceeded": StopReason.CONTEXT_FULL,
+    "refusal": StopReason.REFUSAL,
+    "pause_turn": StopReason.PAUSED,
+}
+
+
+def client_tools(body: dict[str, Any]) -> ClientTools:
+    out = ClientTools()
+    tools = body.get("tools")
+    if isinstance(tools, list):
+        for t in tools:
+            name = t.get("name") if isinstance(t, dict) else None
+            if isinstance(name, str):
+                out.names.append(name)
+    return out
+
+
+_REQ_KEYS = frozenset({"system", "stop_sequences", "thinking", "top_k", "anthropic_version", "mcp_servers",
+                       "container", "context_management"})
+_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "document", "image",
+                     "server_tool_use", "web_search_tool_result", "search_result"})
+
+
+def sniff_request(obj: dict[str, Any]) -> Evidence | None:
+    msgs = obj.get("messages")
+    if not isinstance(msgs, list):
+        return None
+    if _REQ_KEYS & obj.keys():
+        return (SNIFF_KEYS, 0)
+    for i, m in enumerate(msgs):
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, list):
+            for j, b in enumerate(content):
+                t = b.get("type") if isinstance(b, dict) else None
+                if t in _BLOCKS:
+                    return (SNIFF_CONTENT, -(i * 1000 + j + 1))
+    tools = obj.get("tools")
+    if isinstance(tools, list) and tools and isinstance(tools[0], dict):
+        t0 = tools[0]
+        if "function" not in t0 and t0.get("type") != "function" and ("input_schema" in t0 or "name" in t0):
+            return (SNIFF_TOOLS, 0)
+    if "max_tokens" in obj:
+        return (SNIFF_HINT, 0)  # required by Anthropic, optional (and legacy) in Chat
+    return None
+
+
+def sniff_response(obj: dict[str, Any]) -> Evidence | None:
+    if obj.get("type") in ("message", "error") or "stop_reason" in obj:
+        return (SNIFF_DECISIVE, 0)
+    return None
+
+
+def sniff_stream(head: bytes) -> Evidence | None:
+    if b"event: message_start" in head or b'"type":"message_start"' in head or b"event:message_start" in head:
+        return (SNIFF_DECISIVE, 0)
+    if b"event: error" in head or b"event: ping" in head:
+        return (SNIFF_WEAK, 0)
+    return None
+
+
+def is_error_body(obj: dict[str, Any]) -> bool:
+    return obj.get("type") == "error" or ("error" in obj and "content" not in obj)
+
+
+def model_entry(mid: str, src: dict[str, Any] | None) -> dict[str, Any]:
+    src = src or {}
+    return {"type": "model", "id": mid, "display_name": src.get("display_name") or mid,
+            "created_at": src.get("created_at") or "1970-01-01T00:00:00Z"}
+
+
+def model_list(items: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"data": items, "has_more": False, "first_id": items[0]["id"] if items else None,
+            "last_id": items[-1]["id"] if items else None}

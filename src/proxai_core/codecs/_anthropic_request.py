@@ -12,7 +12,6 @@ import orjson
 
 from .. import reasoning as rz
 from ..context import short_tool_name
-from ..errors import TranslationError
 from ..jsonutil import dumps
 from ..neutral import (
     Document,
@@ -31,6 +30,20 @@ from ..neutral import (
     ToolResult,
 )
 from ._anthropic_common import PROTOCOL, citation_from_neutral, citation_to_neutral, warn_once
+from ._request_common import (
+    expected,
+    fail,
+    invalid,
+    opt_bool,
+    opt_int,
+    opt_num,
+    opt_obj,
+    opt_str,
+    req_list,
+    req_obj,
+    req_str,
+    where,
+)
 
 #: max_tokens sent when the neutral request has no output limit (Anthropic requires one).
 DEFAULT_MAX_TOKENS = 8192
@@ -116,165 +129,108 @@ _USUAL_FIELDS = frozenset({"model", "messages", "system", "max_tokens", "tempera
 
 
 # ============================================================================= decode
-def _fail(path: str, why: str) -> TranslationError:
-    return TranslationError(f"{path}: {why}", field=path)
-
-
-def _str(d: dict[str, Any], key: str, path: str, *, required: bool = False) -> str | None:
-    v = d.get(key)
-    if v is None:
-        if required:
-            raise _fail(f"{path}.{key}" if path else key, "required string is missing")
-        return None
-    if not isinstance(v, str):
-        raise _fail(f"{path}.{key}" if path else key, f"must be a string, got {type(v).__name__}")
-    return v
-
-
-def _dict(d: dict[str, Any], key: str, path: str, *, required: bool = False) -> dict[str, Any] | None:
-    v = d.get(key)
-    if v is None:
-        if required:
-            raise _fail(f"{path}.{key}" if path else key, "required object is missing")
-        return None
-    if not isinstance(v, dict):
-        raise _fail(f"{path}.{key}" if path else key, f"must be an object, got {type(v).__name__}")
-    return v
-
-
-def _int(v: Any, path: str) -> int | None:
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise _fail(path, f"must be an integer, got {type(v).__name__}")
-    return v
-
-
-def _num(v: Any, path: str) -> float | None:
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise _fail(path, f"must be a number, got {type(v).__name__}")
-    return v
-
-
-def _bool(v: Any, path: str) -> bool | None:
-    if v is None:
-        return None
-    if not isinstance(v, bool):
-        raise _fail(path, f"must be a boolean, got {type(v).__name__}")
-    return v
-
-
-def _cache(b: dict[str, Any], path: str) -> dict[str, Any] | None:
-    return _dict(b, "cache_control", path)
-
-
-def _text(b: dict[str, Any], path: str) -> Text:
-    text = _str(b, "text", path, required=True)
+def _text(b: dict[str, Any], *path: str | int) -> Text:
+    text = b.get("text")
+    if text.__class__ is not str:
+        raise expected("a string", text, *path, "text")
+    cc = b.get("cache_control")
+    if cc is not None and cc.__class__ is not dict:
+        raise expected("an object", cc, *path, "cache_control")
     cits = b.get("citations")
-    citations = None
-    if cits is not None:
-        if not isinstance(cits, list):
-            raise _fail(f"{path}.citations", "must be an array")
-        citations = [citation_to_neutral(c) for c in cits if isinstance(c, dict)] or None
-    return Text(text, citations, _cache(b, path))  # type: ignore[arg-type]
+    if cits is None:
+        return Text(text, None, cc)
+    citations = [citation_to_neutral(c) for c in req_list(cits, *path, "citations") if isinstance(c, dict)]
+    return Text(text, citations or None, cc)
 
 
-def _image(b: dict[str, Any], path: str) -> Image:
-    src = _dict(b, "source", path, required=True)
-    sp = f"{path}.source"
-    st = src.get("type")  # type: ignore[union-attr]
-    cc = _cache(b, path)
+def _image(b: dict[str, Any], *path: str | int) -> Image:
+    src = req_obj(b.get("source"), *path, "source")
+    st = src.get("type")
+    cc = opt_obj(b.get("cache_control"), *path, "cache_control")
     if st == "base64":
-        return Image("base64", media_type=_str(src, "media_type", sp, required=True),
-                     data=_str(src, "data", sp, required=True), cache_control=cc)
+        return Image("base64", media_type=req_str(src.get("media_type"), *path, "source", "media_type"),
+                     data=req_str(src.get("data"), *path, "source", "data"), cache_control=cc)
     if st == "url":
-        return Image("url", url=_str(src, "url", sp, required=True), cache_control=cc)
+        return Image("url", url=req_str(src.get("url"), *path, "source", "url"), cache_control=cc)
     if st == "file":
-        return Image("file", file_id=_str(src, "file_id", sp, required=True), cache_control=cc)
-    raise _fail(f"{sp}.type", f"unknown image source type {st!r}")
+        return Image("file", file_id=req_str(src.get("file_id"), *path, "source", "file_id"), cache_control=cc)
+    fail(f"unknown image source type {st!r}", *path, "source", "type")
 
 
-def _document(b: dict[str, Any], path: str, warnings: list[str]) -> Document | Opaque:
-    src = _dict(b, "source", path, required=True)
-    sp = f"{path}.source"
-    st = src.get("type")  # type: ignore[union-attr]
-    title = _str(b, "title", path)
-    cc = _cache(b, path)
+def _document(b: dict[str, Any], warnings: list[str], *path: str | int) -> Document | Opaque:
+    src = req_obj(b.get("source"), *path, "source")
+    st = src.get("type")
+    title = opt_str(b.get("title"), *path, "title")
+    cc = opt_obj(b.get("cache_control"), *path, "cache_control")
     if b.get("context") is not None or b.get("citations") is not None:
         warn_once(warnings, "document context/citations settings are kept only toward Anthropic upstreams")
     if st == "base64":
-        return Document("base64", media_type=_str(src, "media_type", sp, required=True),
-                        data=_str(src, "data", sp, required=True), title=title, cache_control=cc)
+        return Document("base64", media_type=req_str(src.get("media_type"), *path, "source", "media_type"),
+                        data=req_str(src.get("data"), *path, "source", "data"), title=title, cache_control=cc)
     if st == "text":
-        return Document("text", media_type=_str(src, "media_type", sp) or "text/plain",
-                        data=_str(src, "data", sp, required=True), title=title, cache_control=cc)
+        return Document("text", media_type=opt_str(src.get("media_type"), *path, "source", "media_type")
+                        or "text/plain", data=req_str(src.get("data"), *path, "source", "data"), title=title,
+                        cache_control=cc)
     if st == "url":
-        return Document("url", url=_str(src, "url", sp, required=True), title=title, cache_control=cc)
+        return Document("url", url=req_str(src.get("url"), *path, "source", "url"), title=title, cache_control=cc)
     if st == "file":
-        return Document("file", file_id=_str(src, "file_id", sp, required=True), title=title, cache_control=cc)
+        return Document("file", file_id=req_str(src.get("file_id"), *path, "source", "file_id"), title=title,
+                        cache_control=cc)
     if st == "content":
-        content = src.get("content")  # type: ignore[union-attr]
-        if isinstance(content, str):
+        content = src.get("content")
+        if content.__class__ is str:
             return Document("text", media_type="text/plain", data=content, title=title, cache_control=cc)
-        if isinstance(content, list) and all(isinstance(c, dict) and c.get("type") == "text"
+        if content.__class__ is list and all(isinstance(c, dict) and c.get("type") == "text"
                                              and isinstance(c.get("text"), str) for c in content):
             return Document("text", media_type="text/plain", data="\n\n".join(c["text"] for c in content),
                             title=title, cache_control=cc)
-        if isinstance(content, list):
+        if content.__class__ is list:
             return Opaque(PROTOCOL, b, "document")
-        raise _fail(f"{sp}.content", "must be a string or an array of content blocks")
-    raise _fail(f"{sp}.type", f"unknown document source type {st!r}")
+        raise expected("a string or an array of content blocks", content, *path, "source", "content")
+    fail(f"unknown document source type {st!r}", *path, "source", "type")
 
 
-def _search_result_text(b: dict[str, Any], path: str, warnings: list[str]) -> Text:
-    content = b.get("content")
-    if not isinstance(content, list):
-        raise _fail(f"{path}.content", "must be an array of text blocks")
+def _search_result_text(b: dict[str, Any], warnings: list[str], *path: str | int) -> Text:
+    content = req_list(b.get("content"), *path, "content")
     texts = [c.get("text") for c in content if isinstance(c, dict) and isinstance(c.get("text"), str)]
     head = " ".join(x for x in (b.get("title"), b.get("source")) if isinstance(x, str))
     warn_once(warnings, "search_result blocks are carried as plain text")
     return Text((head + "\n" if head else "") + "\n".join(texts))  # type: ignore[arg-type]
 
 
-def _tool_result_content(v: Any, path: str, warnings: list[str]) -> list[Text | Image | Document]:
+def _tool_result_content(v: Any, warnings: list[str], *path: str | int) -> list[Text | Image | Document]:
     if v is None:
         return []
-    if isinstance(v, str):
+    if v.__class__ is str:
         return [Text(v)] if v else []
-    if not isinstance(v, list):
-        raise _fail(path, "must be a string or an array of content blocks")
+    if v.__class__ is not list:
+        raise expected("a string or an array of content blocks", v, *path)
     out: list[Text | Image | Document] = []
     for k, c in enumerate(v):
-        cp = f"{path}[{k}]"
-        if not isinstance(c, dict):
-            raise _fail(cp, "must be an object")
-        ct = c.get("type")
+        ct = req_obj(c, *path, k).get("type")
         if ct == "text":
-            out.append(_text(c, cp))
+            out.append(_text(c, *path, k))
         elif ct == "image":
-            out.append(_image(c, cp))
+            out.append(_image(c, *path, k))
         elif ct == "document":
-            d = _document(c, cp, warnings)
+            d = _document(c, warnings, *path, k)
             if isinstance(d, Opaque):
-                raise _fail(cp, "document with non-text content blocks is not supported in a tool result")
+                fail("document with non-text content blocks is not supported in a tool result", *path, k)
             out.append(d)
         elif ct == "search_result":
-            out.append(_search_result_text(c, cp, warnings))
+            out.append(_search_result_text(c, warnings, *path, k))
         elif ct == "tool_reference":
-            name = c.get("tool_name")
             warn_once(warnings, "tool_reference blocks are carried as plain text")
-            out.append(Text(f"[tool reference: {name}]"))
+            out.append(Text(f"[tool reference: {c.get('tool_name')}]"))
         else:
-            raise _fail(f"{cp}.type", f"unknown tool result content type {ct!r}")
+            fail(f"unknown tool result content type {ct!r}", *path, k, "type")
     return out
 
 
-def _unpacked(value: str, fallback_text: str, warnings: list[str], path: str) -> Reasoning:
+def _unpacked(value: str, fallback_text: str, warnings: list[str], *path: str | int) -> Reasoning:
     payload = rz.unpack(value)
     if payload is None:
-        warnings.append(f"{path}: damaged proxai reasoning envelope; its continuity payload was dropped")
+        warnings.append(f"{where(*path)}: damaged proxai reasoning envelope; its continuity payload was dropped")
         return Reasoning(text=fallback_text, opaque=None)
     text = payload.get("text")
     summary = payload.get("summary")
@@ -286,189 +242,122 @@ def _unpacked(value: str, fallback_text: str, warnings: list[str], path: str) ->
     )
 
 
-def _block(b: Any, path: str, warnings: list[str]) -> Any:
-    if not isinstance(b, dict):
-        raise _fail(path, f"content block must be an object, got {type(b).__name__}")
+def _block(b: Any, warnings: list[str], i: int, j: int) -> Any:
+    """One content block of ``messages[i].content[j]``."""
+    if b.__class__ is not dict:
+        raise expected("an object", b, "messages", i, "content", j)
     t = b.get("type")
     if t == "text":
-        return _text(b, path)
-    if t == "image":
-        return _image(b, path)
-    if t == "document":
-        return _document(b, path, warnings)
+        return _text(b, "messages", i, "content", j)
     if t == "tool_use":
-        tid = _str(b, "id", path, required=True)
-        name = _str(b, "name", path, required=True)
+        tid = b.get("id")
+        name = b.get("name")
+        if tid.__class__ is not str:
+            raise expected("a string", tid, "messages", i, "content", j, "id")
+        if name.__class__ is not str:
+            raise expected("a string", name, "messages", i, "content", j, "name")
         inp = b.get("input")
-        args = dumps(inp if inp is not None else {}).decode()
-        return ToolCall(tid, name, args)  # type: ignore[arg-type]
+        return ToolCall(tid, name, "{}" if inp is None else dumps(inp).decode())
     if t == "tool_result":
-        cid = _str(b, "tool_use_id", path, required=True)
-        return ToolResult(
-            cid,  # type: ignore[arg-type]
-            _tool_result_content(b.get("content"), f"{path}.content", warnings),
-            is_error=_bool(b.get("is_error"), f"{path}.is_error"),
-            cache_control=_cache(b, path),
-        )
+        cid = b.get("tool_use_id")
+        if cid.__class__ is not str:
+            raise expected("a string", cid, "messages", i, "content", j, "tool_use_id")
+        err = b.get("is_error")
+        if err is not None and err.__class__ is not bool:
+            raise expected("a boolean", err, "messages", i, "content", j, "is_error")
+        cc = b.get("cache_control")
+        if cc is not None and cc.__class__ is not dict:
+            raise expected("an object", cc, "messages", i, "content", j, "cache_control")
+        content = b.get("content")
+        if content.__class__ is str:
+            parts: list[Any] = [Text(content)] if content else []
+        else:
+            parts = _tool_result_content(content, warnings, "messages", i, "content", j, "content")
+        return ToolResult(cid, parts, err, "function", cc)
     if t == "thinking":
-        text = _str(b, "thinking", path, required=True) or ""
-        sig = _str(b, "signature", path)
+        text = b.get("thinking")
+        if text.__class__ is not str:
+            raise expected("a string", text, "messages", i, "content", j, "thinking")
+        sig = b.get("signature")
+        if sig is None:
+            return Reasoning(text, None, {"protocol": PROTOCOL})
+        if sig.__class__ is not str:
+            raise expected("a string", sig, "messages", i, "content", j, "signature")
         if rz.is_packed(sig):
-            return _unpacked(sig, text, warnings, path)  # type: ignore[arg-type]
-        opaque: dict[str, Any] = {"protocol": PROTOCOL}
-        if sig is not None:
-            opaque["signature"] = sig
-        return Reasoning(text=text, opaque=opaque)
+            return _unpacked(sig, text, warnings, "messages", i, "content", j)
+        return Reasoning(text, None, {"protocol": PROTOCOL, "signature": sig})
+    if t == "image":
+        return _image(b, "messages", i, "content", j)
+    if t == "document":
+        return _document(b, warnings, "messages", i, "content", j)
     if t == "redacted_thinking":
-        data = _str(b, "data", path, required=True)
+        data = req_str(b.get("data"), "messages", i, "content", j, "data")
         if rz.is_packed(data):
-            return _unpacked(data, "", warnings, path)  # type: ignore[arg-type]
+            return _unpacked(data, "", warnings, "messages", i, "content", j)
         return Reasoning(text="", redacted=True, opaque={"protocol": PROTOCOL, "data": data})
     if t == "search_result":
-        return _search_result_text(b, path, warnings)
+        return _search_result_text(b, warnings, "messages", i, "content", j)
     if isinstance(t, str) and _BLOCK_TYPE.match(t):
         # server tool blocks, MCP blocks, container uploads, compaction, future block types
         return Opaque(PROTOCOL, b, t)
-    raise _fail(f"{path}.type", f"unknown content block type {t!r}")
-
-
-def _plain_text(b: Any) -> Text | None:
-    """Text of a ``{"type": "text", "text": str}`` block without citations, else None."""
-    if b.__class__ is dict and b.get("type") == "text":
-        text = b.get("text")
-        cc = b.get("cache_control")
-        if text.__class__ is str and (cc is None or cc.__class__ is dict) and b.get("citations") is None:
-            return Text(text, None, cc)
-    return None
-
-
-def _fast_block(b: Any, i: int, j: int, warnings: list[str]) -> Any:
-    """``_block`` for the common shapes, without building the field path; any other shape (and every
-    error) goes through ``_block``."""
-    if b.__class__ is dict:
-        t = b.get("type")
-        if t == "text":
-            text = b.get("text")
-            cc = b.get("cache_control")
-            if text.__class__ is str and (cc is None or cc.__class__ is dict) and b.get("citations") is None:
-                return Text(text, None, cc)
-        elif t == "tool_use":
-            tid = b.get("id")
-            name = b.get("name")
-            if tid.__class__ is str and name.__class__ is str:
-                inp = b.get("input")
-                return ToolCall(tid, name, "{}" if inp is None else dumps(inp).decode())
-        elif t == "tool_result":
-            cid = b.get("tool_use_id")
-            err = b.get("is_error")
-            cc = b.get("cache_control")
-            if cid.__class__ is str and (err is None or err.__class__ is bool) and (cc is None or cc.__class__ is dict):
-                content = b.get("content")
-                if content.__class__ is str:
-                    return ToolResult(cid, [Text(content)] if content else [], err, "function", cc)
-                if content is None:
-                    return ToolResult(cid, [], err, "function", cc)
-                if content.__class__ is list:
-                    texts = [_plain_text(c) for c in content]
-                    if all(texts):  # no None (parts are always truthy)
-                        return ToolResult(cid, texts, err, "function", cc)  # type: ignore[arg-type]
-        elif t == "thinking":
-            text = b.get("thinking")
-            sig = b.get("signature")
-            if text.__class__ is str and sig.__class__ is str and not sig.startswith(rz.PREFIX):
-                return Reasoning(text, None, {"protocol": PROTOCOL, "signature": sig})
-    return _block(b, f"messages[{i}].content[{j}]", warnings)
+    fail(f"unknown content block type {t!r}", "messages", i, "content", j, "type")
 
 
 def _system(v: Any) -> list[Text]:
-    if v is None:
-        return []
-    if isinstance(v, str):
+    if v.__class__ is str:
         return [Text(v)] if v else []
-    if not isinstance(v, list):
-        raise _fail("system", "must be a string or an array of text blocks")
     out = []
-    for k, b in enumerate(v):
-        t = _plain_text(b)
-        if t is None:
-            p = f"system[{k}]"
-            if not isinstance(b, dict) or b.get("type") != "text":
-                raise _fail(p, "system blocks must be text blocks")
-            t = _text(b, p)
-        out.append(t)
+    for k, b in enumerate(req_list(v, "system")):
+        if b.__class__ is not dict or b.get("type") != "text":
+            fail("expected a text block", "system", k)
+        out.append(_text(b, "system", k))
     return out
 
 
 def _tools(v: Any, req: Request) -> None:
-    if v is None:
-        return
-    if not isinstance(v, list):
-        raise _fail("tools", "must be an array")
     server: list[dict[str, Any]] = []
-    for k, t in enumerate(v):
-        if not isinstance(t, dict):
-            raise _fail(f"tools[{k}]", "must be an object")
-        tt = t.get("type")
+    for k, t in enumerate(req_list(v, "tools")):
+        tt = req_obj(t, "tools", k).get("type")
         if tt is None or tt == "custom":
             name = t.get("name")
-            schema = t.get("input_schema")
-            strict = t.get("strict")
-            desc = t.get("description")
-            cc = t.get("cache_control")
-            if (name.__class__ is str and (schema is None or schema.__class__ is dict)
-                    and (strict is None or strict.__class__ is bool) and (desc is None or desc.__class__ is str)
-                    and (cc is None or cc.__class__ is dict)):
-                req.tools.append(Tool(name, desc, schema, "function", strict, None, cc))
-                continue
-            # not the common shape: the checks below name the field that is wrong
-            p = f"tools[{k}]"
-            name = _str(t, "name", p, required=True)
-            schema = _dict(t, "input_schema", p)
-            strict = _bool(t.get("strict"), f"{p}.strict")
-            req.tools.append(
-                Tool(name, _str(t, "description", p), schema, "function", strict,  # type: ignore[arg-type]
-                     cache_control=_cache(t, p))
-            )
-        elif isinstance(tt, str):
-            _str(t, "name", f"tools[{k}]")
+            if name.__class__ is not str:
+                raise expected("a string", name, "tools", k, "name")
+            req.tools.append(Tool(name, opt_str(t.get("description"), "tools", k, "description"),
+                                  opt_obj(t.get("input_schema"), "tools", k, "input_schema"), "function",
+                                  opt_bool(t.get("strict"), "tools", k, "strict"), None,
+                                  opt_obj(t.get("cache_control"), "tools", k, "cache_control")))
+        elif tt.__class__ is str:
+            opt_str(t.get("name"), "tools", k, "name")
             server.append(t)
         else:
-            raise _fail(f"tools[{k}].type", "must be a string")
+            raise expected("a string", tt, "tools", k, "type")
     if server:
         req.extra["server_tools"] = server
 
 
 def _tool_choice(v: Any, req: Request) -> None:
-    if v is None:
-        return
-    if not isinstance(v, dict):
-        raise _fail("tool_choice", "must be an object")
-    t = v.get("type")
+    t = req_obj(v, "tool_choice").get("type")
     if t == "auto":
         req.tool_choice = ToolChoice("auto")
     elif t == "any":
         req.tool_choice = ToolChoice("required")
     elif t == "tool":
-        req.tool_choice = ToolChoice("tool", name=_str(v, "name", "tool_choice", required=True))
+        req.tool_choice = ToolChoice("tool", name=req_str(v.get("name"), "tool_choice", "name"))
     elif t == "none":
         req.tool_choice = ToolChoice("none")
     else:
-        raise _fail("tool_choice.type", f"unknown tool_choice type {t!r}")
-    if _bool(v.get("disable_parallel_tool_use"), "tool_choice.disable_parallel_tool_use"):
+        fail(f"unknown tool_choice type {t!r}", "tool_choice", "type")
+    if opt_bool(v.get("disable_parallel_tool_use"), "tool_choice", "disable_parallel_tool_use"):
         req.parallel_tool_calls = False
 
 
 def _thinking(v: Any, req: Request) -> None:
-    if v is None:
-        return
-    if not isinstance(v, dict):
-        raise _fail("thinking", "must be an object")
-    t = v.get("type")
+    t = req_obj(v, "thinking").get("type")
     rc = req.reasoning or ReasoningConfig()
     if t == "enabled":
-        budget = _int(v.get("budget_tokens"), "thinking.budget_tokens")
-        if budget is None:
-            raise _fail("thinking.budget_tokens", "required integer is missing")
+        budget = v.get("budget_tokens")
+        if budget.__class__ is not int:
+            raise expected("an integer", budget, "thinking", "budget_tokens")
         rc.budget_tokens = budget
     elif t == "adaptive":
         rc.adaptive = True
@@ -478,122 +367,99 @@ def _thinking(v: Any, req: Request) -> None:
         rc.disabled = True
         req.extra["anthropic_thinking_between_tools"] = True
     else:
-        raise _fail("thinking.type", f"unknown thinking type {t!r}")
-    display = _str(v, "display", "thinking")
+        fail(f"unknown thinking type {t!r}", "thinking", "type")
+    display = opt_str(v.get("display"), "thinking", "display")
     if display is not None:
         req.extra["anthropic_thinking_display"] = display
     req.reasoning = rc
 
 
-def _format(v: Any, path: str) -> OutputFormat | None:
+def _format(v: Any, *path: str) -> OutputFormat | None:
     if v is None:
         return None
-    if not isinstance(v, dict):
-        raise _fail(path, "must be an object")
-    if v.get("type") != "json_schema":
-        raise _fail(f"{path}.type", f"unknown output format type {v.get('type')!r}")
-    return OutputFormat("json_schema", schema=_dict(v, "schema", path, required=True))
+    if req_obj(v, *path).get("type") != "json_schema":
+        fail(f"unknown output format type {v.get('type')!r}", *path, "type")
+    return OutputFormat("json_schema", schema=req_obj(v.get("schema"), *path, "schema"))
 
 
-def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
-    if not isinstance(body, dict):
-        raise TranslationError("request body must be a JSON object", field="body")
+def _decode_rare(body: dict[str, Any], req: Request, warnings: list[str]) -> None:
+    """The fields a usual request does not have."""
     get = body.get
-    # the usual fields take inline type checks; the helpers (which name the field) run on a mismatch,
-    # and the rarer fields are looked at only when the body has any
-    rare = not body.keys() <= _USUAL_FIELDS
-    req = Request()
-    model = get("model")
-    if model is not None:
-        req.model = model if model.__class__ is str else _str(body, "model", "")
-    msgs = get("messages")
-    if not isinstance(msgs, list):
-        raise _fail("messages", "required array is missing" if msgs is None else "must be an array")
-    system = get("system")
-    if system is not None:
-        req.system = [Text(system)] if system.__class__ is str and system else _system(system)
-    out = req.messages
-    for i, m in enumerate(msgs):
-        if not isinstance(m, dict):
-            raise _fail(f"messages[{i}]", "must be an object")
-        role = m.get("role")
-        if role not in ("user", "assistant"):
-            raise _fail(f"messages[{i}].role", f"must be 'user' or 'assistant', got {role!r}")
-        content = m.get("content")
-        if isinstance(content, str):
-            out.append(Message(role, [Text(content)]))
-        elif isinstance(content, list):
-            out.append(Message(role, [_fast_block(b, i, j, warnings) for j, b in enumerate(content)]))
-        else:
-            raise _fail(f"messages[{i}].content", "must be a string or an array of content blocks")
-    v = get("max_tokens")
-    if v is not None:
-        req.max_output_tokens = v if v.__class__ is int else _int(v, "max_tokens")
-    v = get("temperature")
-    if v is not None:
-        req.temperature = v if v.__class__ is float or v.__class__ is int else _num(v, "temperature")
-    if rare:
-        v = get("top_p")
-        if v is not None:
-            req.top_p = _num(v, "top_p")
-        v = get("top_k")
-        if v is not None:
-            req.top_k = _int(v, "top_k")
-        stops = get("stop_sequences")
-        if stops is not None:
-            if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
-                raise _fail("stop_sequences", "must be an array of strings")
-            req.stop = list(stops)
-    v = get("stream")
-    if v is not None:
-        # Anthropic streams always carry usage
-        req.stream = req.include_usage = v if v.__class__ is bool else bool(_bool(v, "stream"))
-    v = get("tools")
-    if v is not None:
-        _tools(v, req)
-    v = get("tool_choice")
-    if v is not None:
-        if v.__class__ is dict and v.get("type") == "auto" and len(v) == 1:
-            req.tool_choice = ToolChoice("auto")
-        else:
-            _tool_choice(v, req)
-    v = get("thinking")
-    if v is not None:
-        _thinking(v, req)
-    if rare:
-        if get("output_config") is not None:
-            oc = _dict(body, "output_config", "")
-            effort = _str(oc, "effort", "output_config")  # type: ignore[arg-type]
-            if effort is not None:
-                req.reasoning = req.reasoning or ReasoningConfig()
-                req.reasoning.effort = effort
-                req.extra["anthropic_effort"] = effort
-            req.output_format = _format(oc.get("format"), "output_config.format")  # type: ignore[union-attr]
-            rest = sorted(k for k in oc if k not in ("effort", "format"))  # type: ignore[union-attr]
-            if rest:
-                warnings.append(f"output_config fields ignored: {', '.join(rest)}")
-        if req.output_format is None:
-            v = get("output_format")
-            if v is not None:
-                req.output_format = _format(v, "output_format")
-    md = get("metadata")
-    if md is not None:
-        uid = md.get("user_id") if md.__class__ is dict else None
-        if uid is None or uid.__class__ is not str:
-            md = _dict(body, "metadata", "")
-            uid = _str(md, "user_id", "metadata")  # type: ignore[arg-type]
-        req.user = uid
-        req.metadata = dict(md)  # type: ignore[arg-type]
-    if rare and not body.keys() <= _CORE_FIELDS:
-        st = get("service_tier")
+    req.top_p = opt_num(get("top_p"), "top_p")
+    req.top_k = opt_int(get("top_k"), "top_k")
+    stops = get("stop_sequences")
+    if stops is not None:
+        req.stop = [req_str(s, "stop_sequences", k) for k, s in enumerate(req_list(stops, "stop_sequences"))]
+    oc = opt_obj(get("output_config"), "output_config")
+    if oc is not None:
+        effort = opt_str(oc.get("effort"), "output_config", "effort")
+        if effort is not None:
+            req.reasoning = req.reasoning or ReasoningConfig()
+            req.reasoning.effort = effort
+            req.extra["anthropic_effort"] = effort
+        req.output_format = _format(oc.get("format"), "output_config", "format")
+        rest = sorted(k for k in oc if k not in ("effort", "format"))
+        if rest:
+            warnings.append(f"output_config fields ignored: {', '.join(rest)}")
+    if req.output_format is None:
+        req.output_format = _format(get("output_format"), "output_format")
+    if not body.keys() <= _CORE_FIELDS:
+        st = opt_str(get("service_tier"), "service_tier")
         if st is not None:
-            req.extra["service_tier"] = _str(body, "service_tier", "")
+            req.extra["service_tier"] = st
         for k in PASSTHROUGH_EXTRA:
             if get(k) is not None:
                 req.extra[k] = body[k]
         unknown = sorted(k for k in body if k not in _KNOWN_FIELDS)
         if unknown:
             warnings.append(f"unknown request fields ignored: {', '.join(unknown)}")
+
+
+def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
+    if body.__class__ is not dict:
+        raise expected("an object", body, "body")
+    get = body.get
+    req = Request()
+    req.model = opt_str(get("model"), "model")
+    msgs = get("messages")
+    if msgs.__class__ is not list:
+        raise expected("an array", msgs, "messages")
+    system = get("system")
+    if system is not None:
+        req.system = _system(system)
+    out = req.messages
+    for i, m in enumerate(msgs):
+        if m.__class__ is not dict:
+            raise expected("an object", m, "messages", i)
+        role = m.get("role")
+        if role != "user" and role != "assistant":
+            fail(f"expected 'user' or 'assistant', got {role!r}", "messages", i, "role")
+        content = m.get("content")
+        if content.__class__ is str:
+            out.append(Message(role, [Text(content)]))
+        elif content.__class__ is list:
+            out.append(Message(role, [_block(b, warnings, i, j) for j, b in enumerate(content)]))
+        else:
+            raise expected("a string or an array of content blocks", content, "messages", i, "content")
+    req.max_output_tokens = opt_int(get("max_tokens"), "max_tokens")
+    req.temperature = opt_num(get("temperature"), "temperature")
+    # Anthropic streams always carry usage
+    req.stream = req.include_usage = bool(opt_bool(get("stream"), "stream"))
+    v = get("tools")
+    if v is not None:
+        _tools(v, req)
+    v = get("tool_choice")
+    if v is not None:
+        _tool_choice(v, req)
+    v = get("thinking")
+    if v is not None:
+        _thinking(v, req)
+    md = get("metadata")
+    if md is not None:
+        req.user = opt_str(req_obj(md, "metadata").get("user_id"), "metadata", "user_id")
+        req.metadata = dict(md)
+    if not body.keys() <= _USUAL_FIELDS:
+        _decode_rare(body, req, warnings)
     return req
 
 
@@ -605,8 +471,17 @@ def _tool_id_ok(tid: str) -> bool:
                           or _TOOL_ID.match(tid) is not None)
 
 
+#: ids already seen valid (agent loops send the same history again every turn); bounded
+_GOOD_IDS: dict[str, None] = {}
+
+
 def _tool_id(tid: str, warnings: list[str]) -> str:
+    if tid in _GOOD_IDS:
+        return tid
     if _tool_id_ok(tid):
+        if len(_GOOD_IDS) >= 8192:
+            _GOOD_IDS.clear()
+        _GOOD_IDS[tid] = None
         return tid
     clean = re.sub(r"[^a-zA-Z0-9_-]", "_", tid) or "toolu"
     warn_once(warnings, "tool call ids with characters Anthropic rejects were rewritten")
@@ -632,7 +507,7 @@ def _enc_image(p: Image, path: str) -> dict[str, Any]:
         if du is not None:
             src = {"type": "base64", "media_type": du[0], "data": du[1]}
         elif url.startswith("data:"):
-            raise _fail(path, "image data: URL must be base64-encoded")
+            raise invalid("image data: URL must be base64-encoded", path)
         else:
             src = {"type": "url", "url": url}
     else:
@@ -651,7 +526,7 @@ def _enc_document(p: Document, path: str) -> dict[str, Any]:
         else:
             du = _data_url(p.url or "")
             if du is None:
-                raise _fail(path, "document data: URL must be base64-encoded")
+                raise invalid("document data: URL must be base64-encoded", path)
             media, data = du
         if media == "application/pdf":
             src = {"type": "base64", "media_type": "application/pdf", "data": data}
@@ -659,10 +534,10 @@ def _enc_document(p: Document, path: str) -> dict[str, Any]:
             try:
                 text = base64.b64decode(data, validate=False).decode("utf-8")
             except (binascii.Error, UnicodeDecodeError, ValueError):
-                raise _fail(path, f"document of type {media} is not valid base64 UTF-8 text") from None
+                raise invalid(f"document of type {media} is not valid base64 UTF-8 text", path) from None
             src = {"type": "text", "media_type": "text/plain", "data": text}
         else:
-            raise _fail(path, f"Anthropic accepts PDF or plain-text documents, not {media}")
+            raise invalid(f"Anthropic accepts PDF or plain-text documents, not {media}", path)
     elif p.source == "url":
         src = {"type": "url", "url": p.url or ""}
     elif p.source == "text":
@@ -702,9 +577,9 @@ def _enc_tool_call(p: ToolCall, i: int, j: int, warnings: list[str]) -> dict[str
         try:
             inp = orjson.loads(p.arguments)
         except orjson.JSONDecodeError:
-            raise _fail(f"messages[{i}].content[{j}].arguments", "tool call arguments are not valid JSON") from None
+            raise invalid("tool call arguments are not valid JSON", f"messages[{i}].content[{j}].arguments") from None
         if not isinstance(inp, dict):
-            raise _fail(f"messages[{i}].content[{j}].arguments", "tool call arguments must be a JSON object")
+            raise invalid("tool call arguments must be a JSON object", f"messages[{i}].content[{j}].arguments")
     return {"type": "tool_use", "id": _tool_id(p.id, warnings), "name": short_tool_name(p.name), "input": inp}
 
 
@@ -797,7 +672,7 @@ def _part_block(p: Any, role: str, i: int, j: int, warnings: list[str]) -> tuple
                       "Anthropic cannot represent it")
             b = None
     else:
-        raise _fail(path, f"unsupported part {type(p).__name__}")
+        raise invalid(f"unsupported part {type(p).__name__}", path)
     return None if b is None else (role, b)
 
 
@@ -842,7 +717,7 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                           "Anthropic system prompt")
                 system.extend(_system_texts(m.parts, warnings))
                 continue
-            raise _fail(f"messages[{i}].role", f"unsupported role {m.role!r}")
+            raise invalid(f"unsupported role {m.role!r}", f"messages[{i}].role")
         for j, p in enumerate(m.parts):
             c = p.__class__
             if c is Text:
@@ -947,7 +822,7 @@ def _enc_tool_choice(req: Request, tools: list[dict[str, Any]], warnings: list[s
         out = {"type": "any"}
     elif tc.mode == "tool":
         if not tc.name:
-            raise _fail("tool_choice.name", "a named tool choice needs a tool name")
+            raise invalid("a named tool choice needs a tool name", "tool_choice.name")
         out = {"type": "tool", "name": short_tool_name(tc.name)}
     else:  # allowed subset
         allowed = {short_tool_name(n) for n in (tc.allowed or ())}
@@ -970,14 +845,14 @@ def _extras(req: Request, out: dict[str, Any], warnings: list[str]) -> None:
         return
     n = ex.get("n")
     if isinstance(n, int) and not isinstance(n, bool) and n > 1:
-        raise _fail("n", "Anthropic returns one completion per request; n > 1 cannot be translated")
+        raise invalid("Anthropic returns one completion per request; n > 1 cannot be translated", "n")
     if ex.get("previous_response_id"):
-        raise _fail("previous_response_id", "Anthropic keeps no server-side conversation; send the full input")
+        raise invalid("Anthropic keeps no server-side conversation; send the full input", "previous_response_id")
     if ex.get("conversation"):
-        raise _fail("conversation", "Anthropic keeps no server-side conversation; send the full input")
+        raise invalid("Anthropic keeps no server-side conversation; send the full input", "conversation")
     mods = ex.get("modalities")
     if ex.get("audio") or (isinstance(mods, list) and "audio" in mods):
-        raise _fail("audio", "Anthropic cannot produce audio output")
+        raise invalid("Anthropic cannot produce audio output", "audio")
     for k in PASSTHROUGH_EXTRA:
         if ex.get(k) is not None:
             out[k] = ex[k]
@@ -1096,7 +971,7 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
     output_config: dict[str, Any] = {}
     if of is not None and of.type == "json_schema":
         if not isinstance(of.schema, dict):
-            raise _fail("output_format.schema", "a json_schema output format needs a schema object")
+            raise invalid("a json_schema output format needs a schema object", "output_format.schema")
         output_config["format"] = {"type": "json_schema", "schema": of.schema}
     elif of is not None and of.type == "json_object":
         warnings.append("json_object output format sent as a system instruction (Anthropic structured "

@@ -8,18 +8,33 @@ from typing import Any
 
 from .. import reasoning as rz
 from ..neutral import Reasoning, Usage
-from ..stop import GENERIC_CONTENT_FILTER_REFUSAL, StopInfo, StopReason, classify_stop
+from ..stop import (
+    GENERIC_CONTENT_FILTER_REFUSAL,
+    StopInfo,
+    StopKey,
+    StopReason,
+    WireStop,
+    check_stop_table,
+    classify_stop,
+    map_stop,
+)
+from ._openai_common import credentials, error_facts
+from .base import (
+    SNIFF_CONTENT,
+    SNIFF_DECISIVE,
+    SNIFF_DEFAULT,
+    SNIFF_DIALECT,
+    SNIFF_KEYS,
+    SNIFF_TOOLS,
+    SNIFF_WEAK,
+    Capabilities,
+    ClientTools,
+    Endpoints,
+    Evidence,
+    RequestFields,
+)
 
 PROTOCOL = "openai_chat_completions"
-
-#: Raw stop values that mean "a filter withheld output" (not a model's stated refusal). A REFUSAL
-#: whose raw is one of these goes to a Chat client as finish_reason "content_filter"; a stated
-#: refusal (Anthropic "refusal", Chat "stop" + message.refusal) goes as "stop" (seed 000).
-FILTER_RAWS = frozenset({
-    "content_filter", "content_filtered", "guardrail_intervened", "sensitive", "safety", "recitation",
-    "blocklist", "prohibited_content", "spii", "image_safety", "image_prohibited_content",
-    "image_recitation", "jailbreak", "model_armor",
-})
 
 _REASONING_META = ("text", "summary", "redacted")
 
@@ -233,23 +248,112 @@ def build_stop(raw: str | None, *, refusal: str | None, produced: bool, has_tool
 
 
 def finish_reason(stop: StopInfo, has_tools: bool, warnings: list[str]) -> str:
-    """Neutral stop -> Chat finish_reason (seed 003 table, seed 000 for refusals)."""
-    r = stop.reason
-    if r is StopReason.END_TURN:
-        return "stop"
-    if r is StopReason.TOOL_USE:
-        if has_tools:
-            return "tool_calls"
+    """Neutral stop -> Chat finish_reason, from :data:`STOP_TABLE` (seed 003; seed 000 for refusals)."""
+    if stop.reason is StopReason.TOOL_USE and not has_tools:
+        # finish_reason tool_calls without tool_calls is no valid Chat completion
         warnings.append("stop reason tool_use without any tool call: sent as finish_reason stop")
         return "stop"
-    if r is StopReason.MAX_OUTPUT or r is StopReason.CONTEXT_FULL:
-        return "length"
-    if r is StopReason.REFUSAL:
-        raw = stop.raw.lower() if isinstance(stop.raw, str) else None
-        return "content_filter" if raw in FILTER_RAWS else "stop"
-    if r is StopReason.PAUSED:
-        warnings.append(f"stop reason paused ({stop.raw}) has no Chat equivalent: sent as finish_reason "
-                        "stop (lossy; the turn is not finished)")
-        return "stop"
-    warnings.append(f"stop reason {r.value} ({stop.raw}) has no Chat equivalent: sent as finish_reason stop")
-    return "stop"
+    return map_stop(STOP_TABLE, stop, has_tools, "Chat Completions", warnings).value
+
+
+# ============================================================================= codec facts
+ENDPOINTS = Endpoints(generate="/chat/completions")
+FIELDS = RequestFields(stop="stop", stream_options="stream_options")
+CREDENTIALS = credentials(protocol_headers=("openai-beta",))
+ERRORS = error_facts()
+CAPABILITIES = Capabilities(custom_tools=True, interrupted_is_status=False)
+
+#: neutral stop decision -> finish_reason (seed 003 table; seed 000: a stated refusal is "stop")
+STOP_TABLE = check_stop_table({
+    StopKey.END_TURN: WireStop("stop"),
+    StopKey.TOOL_USE: WireStop("tool_calls"),
+    StopKey.MAX_OUTPUT: WireStop("length"),
+    StopKey.CONTEXT_FULL: WireStop("length"),
+    StopKey.REFUSAL: WireStop("stop"),
+    StopKey.FILTERED: WireStop("content_filter"),
+    StopKey.PAUSED: WireStop("stop", exact=False),
+    StopKey.INTERRUPTED: WireStop("stop", exact=False),
+    StopKey.OTHER: WireStop("stop", exact=False),
+}, "Chat Completions")
+
+#: finish_reason values -> reason (what this protocol writes, read back)
+STOP_VALUES = {
+    "stop": StopReason.END_TURN,
+    "tool_calls": StopReason.TOOL_USE,
+    "function_call": StopReason.TOOL_USE,
+    "length": StopReason.MAX_OUTPUT,
+    "content_filter": StopReason.REFUSAL,
+}
+
+
+def client_tools(body: dict[str, Any]) -> ClientTools:
+    out = ClientTools()
+    tools = body.get("tools")
+    if not isinstance(tools, list):
+        return out
+    for t in tools:
+        if not isinstance(t, dict):
+            continue
+        ttype = t.get("type")
+        fn = t.get("function") if ttype in (None, "function") else t.get("custom")
+        name = fn.get("name") if isinstance(fn, dict) else None
+        if isinstance(name, str):
+            out.names.append(name)
+            if ttype == "custom":
+                out.custom.add(name)
+    return out
+
+
+_REQ_KEYS = frozenset({"max_completion_tokens", "n", "response_format", "stream_options", "logprobs",
+                       "frequency_penalty", "presence_penalty", "logit_bias", "seed", "functions",
+                       "reasoning_effort", "modalities", "audio", "prediction", "web_search_options"})
+_ROLES = frozenset({"system", "developer", "tool", "function"})
+_BLOCKS = frozenset({"image_url", "input_audio", "file", "refusal"})
+
+
+def sniff_request(obj: dict[str, Any]) -> Evidence | None:
+    msgs = obj.get("messages")
+    if not isinstance(msgs, list):
+        return None
+    th = obj.get("thinking")
+    if isinstance(th, dict) and not (th.get("type") == "enabled" and "budget_tokens" in th
+                                     or th.get("type") in ("adaptive", "disabled")):
+        return (SNIFF_DIALECT, 0)  # OpenAI-compatible providers' own "thinking" switches (Z.ai, ...)
+    if _REQ_KEYS & obj.keys():
+        return (SNIFF_KEYS - 1, 0)
+    for i, m in enumerate(msgs):
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") in _ROLES or "tool_calls" in m:
+            return (SNIFF_CONTENT, -i * 1000)
+        content = m.get("content")
+        if isinstance(content, list):
+            for j, b in enumerate(content):
+                t = b.get("type") if isinstance(b, dict) else None
+                if t in _BLOCKS or (isinstance(t, str) and t.endswith("_url")):
+                    return (SNIFF_CONTENT, -(i * 1000 + j + 1))
+    tools = obj.get("tools")
+    if isinstance(tools, list) and tools and isinstance(tools[0], dict):
+        t0 = tools[0]
+        if "function" in t0 or t0.get("type") == "function":
+            return (SNIFF_TOOLS, 0)
+    return (SNIFF_DEFAULT, 0)  # plain text messages: Chat unless Anthropic's required max_tokens
+
+
+def sniff_response(obj: dict[str, Any]) -> Evidence | None:
+    if "choices" in obj or obj.get("object") in ("chat.completion", "chat.completion.chunk"):
+        return (SNIFF_DECISIVE, 0)
+    if "error" in obj:
+        return (SNIFF_WEAK, 0)  # an OpenAI-shaped error; any OpenAI protocol reads it the same
+    return None
+
+
+def sniff_stream(head: bytes) -> Evidence | None:
+    if b"chat.completion.chunk" in head or b'"choices"' in head:
+        return (SNIFF_DECISIVE - 2, 0)
+    return None
+
+
+def is_error_body(obj: dict[str, Any]) -> bool:
+    return obj.get("type") == "error" or ("error" in obj and not obj.get("choices"))
+

@@ -11,15 +11,37 @@ import base64
 import codecs
 import hashlib
 import re
-from dataclasses import dataclass
+from collections.abc import MutableMapping
 from datetime import datetime
 from typing import Any
-from urllib.parse import parse_qsl, quote
+from urllib.parse import parse_qsl, quote, unquote
 
 import orjson
 
 from ..neutral import Error, Usage
-from ..stop import GENERIC_REFUSAL, StopInfo, StopReason, classify_stop
+from ..stop import (
+    GENERIC_REFUSAL,
+    StopInfo,
+    StopKey,
+    StopReason,
+    WireStop,
+    check_stop_table,
+    classify_stop,
+    map_stop,
+)
+from .base import (
+    SNIFF_DECISIVE,
+    SNIFF_KEYS,
+    SNIFF_TOOLS,
+    Capabilities,
+    ClientTools,
+    Credentials,
+    Endpoints,
+    ErrorFacts,
+    Evidence,
+    PathFacts,
+    RequestFields,
+)
 
 PROTOCOL = "gemini_generate_content"
 
@@ -78,45 +100,28 @@ _MODELS = re.compile(r"^/v1(?:alpha|beta\d*|\d*)?(?:/projects/[^/]+/locations/[^
                      r"(?:/[^/:?]+)?$")
 
 
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """What a Gemini URL says: the model, the method, and how a stream is framed."""
-
-    model: str
-    method: str  # generateContent | streamGenerateContent | countTokens
-    prefix: str  # "/v1beta" or "/v1/projects/p/locations/l/publishers/google"
-    sse: bool  # streamGenerateContent?alt=sse (otherwise a streamed JSON array)
-
-    @property
-    def stream(self) -> bool:
-        return self.method == "streamGenerateContent"
-
-    @property
-    def vertex(self) -> bool:
-        return "/projects/" in self.prefix
-
-
-def parse_endpoint(path: str) -> Endpoint | None:
+def parse_endpoint(path: str) -> PathFacts | None:
     """The Gemini endpoint a request path names (query included), or None when it names none."""
     p, _, query = path.partition("?")
     m = _PATH.match(p)
     if m is None:
         return None
     sse = any(k == "alt" and v == "sse" for k, v in parse_qsl(query, keep_blank_values=True))
-    model = m.group("model")
-    return Endpoint(model, m.group("method"), m.group("prefix"), sse)
+    method = m.group("method")
+    return PathFacts("count_tokens" if method == "countTokens" else "generate", m.group("prefix"),
+                     unquote(m.group("model")), method == "streamGenerateContent", sse)
 
 
 def is_models_list(path: str) -> bool:
     return _MODELS.match(path.partition("?")[0]) is not None
 
 
-def endpoint_path(model: str, stream: bool, *, prefix: str = "/v1beta", sse: bool = True) -> str:
-    """The upstream path for a request to ``model`` (streamed as SSE unless told otherwise)."""
+def endpoint_path(model: str, stream: bool) -> str:
+    """The upstream path after the version prefix for a request to ``model`` (streams as SSE)."""
     name = quote(model.removeprefix("models/"), safe="-._~@")
     if stream:
-        return f"{prefix}/models/{name}:streamGenerateContent" + ("?alt=sse" if sse else "")
-    return f"{prefix}/models/{name}:generateContent"
+        return f"/models/{name}:streamGenerateContent?alt=sse"
+    return f"/models/{name}:generateContent"
 
 
 #: Credentials a Gemini client may send: a header and a query parameter.
@@ -161,37 +166,36 @@ def stop_from_block(feedback: dict[str, Any]) -> StopInfo | None:
     return StopInfo(StopReason.REFUSAL, reason, reason, msg if isinstance(msg, str) and msg else None, None, detail)
 
 
-def stop_to_wire(stop: StopInfo, warnings: list[str]) -> tuple[str, str | None]:
-    """(finishReason, finishMessage) for a Gemini client: every StopReason mapped explicitly."""
-    r = stop.reason
-    raw = stop.raw if isinstance(stop.raw, str) else ""
-    up = raw.upper()
-    if r is StopReason.END_TURN or r is StopReason.TOOL_USE:
-        return "STOP", None
-    if r is StopReason.MAX_OUTPUT:
-        return "MAX_TOKENS", None
-    if r is StopReason.CONTEXT_FULL:
-        warn_once(warnings, f"stop {raw or 'context_full'!r} sent to the Gemini client as MAX_TOKENS "
-                  "(Gemini has no context-window stop)")
-        return "MAX_TOKENS", stop.message
-    if r is StopReason.REFUSAL:
-        if up in REFUSAL_FINISHES:
-            return up, stop.message or GENERIC_REFUSAL
-        # Gemini says "declined" only with a policy value: SAFETY, the explanation as finishMessage
-        # (the refusal text the model wrote stays visible as text)
-        return "SAFETY", stop.message or GENERIC_REFUSAL
-    if r is StopReason.PAUSED:
-        warn_once(warnings, f"stop {raw or 'paused'!r} sent to the Gemini client as STOP (Gemini cannot "
-                  "ask for a turn to be continued)")
-        return "STOP", stop.message
-    if r is StopReason.INTERRUPTED:
-        warn_once(warnings, f"stop {raw or 'interrupted'!r} sent to the Gemini client as OTHER")
-        return "OTHER", stop.message
-    # OTHER: Gemini's own values go back unchanged; anything else is OTHER with a warning
-    if up in FINISH_REASONS:
-        return up, stop.message
-    warn_once(warnings, f"unknown stop {raw!r} sent to the Gemini client as OTHER")
-    return "OTHER", stop.message
+#: neutral stop decision -> finishReason. Gemini says "declined" only with a policy value, so a
+#: model's stated refusal is SAFETY too (its text stays visible); a Gemini value the upstream sent
+#: goes back unchanged (:func:`stop_to_wire`).
+STOP_TABLE = check_stop_table({
+    StopKey.END_TURN: WireStop("STOP"),
+    StopKey.TOOL_USE: WireStop("STOP"),
+    StopKey.MAX_OUTPUT: WireStop("MAX_TOKENS"),
+    StopKey.CONTEXT_FULL: WireStop("MAX_TOKENS", exact=False),
+    StopKey.REFUSAL: WireStop("SAFETY", exact=False),
+    StopKey.FILTERED: WireStop("SAFETY"),
+    StopKey.PAUSED: WireStop("STOP", exact=False),
+    StopKey.INTERRUPTED: WireStop("OTHER", exact=False),
+    StopKey.OTHER: WireStop("OTHER", exact=False),
+}, "Gemini")
+
+#: finishReason values -> reason (what this protocol writes, read back; seed 004)
+STOP_VALUES = {v: classify_stop(v).reason for v in sorted(FINISH_REASONS)}
+
+
+def stop_to_wire(stop: StopInfo, has_tools: bool, warnings: list[str]) -> tuple[str, str | None]:
+    """(finishReason, finishMessage) for a Gemini client, from :data:`STOP_TABLE`; Gemini's own
+    refusal and other values come back as they were."""
+    up = stop.raw.upper() if isinstance(stop.raw, str) else ""
+    if stop.reason in (StopReason.REFUSAL, StopReason.OTHER) and up in FINISH_REASONS and up != "STOP":
+        value = up
+    else:
+        value = map_stop(STOP_TABLE, stop, has_tools, "Gemini", warnings).value
+    if stop.reason is StopReason.REFUSAL:
+        return value, stop.message or GENERIC_REFUSAL
+    return value, stop.message if value != "STOP" else None
 
 
 # ----------------------------------------------------------------------------- usage
@@ -254,10 +258,6 @@ def mint_call_id(scope: str, n: int, name: str) -> str:
     return f"{MINTED_PREFIX}{digest}"
 
 
-def response_id(src: str | None) -> str | None:
-    return src or None
-
-
 # ----------------------------------------------------------------------------- errors
 #: neutral error kind -> (HTTP status, Google status name)
 _KIND_TO_GOOGLE = {
@@ -313,6 +313,10 @@ def error_from_wire(status: int | None, obj: dict[str, Any]) -> Error | None:
         from ..errors import kind_for_status
 
         kind = kind_for_status(status)
+    elif status is not None and kind in ("invalid_request", "api_error"):
+        from ..errors import kind_for_status
+
+        kind = kind_for_status(status) if status not in (400, 500) else kind
     msg = err.get("message")
     message = msg if isinstance(msg, str) and msg else f"upstream returned HTTP {status}"
     if status is None:
@@ -320,24 +324,29 @@ def error_from_wire(status: int | None, obj: dict[str, Any]) -> Error | None:
     return Error(kind=kind, message=message, status=status, raw=obj)
 
 
-def error_status(err: Error) -> int:
-    """The HTTP status a Gemini client gets for ``err``."""
-    st = err.status
-    if err.kind in ("overloaded",) or st == 529:
-        return 503
-    if st is not None and 400 <= st < 600:
-        return st
-    return _KIND_TO_GOOGLE.get(err.kind, (500, "INTERNAL"))[0]
-
-
 def error_body(err: Error) -> dict[str, Any]:
-    """The Google error body for ``err``; the status name follows the kind (and the status)."""
-    st = error_status(err)
+    """The Google error body for ``err``: ``code`` the status the client gets, ``status`` the Google
+    name that goes with the kind (the upstream's own name when it says the same)."""
+    st = ERRORS.statuses.get(err.kind, 500)
+    if err.status is not None and 400 <= err.status < 600 and err.status != 529:
+        from ..errors import kind_for_status
+
+        if kind_for_status(err.status) == err.kind:
+            st = err.status
     raw = err.raw.get("error") if isinstance(err.raw, dict) else None
     name = raw.get("status") if isinstance(raw, dict) else None
     if not isinstance(name, str) or GOOGLE_TO_KIND.get(name) != err.kind:
         name = _KIND_TO_GOOGLE.get(err.kind, (0, ""))[1] or _STATUS_TO_GOOGLE.get(st, "INTERNAL")
     return {"error": {"code": st, "message": err.message, "status": name}}
+
+
+ERRORS = ErrorFacts(
+    types=dict(GOOGLE_TO_KIND),  # Google's error.status plays the part of error.type
+    codes={},
+    statuses={k: v[0] for k, v in _KIND_TO_GOOGLE.items()},
+    foreign_statuses=frozenset({529}),  # overloaded is 503 UNAVAILABLE here
+    body=error_body,
+)
 
 
 # ----------------------------------------------------------------------------- JSON-array streams
@@ -491,3 +500,101 @@ class StreamReader:
             return self._sse.close_raw()
         events = self.close()
         return events, [b""] * len(events)
+
+
+# ----------------------------------------------------------------------------- codec facts
+ENDPOINTS = Endpoints(generate=":generateContent", count_tokens=":countTokens", models="/models",
+                      parse_path=parse_endpoint, path_for=endpoint_path)
+#: the model and the stream flag live in the URL (:data:`ENDPOINTS` ``parse_path``); no body has
+#: these fields, so a context built from the body alone has neither
+FIELDS = RequestFields(model="model", stream="stream", stop="stopSequences")
+CAPABILITIES = Capabilities(custom_tools=False, interrupted_is_status=False)
+
+
+def inject_key(headers: MutableMapping[str, str], key: str, host: str) -> None:
+    headers["x-goog-api-key"] = key
+
+
+CREDENTIALS = Credentials(
+    key_headers=("x-goog-api-key", "authorization"),
+    account_headers=("x-goog-user-project",),
+    vendor_headers=("x-goog-api-client", "x-goog-request-params"),
+    protocol_headers=(),
+    client_markers=("x-goog-api-key", "x-goog-api-client"),
+    default_headers={},
+    inject=inject_key,
+    vendor="google",
+    key_query=CREDENTIAL_QUERY,
+)
+
+
+def client_tools(body: dict[str, Any]) -> ClientTools:
+    out = ClientTools()
+    tools = body.get("tools")
+    for t in tools if isinstance(tools, list) else ():
+        decls = (t.get("functionDeclarations") or t.get("function_declarations")) if isinstance(t, dict) else None
+        for d in decls if isinstance(decls, list) else ():
+            if isinstance(d, dict) and isinstance(d.get("name"), str):
+                out.names.append(d["name"])
+    return out
+
+
+def client_stop(body: dict[str, Any]) -> list[str] | None:
+    gc = body.get("generationConfig") or body.get("generation_config")
+    stop = gc.get("stopSequences") if isinstance(gc, dict) else None
+    return [x for x in stop if isinstance(x, str)] if isinstance(stop, list) else None
+
+
+_REQ_KEYS = frozenset({"contents", "systemInstruction", "system_instruction", "generationConfig",
+                       "generation_config", "safetySettings", "toolConfig", "cachedContent"})
+
+
+def sniff_request(obj: dict[str, Any]) -> Evidence | None:
+    if "contents" in obj and not ("messages" in obj or "input" in obj):
+        return (SNIFF_DECISIVE, 0)
+    if _REQ_KEYS & obj.keys():
+        return (SNIFF_KEYS, 0)
+    tools = obj.get("tools")
+    if isinstance(tools, list) and tools and isinstance(tools[0], dict) and "functionDeclarations" in tools[0]:
+        return (SNIFF_TOOLS, 0)
+    return None
+
+
+def sniff_response(obj: dict[str, Any]) -> Evidence | None:
+    if "candidates" in obj or "promptFeedback" in obj or "usageMetadata" in obj:
+        return (SNIFF_DECISIVE, 0)
+    err = obj.get("error")
+    if isinstance(err, dict) and isinstance(err.get("status"), str) and isinstance(err.get("code"), int):
+        return (SNIFF_DECISIVE, 0)
+    return None
+
+
+def sniff_stream(head: bytes) -> Evidence | None:
+    if b'"candidates"' in head or b'"usageMetadata"' in head or b'"promptFeedback"' in head:
+        return (SNIFF_DECISIVE, 0)
+    return None
+
+
+def is_error_body(obj: dict[str, Any]) -> bool:
+    return "error" in obj and not obj.get("candidates")
+
+
+def model_entry(mid: str, src: dict[str, Any] | None) -> dict[str, Any]:
+    src = src or {}
+    name = mid if mid.startswith("models/") else f"models/{mid}"
+    out: dict[str, Any] = {"name": name, "displayName": src.get("displayName") or src.get("display_name") or mid,
+                           "supportedGenerationMethods": ["generateContent", "streamGenerateContent",
+                                                          "countTokens"]}
+    for k in ("inputTokenLimit", "outputTokenLimit", "description", "version"):
+        if src.get(k) is not None:
+            out[k] = src[k]
+    return out
+
+
+def model_list(items: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"models": items}
+
+
+def response_id(src: str | None) -> str:
+    """Gemini response ids are opaque strings: the source id as it is, one derived when absent."""
+    return src or "proxai-" + hashlib.sha1(b"no-id").hexdigest()[:16]

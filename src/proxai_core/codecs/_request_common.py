@@ -1,11 +1,110 @@
-"""Request-decoding helpers shared by the Chat and Responses codecs (private)."""
+"""Request-decoding helpers shared by the request codecs (private).
+
+One validation dialect for every client request: an error is a :class:`TranslationError` whose
+message is ``field.path: what is wrong`` (``messages[2].content: expected a string or an array, got
+integer``; JSON type names), and whose ``field`` is that path. Paths are given as parts (``"messages",
+2, "content"``) and joined only when an error is raised, so a valid request pays nothing for them.
+Decoders check the hot fields inline (``v.__class__ is str``) and raise with these builders; the
+getters below are for the others.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 from ..errors import TranslationError
 from ..neutral import Request
+
+_JSON_TYPES = {type(None): "null", bool: "boolean", int: "integer", float: "number", str: "string",
+               list: "array", dict: "object"}
+
+
+def json_type(v: Any) -> str:
+    """The JSON name of a decoded value's type (what a client sees in its own body)."""
+    return _JSON_TYPES.get(v.__class__) or type(v).__name__
+
+
+def where(*parts: str | int) -> str:
+    """``("messages", 2, "content")`` -> ``messages[2].content``."""
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif out:
+            out += "." + p
+        else:
+            out = p
+    return out or "body"
+
+
+def invalid(why: str, *path: str | int) -> TranslationError:
+    """``path: why`` (raise it)."""
+    at = where(*path)
+    return TranslationError(f"{at}: {why}", field=at)
+
+
+def expected(what: str, v: Any, *path: str | int) -> TranslationError:
+    """``path: expected <what>, got <json type>`` (raise it); a missing field is ``got null``."""
+    return invalid(f"expected {what}, got {json_type(v)}", *path)
+
+
+def fail(why: str, *path: str | int) -> NoReturn:
+    raise invalid(why, *path)
+
+
+# ----------------------------------------------------------------------------- getters
+def req_str(v: Any, *path: str | int) -> str:
+    if v.__class__ is str:
+        return v  # type: ignore[no-any-return]
+    raise expected("a string", v, *path)
+
+
+def opt_str(v: Any, *path: str | int) -> str | None:
+    if v is None or v.__class__ is str:
+        return v  # type: ignore[no-any-return]
+    raise expected("a string", v, *path)
+
+
+def opt_int(v: Any, *path: str | int) -> int | None:
+    if v is None or v.__class__ is int:
+        return v  # type: ignore[no-any-return]
+    raise expected("an integer", v, *path)
+
+
+def opt_num(v: Any, *path: str | int) -> float | None:
+    if v is None or v.__class__ is int or v.__class__ is float:
+        return v  # type: ignore[no-any-return]
+    raise expected("a number", v, *path)
+
+
+def opt_bool(v: Any, *path: str | int) -> bool | None:
+    if v is None or v.__class__ is bool:
+        return v  # type: ignore[no-any-return]
+    raise expected("a boolean", v, *path)
+
+
+def opt_obj(v: Any, *path: str | int) -> dict[str, Any] | None:
+    if v is None or v.__class__ is dict:
+        return v  # type: ignore[no-any-return]
+    raise expected("an object", v, *path)
+
+
+def req_obj(v: Any, *path: str | int) -> dict[str, Any]:
+    if v.__class__ is dict:
+        return v  # type: ignore[no-any-return]
+    raise expected("an object", v, *path)
+
+
+def opt_list(v: Any, *path: str | int) -> list[Any] | None:
+    if v is None or v.__class__ is list:
+        return v  # type: ignore[no-any-return]
+    raise expected("an array", v, *path)
+
+
+def req_list(v: Any, *path: str | int) -> list[Any]:
+    if v.__class__ is list:
+        return v  # type: ignore[no-any-return]
+    raise expected("an array", v, *path)
 
 
 class Tail:
@@ -28,9 +127,7 @@ def read_tail(body: dict[str, Any], req: Request, warnings: list[str], tail: Tai
     """``metadata`` (an object), the pass-through extras, a warning per unknown field (body order)."""
     md = body.get("metadata")
     if md is not None:
-        if not isinstance(md, dict):
-            raise TranslationError(f"metadata: expected an object, got {type(md).__name__}", field="metadata")
-        req.metadata = md
+        req.metadata = req_obj(md, "metadata")
     if body.keys() <= tail.core:
         return  # the usual body: nothing more to look at
     extra = req.extra
@@ -42,3 +139,11 @@ def read_tail(body: dict[str, Any], req: Request, warnings: list[str], tail: Tai
     for k in body:
         if k not in known:
             warnings.append(tail.unknown.format(k))
+
+
+def namespaced_tool_name(namespace: str, name: str) -> str:
+    """The flat name a tool of a Responses ``namespace`` tool gets toward targets that only have
+    functions (``crm`` + ``lookup`` -> ``crm__lookup``; a namespace already ending in ``__`` is joined
+    as is). Encoders still pass it through ``short_tool_name``; the way back is looked up in the
+    client's own tool list (``ClientContext.namespaces``), never parsed."""
+    return namespace + name if namespace.endswith("__") else f"{namespace}__{name}"

@@ -5,9 +5,22 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ..errors import TranslationError, openai_error_body, parse_error
+from ..errors import TranslationError, parse_error
 from ..neutral import Error, Usage
-from ..stop import GENERIC_CONTENT_FILTER_REFUSAL, StopInfo, StopReason, classify_stop
+from ..stop import (
+    GENERIC_CONTENT_FILTER_REFUSAL,
+    StopInfo,
+    StopKey,
+    StopReason,
+    WireStop,
+    check_stop_table,
+    classify_stop,
+    is_filter_refusal,
+    map_stop,
+)
+from ._openai_common import credentials, error_body, error_facts
+from ._request_common import namespaced_tool_name
+from .base import SNIFF_DECISIVE, Capabilities, ClientTools, Endpoints, Evidence, RequestFields
 
 PROTOCOL = "openai_responses"
 
@@ -272,17 +285,6 @@ def stop_from_status(status: Any, incomplete_details: Any, error: Any, *, has_to
 
 
 # ----------------------------------------------------------------------------- stop (encode)
-_MODEL_REFUSAL_RAW = frozenset({"refusal", "completed", "stop", "end_turn", "incomplete", "max_output_tokens",
-                                "max_tokens", "length"})
-
-
-def is_filter_refusal(stop: StopInfo) -> bool:
-    """A REFUSAL that a provider filter produced (Chat content_filter, GLM sensitive, ...), as opposed
-    to a model refusal (Anthropic ``refusal``, a refusal part / message.refusal)."""
-    raw = (stop.raw or "").strip().lower()
-    return bool(raw) and raw not in _MODEL_REFUSAL_RAW and classify_stop(raw).reason is StopReason.REFUSAL
-
-
 def refusal_fallback(stop: StopInfo) -> str:
     if stop.message:
         return stop.message
@@ -295,25 +297,19 @@ _INCOMPLETE_FILTER = {"reason": "content_filter"}
 
 def terminal_status(stop: StopInfo | None, warnings: list[str]
                     ) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None]:
-    """(status, incomplete_details, error) for the client's Responses object (seed 000)."""
+    """(status, incomplete_details, error) for the client's Responses object, from
+    :data:`STOP_TABLE` (seed 000)."""
     if stop is None:
         return "completed", None, None
-    r = stop.reason
-    if r is StopReason.END_TURN or r is StopReason.TOOL_USE or r is StopReason.PAUSED:
-        return "completed", None, None
-    if r is StopReason.MAX_OUTPUT or r is StopReason.CONTEXT_FULL:
-        return "incomplete", dict(_INCOMPLETE_MAX), None
-    if r is StopReason.REFUSAL:
-        if is_filter_refusal(stop):
-            return "incomplete", dict(_INCOMPLETE_FILTER), None
-        return "completed", None, None
-    if r is StopReason.INTERRUPTED:
-        if (stop.raw or "").lower() == "cancelled":
+    wire = map_stop(STOP_TABLE, stop, False, "Responses", warnings)
+    if wire.value == "incomplete":
+        return "incomplete", {"reason": wire.detail}, None
+    if wire.value == "failed":
+        if (stop.raw or "").lower() == "cancelled":  # the upstream's own cancelled status
             return "cancelled", None, None
         msg = stop.message or f"upstream stopped: {stop.raw or 'interrupted'}"
         return "failed", None, {"code": "server_error", "message": msg}
-    warnings.append(f"stop reason {stop.raw!r} has no Responses status: sent as completed")
-    return "completed", None, None
+    return wire.value, None, None
 
 
 # ----------------------------------------------------------------------------- errors (encode)
@@ -343,7 +339,7 @@ def response_error_object(err: Error) -> dict[str, Any]:
 
 def error_event_payload(err: Error, sequence_number: int | None) -> dict[str, Any]:
     """The ``error`` stream event with both the flat (SDK type) and the nested (live API) fields."""
-    e = openai_error_body(err)["error"]
+    e = error_body(err)["error"]
     d: dict[str, Any] = {"type": "error"}
     if sequence_number is not None:
         d["sequence_number"] = sequence_number
@@ -352,3 +348,91 @@ def error_event_payload(err: Error, sequence_number: int | None) -> dict[str, An
     d["param"] = e["param"]
     d["error"] = {"type": e["type"], "code": e["code"], "message": e["message"], "param": e["param"]}
     return d
+
+
+# ============================================================================= codec facts
+ENDPOINTS = Endpoints(generate="/responses", websocket=True)
+FIELDS = RequestFields(stop="stop")
+CREDENTIALS = credentials(protocol_headers=("openai-beta",))
+#: Responses failure codes (response.error.code) that say more than the type
+ERRORS = error_facts({"vector_store_timeout": "timeout", "invalid_prompt": "invalid_request"})
+CAPABILITIES = Capabilities(custom_tools=True, interrupted_is_status=True)
+
+#: neutral stop decision -> (status, incomplete_details.reason) (seed 000: a stated refusal and a
+#: pause are completed; the interrupted value is failed, or cancelled when the upstream says so)
+STOP_TABLE = check_stop_table({
+    StopKey.END_TURN: WireStop("completed"),
+    StopKey.TOOL_USE: WireStop("completed"),
+    StopKey.MAX_OUTPUT: WireStop("incomplete", "max_output_tokens"),
+    StopKey.CONTEXT_FULL: WireStop("incomplete", "max_output_tokens"),
+    StopKey.REFUSAL: WireStop("completed"),
+    StopKey.FILTERED: WireStop("incomplete", "content_filter"),
+    StopKey.PAUSED: WireStop("completed"),
+    StopKey.INTERRUPTED: WireStop("failed"),
+    StopKey.OTHER: WireStop("completed", exact=False),
+}, "Responses")
+
+#: status / incomplete reason values -> reason (what this protocol writes, read back)
+STOP_VALUES = {
+    "completed": StopReason.END_TURN,
+    "max_output_tokens": StopReason.MAX_OUTPUT,
+    "content_filter": StopReason.REFUSAL,
+    "failed": StopReason.INTERRUPTED,
+    "cancelled": StopReason.INTERRUPTED,
+}
+
+
+def client_tools(body: dict[str, Any]) -> ClientTools:
+    out = ClientTools()
+    tools = body.get("tools")
+    if not isinstance(tools, list):
+        return out
+    for t in tools:
+        if not isinstance(t, dict):
+            continue
+        ttype, name = t.get("type"), t.get("name")
+        if ttype == "namespace":
+            inner = t.get("tools")
+            if not isinstance(name, str) or not name or not isinstance(inner, list):
+                continue
+            for it in inner:
+                iname = it.get("name") if isinstance(it, dict) else None
+                if isinstance(iname, str):
+                    flat = namespaced_tool_name(name, iname)
+                    out.namespaces[flat] = (name, iname)
+                    out.names.append(flat)
+                    if it.get("type") == "custom":
+                        out.custom.add(flat)
+        elif isinstance(name, str):
+            out.names.append(name)
+            if ttype == "custom":
+                out.custom.add(name)
+    return out
+
+
+_REQ_KEYS = ("input", "instructions", "previous_response_id", "conversation")
+
+
+def sniff_request(obj: dict[str, Any]) -> Evidence | None:
+    return (SNIFF_DECISIVE, 0) if any(k in obj for k in _REQ_KEYS) else None
+
+
+def sniff_response(obj: dict[str, Any]) -> Evidence | None:
+    if obj.get("object") == "response" or ("output" in obj and "status" in obj):
+        return (SNIFF_DECISIVE, 0)
+    return None
+
+
+def sniff_stream(head: bytes) -> Evidence | None:
+    if b'"type":"response.' in head or b"event: response." in head or b'"type": "response.' in head:
+        return (SNIFF_DECISIVE - 1, 0)
+    return None
+
+
+def is_error_body(obj: dict[str, Any]) -> bool:
+    return obj.get("type") == "error" or ("error" in obj and "output" not in obj)
+
+
+def response_id(src_id: str | None) -> str:
+    """``resp_…`` derived from the source id (foreign prefixes stripped), minted when absent."""
+    return "resp_" + id_base(src_id)

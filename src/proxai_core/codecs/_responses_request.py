@@ -44,14 +44,27 @@ from ..neutral import (
     ToolChoice,
     ToolResult,
 )
-from ._request_common import Tail, read_tail
+from ._request_common import (
+    Tail,
+    expected,
+    fail,
+    namespaced_tool_name,
+    opt_bool,
+    opt_int,
+    opt_num,
+    opt_obj,
+    opt_str,
+    read_tail,
+    req_list,
+    req_obj,
+    req_str,
+)
 from ._responses_common import (
     PROTOCOL,
     annotations_to_citations,
     citations_to_annotations,
     data_url,
     default_filename,
-    fail,
     parse_data_url,
 )
 
@@ -88,131 +101,109 @@ _EFFORTS = frozenset({"none", "minimal", "low", "medium", "high", "xhigh"})
 
 
 # ============================================================================= decode
-def _str(v: Any, path: str, required: bool = True) -> str | None:
-    if isinstance(v, str):
-        return v
-    if v is None and not required:
-        return None
-    fail(path, "expected a string" if v is not None else "required string is missing")
-    return None  # pragma: no cover
-
-
-def _num(v: Any, path: str) -> float | None:
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        fail(path, "expected a number")
-    return v
-
-
-def _intv(v: Any, path: str) -> int | None:
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int):
-        fail(path, "expected an integer")
-    return v
-
-
-def _boolv(v: Any, path: str) -> bool | None:
-    if v is None:
-        return None
-    if not isinstance(v, bool):
-        fail(path, "expected a boolean")
-    return v
-
-
-def _image(p: dict[str, Any], path: str) -> Image:
-    detail = _str(p.get("detail"), path + ".detail", False)
+def _image(p: dict[str, Any], *path: str | int) -> Image:
+    detail = opt_str(p.get("detail"), *path, "detail")
     url = p.get("image_url")
-    fid = p.get("file_id")
-    if isinstance(url, str):
+    if url.__class__ is str:
         parsed = parse_data_url(url)
         if parsed is not None:
             return Image(source="base64", media_type=parsed[0], data=parsed[1], detail=detail)
         return Image(source="url", url=url, detail=detail)
     if url is not None:
-        fail(path + ".image_url", "expected a string")
-    if isinstance(fid, str):
+        raise expected("a string", url, *path, "image_url")
+    fid = p.get("file_id")
+    if fid.__class__ is str:
         return Image(source="file", file_id=fid, detail=detail)
-    fail(path, "input_image needs image_url or file_id")
-    return None  # pragma: no cover
+    fail("input_image needs image_url or file_id", *path)
 
 
-def _file(p: dict[str, Any], path: str) -> Document:
-    filename = _str(p.get("filename"), path + ".filename", False)
-    fdata = p.get("file_data")
-    if isinstance(fdata, str):
+def _file(p: dict[str, Any], *path: str | int) -> Document:
+    filename = opt_str(p.get("filename"), *path, "filename")
+    fdata = opt_str(p.get("file_data"), *path, "file_data")
+    if fdata is not None:
         parsed = parse_data_url(fdata)
         if parsed is not None:
             return Document(source="base64", media_type=parsed[0], data=parsed[1], filename=filename)
         return Document(source="base64", media_type=None, data=fdata, filename=filename)
-    if fdata is not None:
-        fail(path + ".file_data", "expected a string")
-    furl = p.get("file_url")
-    if isinstance(furl, str):
-        return Document(source="url", url=furl, filename=filename)
+    furl = opt_str(p.get("file_url"), *path, "file_url")
     if furl is not None:
-        fail(path + ".file_url", "expected a string")
+        return Document(source="url", url=furl, filename=filename)
     fid = p.get("file_id")
-    if isinstance(fid, str):
+    if fid.__class__ is str:
         return Document(source="file", file_id=fid, filename=filename)
-    fail(path, "input_file needs file_data, file_url or file_id")
-    return None  # pragma: no cover
+    fail("input_file needs file_data, file_url or file_id", *path)
 
 
-def _content_part(p: Any, path: str) -> Part:
-    if not isinstance(p, dict):
-        fail(path, "expected an object")
+def _content_part(p: Any, *path: str | int) -> Part:
+    """A content part other than a plain text (those are read by ``_parts``)."""
+    if p.__class__ is not dict:
+        raise expected("an object", p, *path)
     t = p.get("type")
-    if t == "input_text":
-        return Text(_str(p.get("text"), path + ".text"))
-    if t == "output_text":
-        anns = p.get("annotations")
-        if anns is not None and not isinstance(anns, list):
-            fail(path + ".annotations", "expected a list")
-        return Text(_str(p.get("text"), path + ".text"), citations=annotations_to_citations(anns))
+    if t == "input_text" or t == "output_text":
+        text = req_str(p.get("text"), *path, "text")
+        anns = p.get("annotations") if t == "output_text" else None
+        return Text(text, annotations_to_citations(req_list(anns, *path, "annotations")) if anns else None)
     if t == "refusal":
-        return Refusal(_str(p.get("refusal"), path + ".refusal"))
+        return Refusal(req_str(p.get("refusal"), *path, "refusal"))
     if t == "input_image":
-        return _image(p, path)
+        return _image(p, *path)
     if t == "input_file":
-        return _file(p, path)
+        return _file(p, *path)
     if t == "input_audio":
-        fail(path + ".type", "audio input cannot be translated")
-    fail(path + ".type", f"unknown content part type {t!r}")
-    return None  # pragma: no cover
+        fail("audio input cannot be translated", *path, "type")
+    fail(f"unknown content part type {t!r}", *path, "type")
 
 
-def _content(c: Any, path: str) -> list[Part]:
-    if isinstance(c, str):
+def _parts(c: list[Any], key: str, i: int, field: str) -> list[Part]:
+    """``input[i].content`` / ``.output`` parts; a plain text (the usual part) is read here."""
+    out: list[Part] = []
+    for j, p in enumerate(c):
+        if p.__class__ is dict:
+            t = p.get("type")
+            if t == "input_text" or t == "output_text" and not p.get("annotations"):
+                text = p.get("text")
+                if text.__class__ is str:
+                    out.append(Text(text))
+                    continue
+        out.append(_content_part(p, key, i, field, j))
+    return out
+
+
+def _content(c: Any, key: str, i: int) -> list[Part]:
+    if c.__class__ is str:
         return [Text(c)]
-    if not isinstance(c, list):
-        fail(path, "expected a string or a list of content parts")
-    return [_content_part(p, f"{path}[{j}]") for j, p in enumerate(c)]
+    if c.__class__ is not list:
+        raise expected("a string or an array of content parts", c, key, i, "content")
+    return _parts(c, key, i, "content")
 
 
-def _tool_output(out: Any, path: str) -> list[Text | Image | Document]:
-    if isinstance(out, str):
+def _tool_output(out: Any, key: str, i: int) -> list[Text | Image | Document]:
+    if out.__class__ is str:
         return [Text(out)] if out else []
-    if not isinstance(out, list):
-        fail(path, "expected a string or a list of content parts")
-    parts = []
-    for j, p in enumerate(out):
-        part = _content_part(p, f"{path}[{j}]")
-        if not isinstance(part, (Text, Image, Document)):
-            fail(f"{path}[{j}].type", "only input_text, input_image and input_file are allowed in a tool output")
-        parts.append(part)
-    return parts
+    if out.__class__ is not list:
+        raise expected("a string or an array of content parts", out, key, i, "output")
+    parts = _parts(out, key, i, "output")
+    for j, part in enumerate(parts):
+        if part.__class__ is not Text and part.__class__ is not Image and part.__class__ is not Document:
+            fail("only input_text, input_image and input_file are allowed in a tool output",
+                 key, i, "output", j, "type")
+    return parts  # type: ignore[return-value]
 
 
-def _reasoning(item: dict[str, Any], path: str, w: list[str]) -> Reasoning:
-    enc = item.get("encrypted_content")
-    if enc is not None and not isinstance(enc, str):
-        fail(path + ".encrypted_content", "expected a string")
+def _texts(v: Any, *path: str | int) -> list[str]:
+    """The ``text`` of each object of a list (reasoning summary / content)."""
+    out: list[str] = []
+    for j, s in enumerate(req_list(v, *path)):
+        out.append(req_str(req_obj(s, *path, j).get("text"), *path, j, "text"))
+    return out
+
+
+def _reasoning(item: dict[str, Any], key: str, i: int, w: list[str]) -> Reasoning:
+    enc = opt_str(item.get("encrypted_content"), key, i, "encrypted_content")
     if rz.is_packed(enc):
         payload = rz.unpack(enc)
         if payload is None:
-            w.append(f"{path}.encrypted_content: damaged proxai envelope, reasoning kept without continuity")
+            w.append(f"{key}[{i}].encrypted_content: damaged proxai envelope, reasoning kept without continuity")
             return Reasoning(text="", opaque=None)
         text = payload.get("text")
         summary = payload.get("summary")
@@ -222,157 +213,151 @@ def _reasoning(item: dict[str, Any], path: str, w: list[str]) -> Reasoning:
                          redacted=bool(payload.get("redacted", False)),
                          opaque={k: v for k, v in payload.items() if k not in ("text", "summary", "redacted")})
     summ = item.get("summary")
-    texts: list[str] = []
-    if summ is not None:
-        if not isinstance(summ, list):
-            fail(path + ".summary", "expected a list")
-        for j, s in enumerate(summ):
-            if not isinstance(s, dict):
-                fail(f"{path}.summary[{j}]", "expected an object")
-            texts.append(_str(s.get("text"), f"{path}.summary[{j}].text"))
+    texts = _texts(summ, key, i, "summary") if summ is not None else []
     content = item.get("content")
-    ctexts: list[str] = []
-    if content is not None:
-        if not isinstance(content, list):
-            fail(path + ".content", "expected a list")
-        for j, s in enumerate(content):
-            if not isinstance(s, dict):
-                fail(f"{path}.content[{j}]", "expected an object")
-            ctexts.append(_str(s.get("text"), f"{path}.content[{j}].text"))
-    rid = _str(item.get("id"), path + ".id", False)
+    ctexts = _texts(content, key, i, "content") if content is not None else []
+    rid = opt_str(item.get("id"), key, i, "id")
     text = "\n\n".join(texts) if texts else "\n\n".join(ctexts)
     return Reasoning(text=text, summary=texts or None,
                      opaque={"protocol": PROTOCOL, "id": rid, "encrypted_content": enc})
 
 
-def _decode_input(inp: Any, w: list[str]) -> list[Message]:
+def _decode_input(inp: Any, w: list[str], key: str = "input") -> list[Message]:
     if inp is None:
         return []
-    if isinstance(inp, str):
+    if inp.__class__ is str:
         return [Message("user", [Text(inp)])]
-    if not isinstance(inp, list):
-        fail("input", "expected a string or a list of items")
+    if inp.__class__ is not list:
+        raise expected("a string or an array of items", inp, key)
     msgs: list[Message] = []
     group: str | None = None  # "assistant" | "tools": the kind of the last message, when open for merging
-
-    def add(kind: str, role: str, part: Part) -> None:
-        nonlocal group
-        if group == kind and msgs:
-            msgs[-1].parts.append(part)
-        else:
-            msgs.append(Message(role, [part]))  # type: ignore[arg-type]
-            group = kind
-
     for i, item in enumerate(inp):
-        path = f"input[{i}]"
-        if not isinstance(item, dict):
-            fail(path, "expected an object")
+        if item.__class__ is not dict:
+            raise expected("an object", item, key, i)
         t = item.get("type")
         if t is None and "role" in item:
             t = "message"
         if t == "message":
             role = item.get("role")
             if role not in _ROLES:
-                fail(path + ".role", f"unknown role {role!r}")
-            parts = _content(item.get("content"), path + ".content")
-            if role == "assistant":
-                for p in parts:
-                    add("assistant", "assistant", p)
-            else:
+                fail(f"unknown role {role!r}", key, i, "role")
+            parts = _content(item.get("content"), key, i)
+            if role != "assistant":
                 msgs.append(Message(role, parts))
                 group = None
-        elif t == "function_call" or t == "custom_tool_call":
-            call_id = _str(item.get("call_id"), path + ".call_id")
-            name = _str(item.get("name"), path + ".name")
-            if t == "function_call":
-                args = _str(item.get("arguments"), path + ".arguments", False) or ""
-                kind = "function"
+            elif not parts:
+                pass  # nothing to join
+            elif group == "assistant":
+                msgs[-1].parts += parts
             else:
-                args = _str(item.get("input"), path + ".input", False) or ""
-                kind = "custom"
-            add("assistant", "assistant",
-                ToolCall(call_id, name, args, kind, _str(item.get("id"), path + ".id", False)))
+                msgs.append(Message("assistant", parts))
+                group = "assistant"
+            continue
+        if t == "function_call" or t == "custom_tool_call":
+            call_id = item.get("call_id")
+            name = item.get("name")
+            if call_id.__class__ is not str:
+                raise expected("a string", call_id, key, i, "call_id")
+            if name.__class__ is not str:
+                raise expected("a string", name, key, i, "name")
+            ns = item.get("namespace")
+            if ns is not None and opt_str(ns, key, i, "namespace"):
+                name = namespaced_tool_name(ns, name)
+            field = "arguments" if t == "function_call" else "input"
+            args = item.get(field)
+            if args.__class__ is not str:
+                args = opt_str(args, key, i, field) or ""
+            iid = item.get("id")
+            if iid is not None and iid.__class__ is not str:
+                raise expected("a string", iid, key, i, "id")
+            part: Part = ToolCall(call_id, name, args, "function" if t == "function_call" else "custom", iid)
+            kind = "assistant"
         elif t == "function_call_output" or t == "custom_tool_call_output":
-            call_id = _str(item.get("call_id"), path + ".call_id")
-            content = _tool_output(item.get("output"), path + ".output")
-            add("tools", "user", ToolResult(call_id, content,
-                                            kind="function" if t == "function_call_output" else "custom"))
+            call_id = item.get("call_id")
+            if call_id.__class__ is not str:
+                raise expected("a string", call_id, key, i, "call_id")
+            part = ToolResult(call_id, _tool_output(item.get("output"), key, i), None,
+                              "function" if t == "function_call_output" else "custom")
+            kind = "tools"
         elif t == "reasoning":
-            add("assistant", "assistant", _reasoning(item, path, w))
+            part, kind = _reasoning(item, key, i, w), "assistant"
         elif t in _ASSISTANT_OPAQUE:
-            add("assistant", "assistant", Opaque(PROTOCOL, item, t))
+            part, kind = Opaque(PROTOCOL, item, t), "assistant"
         elif t in _USER_OPAQUE:
-            add("tools", "user", Opaque(PROTOCOL, item, t))
+            part, kind = Opaque(PROTOCOL, item, t), "tools"
         else:
-            fail(path + ".type", f"unknown item type {t!r}")
+            fail(f"unknown item type {t!r}", key, i, "type")
+        if group == kind:
+            msgs[-1].parts.append(part)
+        else:
+            msgs.append(Message("assistant" if kind == "assistant" else "user", [part]))
+            group = kind
     return msgs
 
 
 def _decode_tools(tools: Any, req: Request) -> None:
     if tools is None:
         return
-    if not isinstance(tools, list):
-        fail("tools", "expected a list")
     server: list[dict[str, Any]] = []
-    for i, t in enumerate(tools):
-        path = f"tools[{i}]"
-        if not isinstance(t, dict):
-            fail(path, "expected an object")
-        tt = t.get("type")
-        if tt == "function":
-            params = t.get("parameters")
-            if params is not None and not isinstance(params, dict):
-                fail(path + ".parameters", "expected an object")
-            req.tools.append(Tool(
-                name=_str(t.get("name"), path + ".name"),
-                description=_str(t.get("description"), path + ".description", False),
-                parameters=params,
-                strict=_boolv(t.get("strict"), path + ".strict"),
-            ))
-        elif tt == "custom":
-            fmt = t.get("format")
-            if fmt is not None and not isinstance(fmt, dict):
-                fail(path + ".format", "expected an object")
-            req.tools.append(Tool(
-                name=_str(t.get("name"), path + ".name"),
-                description=_str(t.get("description"), path + ".description", False),
-                kind="custom", format=fmt,
-            ))
+    for i, t in enumerate(req_list(tools, "tools")):
+        tt = req_obj(t, "tools", i).get("type")
+        if tt == "function" or tt == "custom":
+            req.tools.append(_tool(t, tt, "tools", i))
+        elif tt == "namespace":
+            # its function/custom tools, flattened (the namespace description prefixes each one's)
+            ns = req_str(t.get("name"), "tools", i, "name")
+            if not ns:
+                fail("expected a non-empty string", "tools", i, "name")
+            about = opt_str(t.get("description"), "tools", i, "description")
+            for j, it in enumerate(req_list(t.get("tools"), "tools", i, "tools")):
+                it_type = req_obj(it, "tools", i, "tools", j).get("type")
+                if it_type != "function" and it_type != "custom":
+                    fail(f"expected 'function' or 'custom', got {it_type!r}", "tools", i, "tools", j, "type")
+                tool = _tool(it, it_type, "tools", i, "tools", j)
+                tool.name = namespaced_tool_name(ns, tool.name)
+                if about:
+                    tool.description = f"{about}\n\n{tool.description}" if tool.description else about
+                req.tools.append(tool)
         elif isinstance(tt, str) and tt:
             server.append(t)
         else:
-            fail(path + ".type", f"unknown tool type {tt!r}")
+            fail(f"unknown tool type {tt!r}", "tools", i, "type")
     if server:
         req.extra["server_tools"] = server
+
+
+def _tool(t: dict[str, Any], tt: str, *path: str | int) -> Tool:
+    """A function or custom tool definition."""
+    name = req_str(t.get("name"), *path, "name")
+    description = opt_str(t.get("description"), *path, "description")
+    if tt == "function":
+        return Tool(name=name, description=description, parameters=opt_obj(t.get("parameters"), *path, "parameters"),
+                    strict=opt_bool(t.get("strict"), *path, "strict"))
+    return Tool(name=name, description=description, kind="custom", format=opt_obj(t.get("format"), *path, "format"))
 
 
 def _decode_tool_choice(tc: Any, req: Request) -> None:
     if tc is None:
         return
-    if isinstance(tc, str):
+    if tc.__class__ is str:
         if tc not in ("none", "auto", "required"):
-            fail("tool_choice", f"unknown tool_choice {tc!r}")
+            fail(f"unknown tool_choice {tc!r}", "tool_choice")
         req.tool_choice = ToolChoice(mode=tc)  # type: ignore[arg-type]
         return
-    if not isinstance(tc, dict):
-        fail("tool_choice", "expected a string or an object")
+    if tc.__class__ is not dict:
+        raise expected("a string or an object", tc, "tool_choice")
     t = tc.get("type")
     if t == "function" or t == "custom":
-        req.tool_choice = ToolChoice(mode="tool", name=_str(tc.get("name"), "tool_choice.name"), kind=t)
+        req.tool_choice = ToolChoice(mode="tool", name=req_str(tc.get("name"), "tool_choice", "name"), kind=t)
     elif t == "allowed_tools":
         mode = tc.get("mode")
         if mode not in ("auto", "required"):
-            fail("tool_choice.mode", f"expected 'auto' or 'required', got {mode!r}")
-        tools = tc.get("tools")
-        if not isinstance(tools, list):
-            fail("tool_choice.tools", "expected a list")
+            fail(f"expected 'auto' or 'required', got {mode!r}", "tool_choice", "mode")
         names: list[str] = []
         hosted = False
-        for i, x in enumerate(tools):
-            if not isinstance(x, dict):
-                fail(f"tool_choice.tools[{i}]", "expected an object")
-            if x.get("type") in ("function", "custom"):
-                names.append(_str(x.get("name"), f"tool_choice.tools[{i}].name"))
+        for i, x in enumerate(req_list(tc.get("tools"), "tool_choice", "tools")):
+            if req_obj(x, "tool_choice", "tools", i).get("type") in ("function", "custom"):
+                names.append(req_str(x.get("name"), "tool_choice", "tools", i, "name"))
             else:
                 hosted = True
         if hosted:
@@ -381,82 +366,74 @@ def _decode_tool_choice(tc: Any, req: Request) -> None:
     elif isinstance(t, str) and t:  # hosted tool (web_search, mcp, ...)
         req.extra["server_tool_choice"] = tc
     else:
-        fail("tool_choice.type", f"unknown tool_choice type {t!r}")
+        fail(f"unknown tool_choice type {t!r}", "tool_choice", "type")
 
 
 def _decode_text(text: Any, req: Request) -> None:
     if text is None:
         return
-    if not isinstance(text, dict):
-        fail("text", "expected an object")
-    fmt = text.get("format")
+    fmt = req_obj(text, "text").get("format")
     if fmt is not None:
-        if not isinstance(fmt, dict):
-            fail("text.format", "expected an object")
-        ft = fmt.get("type")
+        ft = req_obj(fmt, "text", "format").get("type")
         if ft == "text" or ft == "json_object":
             req.output_format = OutputFormat(type=ft)
         elif ft == "json_schema":
-            schema = fmt.get("schema")
-            if not isinstance(schema, dict):
-                fail("text.format.schema", "expected an object")
             req.output_format = OutputFormat(
-                type="json_schema", schema=schema,
-                name=_str(fmt.get("name"), "text.format.name", False),
-                strict=_boolv(fmt.get("strict"), "text.format.strict"),
-                description=_str(fmt.get("description"), "text.format.description", False),
+                type="json_schema", schema=req_obj(fmt.get("schema"), "text", "format", "schema"),
+                name=opt_str(fmt.get("name"), "text", "format", "name"),
+                strict=opt_bool(fmt.get("strict"), "text", "format", "strict"),
+                description=opt_str(fmt.get("description"), "text", "format", "description"),
             )
         else:
-            fail("text.format.type", f"unknown format type {ft!r}")
+            fail(f"unknown format type {ft!r}", "text", "format", "type")
     verb = text.get("verbosity")
     if verb is not None:
-        req.extra["verbosity"] = _str(verb, "text.verbosity")
+        req.extra["verbosity"] = req_str(verb, "text", "verbosity")
 
 
 def _decode_reasoning(r: Any, req: Request) -> None:
     if r is None:
         return
-    if not isinstance(r, dict):
-        fail("reasoning", "expected an object")
-    effort = _str(r.get("effort"), "reasoning.effort", False)
-    summary = _str(r.get("summary"), "reasoning.summary", False)
+    req_obj(r, "reasoning")
+    effort = opt_str(r.get("effort"), "reasoning", "effort")
+    summary = opt_str(r.get("summary"), "reasoning", "summary")
     if summary is None:
-        summary = _str(r.get("generate_summary"), "reasoning.generate_summary", False)
+        summary = opt_str(r.get("generate_summary"), "reasoning", "generate_summary")
     if effort is None and summary is None:
         return
     req.reasoning = ReasoningConfig(effort=effort, summary=summary, disabled=effort == "none")
 
 
 def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
-    if not isinstance(body, dict):
-        fail("body", "request body must be a JSON object")
+    if body.__class__ is not dict:
+        raise expected("an object", body, "body")
     w = warnings
     req = Request()
-    req.model = _str(body.get("model"), "model", False)
+    req.model = opt_str(body.get("model"), "model")
     instr = body.get("instructions")
     if instr is not None:
-        if isinstance(instr, str):
+        if instr.__class__ is str:
             if instr:
                 req.system.append(Text(instr))
-        elif isinstance(instr, list):
-            for m in _decode_input(instr, w):
+        elif instr.__class__ is list:
+            for m in _decode_input(instr, w, "instructions"):
                 for p in m.parts:
                     if isinstance(p, Text):
                         req.system.append(p)
         else:
-            fail("instructions", "expected a string")
+            raise expected("a string or an array of items", instr, "instructions")
     req.messages = _decode_input(body.get("input"), w)
     _decode_tools(body.get("tools"), req)
     _decode_tool_choice(body.get("tool_choice"), req)
-    req.parallel_tool_calls = _boolv(body.get("parallel_tool_calls"), "parallel_tool_calls")
-    req.max_output_tokens = _intv(body.get("max_output_tokens"), "max_output_tokens")
-    req.temperature = _num(body.get("temperature"), "temperature")
-    req.top_p = _num(body.get("top_p"), "top_p")
+    req.parallel_tool_calls = opt_bool(body.get("parallel_tool_calls"), "parallel_tool_calls")
+    req.max_output_tokens = opt_int(body.get("max_output_tokens"), "max_output_tokens")
+    req.temperature = opt_num(body.get("temperature"), "temperature")
+    req.top_p = opt_num(body.get("top_p"), "top_p")
     _decode_reasoning(body.get("reasoning"), req)
     _decode_text(body.get("text"), req)
-    req.stream = bool(_boolv(body.get("stream"), "stream"))
-    sid = _str(body.get("safety_identifier"), "safety_identifier", False)
-    user = _str(body.get("user"), "user", False)
+    req.stream = bool(opt_bool(body.get("stream"), "stream"))
+    sid = opt_str(body.get("safety_identifier"), "safety_identifier")
+    user = opt_str(body.get("user"), "user")
     req.user = sid or user
     if user is not None and sid is not None and user != sid:
         req.extra["user"] = user
@@ -494,25 +471,28 @@ def _doc(p: Document) -> dict[str, Any]:
 
 
 def _input_part(p: Part) -> dict[str, Any] | None:
-    if isinstance(p, Text):
-        return {"type": "input_text", "text": p.text}
-    if isinstance(p, Image):
-        return _img(p)
-    if isinstance(p, Document):
-        return _doc(p)
+    c = p.__class__
+    if c is Text:
+        return {"type": "input_text", "text": p.text}  # type: ignore[union-attr]
+    if c is Image:
+        return _img(p)  # type: ignore[arg-type]
+    if c is Document:
+        return _doc(p)  # type: ignore[arg-type]
     return None
 
 
 def _tool_result(p: ToolResult, w: list[str]) -> dict[str, Any]:
-    t = "custom_tool_call_output" if p.kind == "custom" else "function_call_output"
-    out: Any
-    if all(isinstance(c, Text) for c in p.content):
-        out = "".join(c.text for c in p.content)  # type: ignore[union-attr]
+    content = p.content
+    if len(content) == 1 and content[0].__class__ is Text:
+        out: Any = content[0].text  # type: ignore[union-attr]
+    elif all(c.__class__ is Text for c in content):
+        out = "".join([c.text for c in content])  # type: ignore[union-attr]
     else:
-        out = [x for x in (_input_part(c) for c in p.content) if x is not None]
+        out = [x for x in map(_input_part, content) if x is not None]
     if p.is_error:
         w.append(f"tool result {p.call_id}: is_error dropped (Responses tool outputs have no error flag)")
-    return {"type": t, "call_id": p.call_id, "output": out}
+    return {"type": "custom_tool_call_output" if p.kind == "custom" else "function_call_output",
+            "call_id": p.call_id, "output": out}
 
 
 def _tool_call(p: ToolCall) -> dict[str, Any]:
@@ -545,93 +525,113 @@ def _reasoning_item(p: Reasoning) -> dict[str, Any] | None:
     return d
 
 
+class _Dropped:
+    """What an encode dropped, warned about once at the end."""
+
+    __slots__ = ("opaque", "reasoning")
+
+    def __init__(self) -> None:
+        self.reasoning = 0
+        self.opaque: list[str] = []
+
+
+def _user_items(m: Message, mi: int, items: list[dict[str, Any]], dropped: _Dropped, w: list[str]) -> None:
+    buf: list[dict[str, Any]] = []
+    for p in m.parts:
+        c = p.__class__
+        if c is Text:
+            buf.append({"type": "input_text", "text": p.text})  # type: ignore[union-attr]
+            continue
+        if c is Image or c is Document:
+            buf.append(_input_part(p))  # type: ignore[arg-type]
+            continue
+        if buf and (c is ToolResult or c is Opaque):
+            items.append({"type": "message", "role": "user", "content": buf})
+            buf = []
+        if c is ToolResult:
+            items.append(_tool_result(p, w))  # type: ignore[arg-type]
+        elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
+            items.append(p.raw)  # type: ignore[union-attr]
+        elif c is Opaque:
+            dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
+        else:
+            w.append(f"messages[{mi}]: {p.type} part in a user message dropped")
+    if buf:
+        items.append({"type": "message", "role": "user", "content": buf})
+
+
+def _assistant_items(m: Message, mi: int, items: list[dict[str, Any]], dropped: _Dropped, w: list[str]) -> bool:
+    """The assistant message's items; True when a reasoning item was replayed."""
+    start = len(items)
+    had_reasoning = False
+    content: list[dict[str, Any]] = []
+    for p in m.parts:
+        c = p.__class__
+        if c is Text:
+            cits = p.citations  # type: ignore[union-attr]
+            content.append({"type": "output_text", "text": p.text,  # type: ignore[union-attr]
+                            "annotations": citations_to_annotations(cits, p.text, w) if cits else []})  # type: ignore[union-attr]
+            continue
+        if c is Refusal:
+            content.append({"type": "refusal", "refusal": p.text})  # type: ignore[union-attr]
+            continue
+        if c is Reasoning:
+            it = _reasoning_item(p)  # type: ignore[arg-type]
+            if it is None:
+                dropped.reasoning += 1
+                continue
+            had_reasoning = True
+        elif c is ToolCall:
+            it = _tool_call(p)  # type: ignore[arg-type]
+        elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
+            it = p.raw  # type: ignore[union-attr]
+        elif c is Opaque:
+            dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
+            continue
+        elif c is ToolResult:
+            it = _tool_result(p, w)  # type: ignore[arg-type]
+        else:
+            w.append(f"messages[{mi}]: {p.type} part in an assistant message dropped")
+            continue
+        # an item of its own: the message so far goes first
+        if content:
+            items.append({"type": "message", "role": "assistant", "content": content})
+            content = []
+        items.append(it)
+    if content:
+        items.append({"type": "message", "role": "assistant", "content": content})
+    # lesson #32: a reasoning item must be followed by the item it produced
+    while len(items) > start and items[-1].get("type") == "reasoning":
+        items.pop()
+        w.append(f"messages[{mi}]: reasoning item without a following output item dropped")
+    return had_reasoning
+
+
 def _encode_messages(req: Request, w: list[str]) -> tuple[list[dict[str, Any]], bool]:
     items: list[dict[str, Any]] = []
-    dropped_reasoning = 0
-    dropped_opaque: list[str] = []
+    dropped = _Dropped()
     had_reasoning = False
     for mi, m in enumerate(req.messages):
         role = m.role
-        if role in ("system", "developer"):
+        if role == "user":
+            _user_items(m, mi, items, dropped, w)
+        elif role == "assistant":
+            if _assistant_items(m, mi, items, dropped, w):
+                had_reasoning = True
+        else:  # system / developer inside the conversation
             content = []
             for p in m.parts:
-                if isinstance(p, Text):
-                    content.append({"type": "input_text", "text": p.text})
+                if p.__class__ is Text:
+                    content.append({"type": "input_text", "text": p.text})  # type: ignore[union-attr]
                 else:
                     w.append(f"messages[{mi}]: {p.type} part in a {role} message dropped")
             if content:
                 items.append({"type": "message", "role": role, "content": content})
-            continue
-        if role == "user":
-            buf: list[dict[str, Any]] = []
-            for p in m.parts:
-                x = _input_part(p)
-                if x is not None:
-                    buf.append(x)
-                    continue
-                if buf and isinstance(p, (ToolResult, Opaque)):
-                    items.append({"type": "message", "role": "user", "content": buf})
-                    buf = []
-                if isinstance(p, ToolResult):
-                    items.append(_tool_result(p, w))
-                elif isinstance(p, Opaque):
-                    if p.protocol == PROTOCOL:
-                        items.append(p.raw)
-                    else:
-                        dropped_opaque.append(p.label or p.protocol)
-                else:
-                    w.append(f"messages[{mi}]: {p.type} part in a user message dropped")
-            if buf:
-                items.append({"type": "message", "role": "user", "content": buf})
-            continue
-        # assistant
-        start = len(items)
-        content: list[dict[str, Any]] = []
-
-        def flush() -> None:
-            nonlocal content
-            if content:
-                items.append({"type": "message", "role": "assistant", "content": content})
-                content = []
-
-        for p in m.parts:
-            if isinstance(p, Text):
-                content.append({"type": "output_text", "text": p.text,
-                                "annotations": citations_to_annotations(p.citations, p.text, w)})
-            elif isinstance(p, Refusal):
-                content.append({"type": "refusal", "refusal": p.text})
-            elif isinstance(p, ToolCall):
-                flush()
-                items.append(_tool_call(p))
-            elif isinstance(p, Reasoning):
-                it = _reasoning_item(p)
-                if it is None:
-                    dropped_reasoning += 1
-                else:
-                    flush()
-                    items.append(it)
-                    had_reasoning = True
-            elif isinstance(p, Opaque):
-                if p.protocol == PROTOCOL:
-                    flush()
-                    items.append(p.raw)
-                else:
-                    dropped_opaque.append(p.label or p.protocol)
-            elif isinstance(p, ToolResult):
-                flush()
-                items.append(_tool_result(p, w))
-            else:
-                w.append(f"messages[{mi}]: {p.type} part in an assistant message dropped")
-        flush()
-        # lesson #32: a reasoning item must be followed by the item it produced
-        while len(items) > start and items[-1].get("type") == "reasoning":
-            items.pop()
-            w.append(f"messages[{mi}]: reasoning item without a following output item dropped")
-    if dropped_reasoning:
-        w.append(f"{dropped_reasoning} reasoning part(s) not issued by OpenAI Responses dropped "
+    if dropped.reasoning:
+        w.append(f"{dropped.reasoning} reasoning part(s) not issued by OpenAI Responses dropped "
                  "(their continuity payload cannot be forwarded)")
-    if dropped_opaque:
-        w.append("parts only their own protocol understands dropped: " + ", ".join(sorted(set(dropped_opaque))))
+    if dropped.opaque:
+        w.append("parts only their own protocol understands dropped: " + ", ".join(sorted(set(dropped.opaque))))
     return items, had_reasoning
 
 

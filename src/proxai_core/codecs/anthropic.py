@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from .. import reasoning as rz
-from ..errors import anthropic_error_body, parse_error
+from ..errors import parse_error
 from ..jsonscan import JsonObjectScanner
 from ..jsonutil import dumps
 from ..neutral import (
@@ -44,8 +44,10 @@ from ..neutral import (
     Usage,
     UsageEvent,
 )
+from ..protocol import Protocol
 from ..sse import frame
 from ..stop import StopInfo, StopReason, classify_stop
+from . import _anthropic_common as _facts
 from ._anthropic_common import (
     FALLBACK_REFUSAL_TEXT,
     PROTOCOL,
@@ -59,6 +61,7 @@ from ._anthropic_common import (
     warn_once,
 )
 from ._anthropic_request import decode_request, encode_request
+from .base import Codec
 
 __all__ = [
     "StreamDecoder",
@@ -231,7 +234,7 @@ def encode_response(resp: Response, ctx: Any, warnings: list[str]) -> dict[str, 
     stop = _effective_stop(resp.stop, has_tools, refusal_text)
     if stop.reason is StopReason.REFUSAL and not has_text:
         content.append({"type": "text", "text": stop.message or FALLBACK_REFUSAL_TEXT})
-    reason, seq, details = stop_to_wire(stop, resp.stop_sequence, refusal_text, warnings)
+    reason, seq, details = stop_to_wire(stop, resp.stop_sequence, refusal_text, warnings, has_tools)
     return {
         "id": msg_id(resp.id),
         "type": "message",
@@ -246,7 +249,7 @@ def encode_response(resp: Response, ctx: Any, warnings: list[str]) -> dict[str, 
 
 
 def error_frame(err: Error) -> bytes:
-    return frame("error", anthropic_error_body(err))
+    return frame("error", _facts.error_body(err))
 
 
 # ============================================================================= stream decode
@@ -268,6 +271,8 @@ _INTERRUPTED = "upstream stream ended before its terminal event"
 class StreamDecoder:
     """Anthropic SSE events -> neutral events."""
 
+    __slots__ = ("_blocks", "_has_tools", "_next", "_started", "_stop_seen", "_unknown", "done", "warnings")
+
     def __init__(self, warnings: list[str]):
         self.warnings = warnings
         self.done = False
@@ -276,25 +281,7 @@ class StreamDecoder:
         self._next = 0
         self._stop_seen = False
         self._has_tools = False
-        self._unknown: set[str] = set()
-        self._handlers = {
-            "message_start": self._message_start,
-            "content_block_start": self._block_start,
-            "content_block_delta": self._block_delta,
-            "content_block_stop": self._block_stop,
-            "message_delta": self._message_delta,
-            "message_stop": self._message_stop,
-            "ping": self._ping,
-            "error": self._error,
-        }
-        self._deltas = {
-            "text_delta": self._d_text,
-            "thinking_delta": self._d_thinking,
-            "signature_delta": self._d_signature,
-            "input_json_delta": self._d_json,
-            "citations_delta": self._d_citation,
-            "compaction_delta": self._d_compaction,
-        }
+        self._unknown: set[str] | None = None
 
     # ---- entry points
     def feed(self, event: str | None, data: str) -> list[Event]:
@@ -305,20 +292,20 @@ class StreamDecoder:
         except orjson.JSONDecodeError:
             self.warnings.append(f"invalid JSON in an Anthropic stream event ({event or 'no name'}) ignored")
             return []
-        if not isinstance(obj, dict):
+        if type(obj) is not dict:
             self.warnings.append("non-object Anthropic stream event ignored")
             return []
         t = obj.get("type") or event
-        if not isinstance(t, str):
-            self.warnings.append("Anthropic stream event without a type ignored")
-            return []
-        if t == "content_block_delta":  # the hot path: most events are deltas
+        if t == "content_block_delta":  # most events are deltas
             return self._block_delta(obj)
-        h = self._handlers.get(t)  # type: ignore[arg-type]
+        h = _EVENTS.get(t) if type(t) is str else None
         if h is None:
-            self._warn_unknown(f"event {t!r}")
+            if type(t) is str:
+                self._warn_unknown(f"event {t!r}")
+            else:
+                self.warnings.append("Anthropic stream event without a type ignored")
             return []
-        return h(obj)
+        return h(self, obj)
 
     def finish(self) -> list[Event]:
         if self.done:
@@ -330,6 +317,8 @@ class StreamDecoder:
 
     # ---- helpers
     def _warn_unknown(self, what: str) -> None:
+        if self._unknown is None:
+            self._unknown = set()
         if what not in self._unknown:
             self._unknown.add(what)
             self.warnings.append(f"unknown Anthropic stream {what} skipped")
@@ -428,24 +417,21 @@ class StreamDecoder:
 
     def _block_delta(self, obj: dict[str, Any]) -> list[Event]:
         idx = obj.get("index")
-        blk = self._blocks.get(idx) if isinstance(idx, int) else None
+        blk = self._blocks.get(idx) if type(idx) is int else None
         d = obj.get("delta")
-        if blk is None or not isinstance(d, dict):
+        if blk is None or type(d) is not dict:
             self.warnings.append("content_block_delta for an unknown block ignored")
             return []
         dt = d.get("type")
-        if dt == "text_delta" and blk.kind == "text":
-            v = d.get("text")
-            return [Delta(blk.n, "text", v)] if isinstance(v, str) and v else []
-        h = self._deltas.get(dt) if isinstance(dt, str) else None
+        h = _DELTAS.get(dt) if type(dt) is str else None
         if h is None:
             self._warn_unknown(f"delta {dt!r}")
             return []
-        return h(blk, d)
+        return h(self, blk, d)
 
     def _d_text(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
         v = d.get("text")
-        if blk.kind == "text" and isinstance(v, str) and v:
+        if v and blk.kind == "text" and type(v) is str:
             return [Delta(blk.n, "text", v)]
         return []
 
@@ -464,7 +450,7 @@ class StreamDecoder:
 
     def _d_json(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
         v = d.get("partial_json")
-        if not isinstance(v, str) or not v:
+        if not v or type(v) is not str:
             return []
         blk.buf.append(v)
         if blk.kind == "tool":
@@ -554,6 +540,27 @@ class StreamDecoder:
         return out
 
 
+# per-class dispatch: no table of bound methods built per stream
+_EVENTS = {
+    "message_start": StreamDecoder._message_start,
+    "content_block_start": StreamDecoder._block_start,
+    "content_block_delta": StreamDecoder._block_delta,
+    "content_block_stop": StreamDecoder._block_stop,
+    "message_delta": StreamDecoder._message_delta,
+    "message_stop": StreamDecoder._message_stop,
+    "ping": StreamDecoder._ping,
+    "error": StreamDecoder._error,
+}
+_DELTAS = {
+    "text_delta": StreamDecoder._d_text,
+    "thinking_delta": StreamDecoder._d_thinking,
+    "signature_delta": StreamDecoder._d_signature,
+    "input_json_delta": StreamDecoder._d_json,
+    "citations_delta": StreamDecoder._d_citation,
+    "compaction_delta": StreamDecoder._d_compaction,
+}
+
+
 # ============================================================================= stream encode
 class _Out:
     __slots__ = ("a", "buf", "head", "kind", "part", "scan", "sent", "sig")
@@ -568,38 +575,47 @@ class _Out:
         self.head = b""  # the frame up to the delta's string value, once the index is known
 
 
+# One builder per frame shape. content_block_delta frames are built by concatenation (hot path: the
+# head is computed once per block); test_wire_builders checks each builder against frame() of the
+# same dict (orjson is compact, keys in insertion order, a value encodes the same wherever it sits).
 def _cb_start(a: int, block: dict[str, Any]) -> bytes:
+    if a < 16 and block is _EMPTY_TEXT:
+        return _TEXT_STARTS[a]
     return frame("content_block_start", {"type": "content_block_start", "index": a, "content_block": block})
 
 
-def _cb_delta(a: int, delta: dict[str, Any]) -> bytes:
-    return frame("content_block_delta", {"type": "content_block_delta", "index": a, "delta": delta})
-
-
-# Hot frames built by concatenation; each equals frame() of the same dict (orjson is compact, keys in
-# insertion order, and a string value encodes the same wherever it sits).
 def _delta_head(a: int, dtype: bytes, field: bytes) -> bytes:
+    """content_block_delta up to its value: ``head + orjson.dumps(value) + _DELTA_TAIL``."""
+    if a < 16:
+        if dtype == b"text_delta":
+            return _TEXT_HEADS[a]
+        if dtype == b"input_json_delta":
+            return _JSON_HEADS[a]
+    return _head(a, dtype, field)
+
+
+def _head(a: int, dtype: bytes, field: bytes) -> bytes:
     return (b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,"delta":{"type":"%s","%s":'
             % (a, dtype, field))
 
 
+def _cb_delta(a: int, dtype: bytes, field: bytes, value: Any) -> bytes:
+    return _delta_head(a, dtype, field) + orjson.dumps(value) + _DELTA_TAIL
+
+
 _DELTA_TAIL = b"}}\n\n"
-_TEXT_HEADS = [_delta_head(a, b"text_delta", b"text") for a in range(16)]
-_JSON_HEADS = [_delta_head(a, b"input_json_delta", b"partial_json") for a in range(16)]
+_TEXT_HEADS = [_head(a, b"text_delta", b"text") for a in range(16)]
+_JSON_HEADS = [_head(a, b"input_json_delta", b"partial_json") for a in range(16)]
 _STOP_FRAMES = [frame("content_block_stop", {"type": "content_block_stop", "index": a}) for a in range(16)]
-_TEXT_STARTS = [_cb_start(a, {"type": "text", "text": ""}) for a in range(16)]
+_EMPTY_TEXT: dict[str, Any] = {"type": "text", "text": ""}
+_TEXT_STARTS = [frame("content_block_start", {"type": "content_block_start", "index": a,
+                                              "content_block": _EMPTY_TEXT}) for a in range(16)]
 
 
 def _cb_stop(a: int) -> bytes:
     if 0 <= a < 16:
         return _STOP_FRAMES[a]
     return frame("content_block_stop", {"type": "content_block_stop", "index": a})
-
-
-def _tool_start(a: int, tid: Any, name: Any) -> bytes:
-    return (b'event: content_block_start\ndata: {"type":"content_block_start","index":%d,'
-            b'"content_block":{"type":"tool_use","id":%s,"name":%s,"input":{}}}\n\n'
-            % (a, orjson.dumps(tid), orjson.dumps(name)))
 
 
 _MESSAGE_STOP = frame("message_stop", {"type": "message_stop"})
@@ -630,6 +646,12 @@ class StreamEncoder:
         self._has_tools = False
         self._model = getattr(ctx, "model", None)
         self._cut: _Out | None = None  # a tool block whose arguments ended incomplete (left open)
+        # Anthropic has one open block at a time; neutral blocks may overlap (Chat parallel tool calls
+        # stay open until the finish). The block on the wire is _active; the events of the others wait
+        # in _held (start order) until it ends. A tool block whose JSON is complete ends early (_early).
+        self._active = -1
+        self._held: dict[int, list[Event]] = {}
+        self._early: dict[int, _Out] = {}
 
     def encode(self, ev: Event) -> bytes:
         if self.done:
@@ -666,11 +688,65 @@ class StreamEncoder:
         self._n += 1
         return a
 
-    # ---- blocks
+    # ---- block order
     def _block_start(self, ev: BlockStart) -> bytes:
+        a = self._active
+        if a >= 0:
+            o = self._open.get(a)
+            if o is None:
+                self._active = -1
+            elif not self._ends_early(o):
+                self._held[ev.index] = [ev]  # sent when the block on the wire ends
+                return b""
+            else:
+                return self._end_early(a, o) + self._open_block(ev)
+        return self._open_block(ev)
+
+    @staticmethod
+    def _ends_early(o: _Out) -> bool:
+        """A function tool block whose arguments are one whole JSON object can take nothing more."""
+        return o.kind == "tool" and o.sent and o.scan.complete()
+
+    def _end_early(self, a: int, o: _Out) -> bytes:
+        del self._open[a]
+        self._early[a] = o
+        self._active = -1
+        return self._close(o, None)
+
+    def _hold(self, i: int, ev: Event) -> bool:
+        evs = self._held.get(i)
+        if evs is None:
+            return False
+        evs.append(ev)
+        return True
+
+    def _promote(self) -> bytes:
+        """The block on the wire ended: the held blocks follow, in start order."""
+        out = []
+        held = self._held
+        while self._active < 0 and held and self._cut is None and not self.done:
+            i = next(iter(held))
+            for ev in held.pop(i):
+                if type(ev) is BlockStart:
+                    out.append(self._open_block(ev))
+                elif type(ev) is BlockEnd:
+                    out.append(self._end_block(ev))
+                else:
+                    out.append(self.encode_delta((ev.index, ev.kind, ev.value)))
+        return b"".join(out)
+
+    def _late(self, i: int, v: str) -> bytes:
+        """A fragment for a tool block that already ended with a whole JSON object."""
+        if not v.strip():
+            return b""
+        return self._bad_args(self._early[i], v)
+
+    # ---- blocks
+    def _open_block(self, ev: BlockStart) -> bytes:
         pre = b"" if self._started else self._message_start(None, None)
         p = ev.part
         i = ev.index
+        self._active = i
         if isinstance(p, (Text, Refusal)):
             # emitted on its first text: an empty text block would be rejected when replayed
             o = self._open[i] = _Out(-1, "text" if isinstance(p, Text) else "refusal")
@@ -696,8 +772,8 @@ class StreamEncoder:
             a = self._n
             self._n = a + 1
             o = self._open[i] = _Out(a, "custom" if p.kind == "custom" else "tool", p)
-            o.head = _JSON_HEADS[a] if a < 16 else _delta_head(a, b"input_json_delta", b"partial_json")
-            out = _tool_start(a, p.id, p.name)
+            o.head = _delta_head(a, b"input_json_delta", b"partial_json")
+            out = _cb_start(a, {"type": "tool_use", "id": p.id, "name": p.name, "input": {}})
             if p.arguments:
                 out += self._args(o, p.arguments)
             return pre + out
@@ -706,6 +782,7 @@ class StreamEncoder:
                 warn_once(self.warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Anthropic "
                           "clients cannot represent it")
                 self._open[i] = _Out(-1, "drop")
+                self._active = -1
                 return pre
             raw = p.raw
             t = raw.get("type")
@@ -720,15 +797,13 @@ class StreamEncoder:
             return pre + _cb_start(a, start)
         warn_once(self.warnings, f"{getattr(p, 'type', 'unknown')} part in a response dropped")
         self._open[i] = _Out(-1, "drop")
+        self._active = -1
         return pre
 
     def _text_start(self, o: _Out) -> bytes:
         a = o.a = self._alloc()
-        if a < 16:
-            o.head = _TEXT_HEADS[a]
-            return _TEXT_STARTS[a]
         o.head = _delta_head(a, b"text_delta", b"text")
-        return _cb_start(a, {"type": "text", "text": ""})
+        return _cb_start(a, _EMPTY_TEXT)
 
     def _text_delta(self, o: _Out, v: str) -> bytes:
         if o.a < 0:
@@ -798,6 +873,10 @@ class StreamEncoder:
         i, k, v = d
         o = self._open.get(i)
         if o is None or not v:
+            if self._held and self._hold(i, Delta(i, k, v)):
+                return b""
+            if self._early and i in self._early and k == "arguments":
+                return self._late(i, v)
             return b""
         ok = o.kind
         if ok == "text" or ok == "refusal":
@@ -809,6 +888,11 @@ class StreamEncoder:
                 return o.head + orjson.dumps(v) + _DELTA_TAIL
         elif ok == "tool" or ok == "custom":
             if k == "arguments":
+                if self._held and i == self._active:
+                    out = self._args(o, v)
+                    if self._ends_early(o):  # the next block need not wait for this one's end
+                        out += self._end_early(i, o) + self._promote()
+                    return out
                 return self._args(o, v)
         elif ok == "thinking":
             if k == "reasoning" or k == "summary":
@@ -820,8 +904,19 @@ class StreamEncoder:
         return b""
 
     def _block_end(self, ev: BlockEnd) -> bytes:
-        o = self._open.pop(ev.index, None)
+        if self._held:
+            if self._hold(ev.index, ev):
+                return b""
+            return self._end_block(ev) + self._promote()
+        return self._end_block(ev)
+
+    def _end_block(self, ev: BlockEnd) -> bytes:
+        i = ev.index
+        o = self._open.pop(i, None)
+        if i == self._active:
+            self._active = -1
         if o is None:
+            self._early.pop(i, None)
             return b""
         return self._close(o, ev.part)
 
@@ -839,7 +934,7 @@ class StreamEncoder:
                     if cits and o.a < 0:
                         out += self._text_start(o)
                     for c in cits or ():
-                        out += _cb_delta(o.a, {"type": "citations_delta", "citation": c})
+                        out += _cb_delta(o.a, b"citations_delta", b"citation", c)
             return out + _cb_stop(o.a) if o.a >= 0 else out
         if k == "thinking" or (k == "redacted" and o.a < 0):
             part: Reasoning = final if isinstance(final, Reasoning) else o.part
@@ -863,7 +958,7 @@ class StreamEncoder:
                 sig = _packed_signature(Reasoning(text, part.summary or o.part.summary, op,
                                                   part.redacted or o.part.redacted), text)
             if sig:
-                out += _cb_delta(o.a, {"type": "signature_delta", "signature": sig})
+                out += _cb_delta(o.a, b"signature_delta", b"signature", sig)
             return out + _cb_stop(o.a)
         if k == "redacted":
             return _cb_stop(o.a)
@@ -882,8 +977,7 @@ class StreamEncoder:
             text = "".join(o.buf)
             if not text and isinstance(final, ToolCall):
                 text = final.arguments
-            out += _cb_delta(o.a, {"type": "input_json_delta",
-                                   "partial_json": orjson.dumps({"input": text}).decode()})
+            out += _cb_delta(o.a, b"input_json_delta", b"partial_json", orjson.dumps({"input": text}).decode())
             return out + _cb_stop(o.a)
         # opaque (Anthropic's own)
         part_o: Opaque = final if isinstance(final, Opaque) else o.part
@@ -892,9 +986,9 @@ class StreamEncoder:
         if not isinstance(t, str):
             t = ""
         if t in _INPUT_STREAMED and isinstance(raw.get("input"), dict) and raw["input"]:
-            out += _cb_delta(o.a, {"type": "input_json_delta", "partial_json": dumps(raw["input"]).decode()})
+            out += _cb_delta(o.a, b"input_json_delta", b"partial_json", dumps(raw["input"]).decode())
         elif t == "compaction" and isinstance(raw.get("content"), str):
-            out += _cb_delta(o.a, {"type": "compaction_delta", "content": raw["content"]})
+            out += _cb_delta(o.a, b"compaction_delta", b"content", raw["content"])
         return out + _cb_stop(o.a)
 
     # ---- terminal
@@ -909,6 +1003,17 @@ class StreamEncoder:
 
     def _end(self, ev: End) -> bytes:
         out = [b"" if self._started else self._message_start(None, None)]
+        while self._held and self._cut is None and not self.done:
+            a = self._active
+            if a >= 0:
+                out.append(self._end_block(BlockEnd(a)))
+            out.append(self._promote())
+        if self._held:
+            self._held.clear()
+            if self._cut is not None and not self.done:
+                self.warnings.append("tool calls that started after a cut tool call were dropped")
+        if self.done:
+            return b"".join(out)
         if self._open:
             for i in list(self._open):
                 out.append(self._close(self._open.pop(i), None))
@@ -920,10 +1025,10 @@ class StreamEncoder:
             return b"".join(out) + self._bad_args(self._cut, None)
         if stop.reason is StopReason.REFUSAL and not self._text_sent:
             a = self._alloc()
-            out.append(_cb_start(a, {"type": "text", "text": ""}))
-            out.append(_cb_delta(a, {"type": "text_delta", "text": stop.message or FALLBACK_REFUSAL_TEXT}))
+            out.append(_cb_start(a, _EMPTY_TEXT))
+            out.append(_cb_delta(a, b"text_delta", b"text", stop.message or FALLBACK_REFUSAL_TEXT))
             out.append(_cb_stop(a))
-        reason, seq, details = stop_to_wire(stop, self._stop_seq, refusal_text, self.warnings)
+        reason, seq, details = stop_to_wire(stop, self._stop_seq, refusal_text, self.warnings, self._has_tools)
         out.append(_MESSAGE_DELTA % (orjson.dumps(reason), b"null" if seq is None else orjson.dumps(seq),
                                      b"null" if details is None else orjson.dumps(details),
                                      orjson.dumps(usage_to_wire(self._usage, delta=True))))
@@ -948,3 +1053,32 @@ _HANDLERS = {
     ErrorEvent: StreamEncoder._error,
 }
 
+
+# ============================================================================= the codec
+CODEC = Codec(
+    protocol=Protocol(_facts.PROTOCOL),
+    name="anthropic",
+    label="Anthropic Messages",
+    decode_request=decode_request,
+    encode_request=encode_request,
+    decode_response=decode_response,
+    encode_response=encode_response,
+    StreamDecoder=StreamDecoder,
+    StreamEncoder=StreamEncoder,
+    error_frame=error_frame,
+    endpoints=_facts.ENDPOINTS,
+    fields=_facts.FIELDS,
+    credentials=_facts.CREDENTIALS,
+    errors=_facts.ERRORS,
+    capabilities=_facts.CAPABILITIES,
+    client_tools=_facts.client_tools,
+    stop_table=_facts.STOP_TABLE,
+    stop_values=_facts.STOP_VALUES,
+    response_id=_facts.msg_id,
+    model_entry=_facts.model_entry,
+    model_list=_facts.model_list,
+    sniff_request=_facts.sniff_request,
+    sniff_response=_facts.sniff_response,
+    sniff_stream=_facts.sniff_stream,
+    is_error_body=_facts.is_error_body,
+)

@@ -1,51 +1,271 @@
-"""The contract every protocol codec module (``chat``, ``responses``, ``anthropic``) implements.
+"""The codec contract: one typed unit per protocol that owns every fact of that protocol.
 
-Each module exposes::
-
-    def decode_request(body: dict, warnings: list[str]) -> neutral.Request
-        # A client's request body -> neutral. Invalid client input raises TranslationError whose
-        # message names the field (e.g. "messages[2].content[0].type: unknown part type 'x'").
-        # Envelopes of ours (proxai_core.reasoning) in echoed fields are unpacked here.
-
-    def encode_request(req: neutral.Request, warnings: list[str]) -> dict
-        # neutral -> an upstream request body in this protocol. Features the protocol cannot carry
-        # without changing the answer raise TranslationError; allowed lossy changes add a warning.
-        # Tool names pass through context.short_tool_name(); custom tools become functions with a
-        # single string parameter "input" when this protocol has no custom tools.
-
-    def decode_response(body: dict, warnings: list[str]) -> neutral.Response
-        # An upstream complete response -> neutral, with StopInfo (stop.py classify_stop + the seed
-        # rules). Upstream failure bodies (Responses status "failed") set
-        # resp.extra["error"] = neutral.Error(...).
-
-    def encode_response(resp: neutral.Response, ctx: ClientContext, warnings: list[str]) -> dict
-        # neutral -> the client's complete response in this protocol. Ids minted in this
-        # protocol's style, model = ctx.model or resp.model. Seed refusal/stop rules live here.
-
-    class StreamDecoder:
-        def __init__(self, warnings: list[str]): ...
-        def feed(self, event: str | None, data: str) -> list[neutral.Event]
-            # one SSE event (name or None, data text) -> neutral events
-        def finish(self) -> list[neutral.Event]
-            # upstream EOF: End if the terminal (or the stop information) was seen, else
-            # ErrorEvent(Error(kind="interrupted", ...)). Nothing after a terminal.
-        done: bool  # a terminal event (End or ErrorEvent) was produced
-        # optional: def feed_fast(event, data) -> list[neutral.Event] | tuple[int, str, str]
-        #   feed, except that a lone delta may come back unboxed as (index, kind, value) (Chat)
-
-    class StreamEncoder:
-        def __init__(self, ctx: ClientContext, warnings: list[str]): ...
-        def encode(self, ev: neutral.Event) -> bytes
-            # neutral event -> SSE bytes for the client (may be b""). After End or ErrorEvent the
-            # client stream is complete (its terminal frame, or its native error frame).
-        # optional: def encode_delta(d: tuple[int, str, str]) -> bytes  # encode(Delta(*d)) (Anthropic)
-        # StreamTranslator passes lone deltas unboxed where the decoder has feed_fast and the
-        # encoder encode_delta (no Delta object on the hot path).
+A protocol is one :class:`Codec` instance, ``CODEC`` at the end of its module
+(``codecs/<member name in lower case>.py``), found through the registry in
+:mod:`proxai_core.codecs` (the :class:`~proxai_core.protocol.Protocol` enum is the registry's list).
+Everything outside ``codecs/`` asks the registry; nothing outside branches on a protocol.
+``docs/dev/codec-contract.md`` describes every member.
 """
 
-# Also, each module exposes:
-#
-#     def error_frame(err: neutral.Error) -> bytes
-#         # this protocol's native SSE error frame(s) for a mid-stream failure (used by the
-#         # pass-through path too). Anthropic: "event: error" {"type":"error","error":{type,message}};
-#         # Responses: an "error" event with both flat and nested fields; Chat: data: {"error":{...}}.
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+from typing import Protocol as TypingProtocol
+
+from ..context import ClientContext
+from ..neutral import Error, Event, Request, Response
+from ..protocol import Protocol
+from ..stop import StopKey, StopReason, WireStop
+
+__all__ = [
+    "JSONObject",
+    "PathFacts",
+    "SNIFF_CONTENT",
+    "SNIFF_DECISIVE",
+    "SNIFF_DEFAULT",
+    "SNIFF_DIALECT",
+    "SNIFF_HINT",
+    "SNIFF_KEYS",
+    "SNIFF_TOOLS",
+    "SNIFF_WEAK",
+    "Capabilities",
+    "ClientTools",
+    "Codec",
+    "Credentials",
+    "Endpoints",
+    "ErrorFacts",
+    "Evidence",
+    "RequestFields",
+    "StreamDecoder",
+    "StreamEncoder",
+]
+
+#: A parsed JSON object (request/response bodies, error bodies): JSON values, read defensively.
+JSONObject = dict[str, Any]
+
+#: How strongly a body looks like a protocol: (strength, -position). Higher wins; the registry
+#: compares the evidence of every codec (ties: registry order). None: no evidence.
+Evidence = tuple[int, int]
+
+# evidence strengths, strongest first (what each codec's sniffers return)
+SNIFF_DECISIVE = 100  #: a field or value only this protocol has
+SNIFF_DIALECT = 90  #: a provider dialect of this protocol (outranks shared-looking keys)
+SNIFF_KEYS = 80  #: a top-level key typical of this protocol
+SNIFF_CONTENT = 60  #: a message role or content block type (earlier position wins)
+SNIFF_TOOLS = 20  #: the shape of the first tool
+SNIFF_HINT = 10  #: a field this protocol requires and others merely allow
+SNIFF_DEFAULT = 5  #: the protocol this shape is when nothing else says otherwise
+SNIFF_WEAK = 1  #: any protocol of the vendor reads it the same
+
+
+class StreamDecoder(TypingProtocol):
+    """Upstream SSE events of one protocol -> neutral events (one instance per stream)."""
+
+    #: a terminal event (End or ErrorEvent) was produced
+    done: bool
+
+    def __init__(self, warnings: list[str]) -> None: ...
+
+    def feed(self, event: str | None, data: str) -> list[Event]:
+        """One SSE event (name or None, data text) -> neutral events. A malformed upstream event
+        raises :class:`proxai_core.strict.MalformedEvent`; any other exception is a ProxAI bug."""
+        ...
+
+    def finish(self) -> list[Event]:
+        """Upstream EOF: End if the terminal (or the stop information) was seen, else
+        ErrorEvent(Error(kind="interrupted")). Nothing after a terminal."""
+        ...
+
+
+class StreamEncoder(TypingProtocol):
+    """Neutral events -> the client's SSE bytes in one protocol (one instance per stream)."""
+
+    def __init__(self, ctx: ClientContext, warnings: list[str]) -> None: ...
+
+    def encode(self, ev: Event) -> bytes:
+        """May return b"". After End or ErrorEvent the client stream is complete."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class PathFacts:
+    """What a request path says where the protocol keeps the model and the method in the URL
+    (Gemini: ``/v1beta/models/{model}:streamGenerateContent?alt=sse``)."""
+
+    #: "generate" | "count_tokens"
+    kind: str
+    #: the path before the endpoint (the version, a Vertex project/location)
+    prefix: str
+    model: str
+    stream: bool
+    #: a stream is SSE (else the protocol's other framing, e.g. one JSON array)
+    sse: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoints:
+    """Where requests of this protocol go (paths after the version prefix, e.g. ``/v1``)."""
+
+    #: the generation endpoint (POST), e.g. "/chat/completions"
+    generate: str
+    #: a token-counting endpoint (POST) with the generation body, or None
+    count_tokens: str | None = None
+    #: the model list (GET; one model is ``<models>/<id>``); vendors share it
+    models: str = "/models"
+    #: the generation endpoint is also served as a websocket (GET + ``Upgrade: websocket``)
+    websocket: bool = False
+    #: protocols that name the model and the method in the URL (None: fixed paths, facts in the
+    #: body): a request path (query included) -> its facts, or None when it names no endpoint
+    parse_path: Callable[[str], PathFacts | None] | None = None
+    #: the same protocols: (model, stream) -> the upstream path after the version prefix
+    path_for: Callable[[str, bool], str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFields:
+    """Where a request body keeps what a proxy reads before translating it."""
+
+    model: str = "model"
+    stream: str = "stream"
+    #: stop sequences (a string or a list of strings)
+    stop: str = "stop"
+    #: the stream options object with ``include_usage`` (None: the protocol has none)
+    stream_options: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """How this protocol's clients authenticate and which headers belong to its vendor."""
+
+    #: headers that carry a key (read to find the client's key; removed before a key is injected)
+    key_headers: tuple[str, ...]
+    #: headers that identify the client's account: never sent to a host the client did not address
+    account_headers: tuple[str, ...]
+    #: headers only this vendor's APIs read (harmless to forward to any protocol of the vendor)
+    vendor_headers: tuple[str, ...]
+    #: headers only this protocol reads (dropped when the client's protocol is translated)
+    protocol_headers: tuple[str, ...]
+    #: headers whose presence identifies a client of this vendor (e.g. on a shared model list)
+    client_markers: tuple[str, ...]
+    #: headers added to an upstream request of this protocol when absent
+    default_headers: Mapping[str, str]
+    #: put ``key`` into the headers of an upstream request to ``host``
+    inject: Callable[[MutableMapping[str, str], str, str], None]
+    #: the vendor these headers belong to ("openai", "anthropic"): shared headers, shared model list
+    vendor: str
+    #: URL query parameters that carry a key (Gemini ``key=``): moved, stripped and redacted like
+    #: the key headers
+    key_query: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorFacts:
+    """Error shapes of the protocol, both ways. Kinds are :attr:`neutral.Error.kind` values."""
+
+    #: wire ``error.type`` -> kind (reading any upstream's error bodies)
+    types: Mapping[str, str]
+    #: wire ``error.code`` -> kind, where a code is more precise than the type (or the status)
+    codes: Mapping[str, str]
+    #: kind -> HTTP status this protocol's clients expect (every kind)
+    statuses: Mapping[str, int]
+    #: HTTP statuses this protocol's clients never see (e.g. 529 for OpenAI): the kind's status instead
+    foreign_statuses: frozenset[int]
+    #: the client's native error body
+    body: Callable[[Error], JSONObject]
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What the protocol can carry."""
+
+    #: free-text ``custom`` tools exist (else they travel as functions with one ``input`` string)
+    custom_tools: bool
+    #: an interrupted upstream turn is a response status here (Responses ``failed``/``cancelled``),
+    #: not an error that replaces the response
+    interrupted_is_status: bool
+
+
+@dataclass(slots=True)
+class ClientTools:
+    """What a client's request says about its tools (for restoring names on the way back)."""
+
+    #: every tool name as the upstream sees it (before shortening)
+    names: list[str] = field(default_factory=list)
+    #: names of free-text custom tools
+    custom: set[str] = field(default_factory=set)
+    #: flat upstream name -> (namespace, name) of a tool inside a namespace tool
+    namespaces: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+@dataclass(slots=True, eq=False)
+class Codec:
+    """Everything ProxAI knows about one protocol. One instance per protocol (``CODEC``); never
+    changed after import (tests may patch a member of it)."""
+
+    protocol: Protocol
+    #: short name ("chat"): tables, CLI, reports
+    name: str
+    #: human label ("OpenAI Chat Completions")
+    label: str
+
+    # --- behaviour: requests, responses, streams ------------------------------------------
+    #: a client's request body -> neutral; invalid input raises TranslationError naming the field
+    decode_request: Callable[[JSONObject, list[str]], Request]
+    #: neutral -> an upstream request body of this protocol
+    encode_request: Callable[[Request, list[str]], JSONObject]
+    #: an upstream complete response -> neutral (StopInfo; failures in ``extra["error"]``)
+    decode_response: Callable[[JSONObject, list[str]], Response]
+    #: neutral -> the client's complete response
+    encode_response: Callable[[Response, ClientContext, list[str]], JSONObject]
+    StreamDecoder: Callable[[list[str]], StreamDecoder]
+    StreamEncoder: Callable[[ClientContext, list[str]], StreamEncoder]
+    #: the native mid-stream error frame(s) (also on the pass-through path)
+    error_frame: Callable[[Error], bytes]
+
+    # --- facts -------------------------------------------------------------------------------
+    endpoints: Endpoints
+    fields: RequestFields
+    credentials: Credentials
+    errors: ErrorFacts
+    capabilities: Capabilities
+    #: the client's tools from its request body
+    client_tools: Callable[[JSONObject], ClientTools]
+    #: neutral stop decision -> this protocol's stop value; every StopKey, no default
+    stop_table: Mapping[StopKey, WireStop]
+    #: stop values this protocol writes -> their reason (the vocabulary read back)
+    stop_values: Mapping[str, StopReason]
+    #: this protocol's response id for a source id (deterministic), minted when there is none
+    response_id: Callable[[str | None], str]
+    #: one model entry of the model list (id, the upstream's entry or None)
+    model_entry: Callable[[str, JSONObject | None], JSONObject]
+    #: the model list body around entries
+    model_list: Callable[[list[JSONObject]], JSONObject]
+    #: evidence that a request / complete response body / SSE head is in this protocol
+    sniff_request: Callable[[JSONObject], Evidence | None]
+    sniff_response: Callable[[JSONObject], Evidence | None]
+    sniff_stream: Callable[[bytes], Evidence | None]
+    #: an HTTP error body (not a model response) in this protocol
+    is_error_body: Callable[[JSONObject], bool]
+    #: the reader of this protocol's streams (None: SSE, :class:`proxai_core.sse.SSEReader`); a
+    #: protocol with another framing gives a reader with SSEReader's methods
+    stream_reader: Callable[[], Any] | None = None
+
+    def error_status(self, err: Error) -> int:
+        """The HTTP status this protocol's clients expect for ``err``: the upstream's status when
+        it agrees with the error's kind and the client knows it, else the kind's own status."""
+        from ..errors import kind_for_status
+
+        st = err.status
+        if (st is not None and 400 <= st < 600 and st not in self.errors.foreign_statuses
+                and kind_for_status(st) == err.kind):
+            return st
+        return self.errors.statuses.get(err.kind, self.errors.statuses["api_error"])
+
+    def error_response(self, err: Error) -> tuple[int, JSONObject]:
+        """(status, native body) of an error for this protocol's clients."""
+        return self.error_status(err), self.errors.body(err)
+
+    def __repr__(self) -> str:
+        return f"<codec {self.name}>"

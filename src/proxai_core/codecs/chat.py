@@ -24,7 +24,7 @@ import orjson
 
 from .. import reasoning as rz
 from ..context import ClientContext
-from ..errors import openai_error_body, parse_error
+from ..errors import parse_error
 from ..jsonutil import dumps
 from ..neutral import (
     BlockEnd,
@@ -45,10 +45,12 @@ from ..neutral import (
     Usage,
     UsageEvent,
 )
+from ..protocol import Protocol
 from ..sse import DONE_FRAME, frame
-from ..stop import GENERIC_REFUSAL, StopInfo, StopReason, classify_stop
+from ..stop import GENERIC_REFUSAL, StopInfo, StopReason, classify_stop, is_filter_refusal
+from . import _chat_common as _facts
+from . import _openai_common as _models
 from ._chat_common import (
-    FILTER_RAWS,
     PROTOCOL,
     build_stop,
     chat_id,
@@ -58,12 +60,12 @@ from ._chat_common import (
     envelope_payload,
     finish_reason,
     merge_details,
-    now,
     reasoning_parts,
     thinking_text,
     unpacked,
 )
 from ._chat_request import decode_request, encode_request
+from .base import Codec
 
 __all__ = [
     "StreamDecoder",
@@ -78,7 +80,7 @@ __all__ = [
 
 def error_frame(err: Error) -> bytes:
     """Chat's native mid-stream error: a bare ``data: {"error": {...}}`` line (no ``[DONE]``)."""
-    return frame(None, openai_error_body(err))
+    return frame(None, _models.error_body(err))
 
 
 # ============================================================================= response decode
@@ -321,8 +323,7 @@ def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> 
     text: str | None = "".join(texts) or None
     refusal: str | None = "".join(refusals) or None
     if stop.reason is StopReason.REFUSAL and refusal is None:
-        raw = stop.raw.lower() if isinstance(stop.raw, str) else None
-        if text and raw not in FILTER_RAWS:
+        if text and not is_filter_refusal(stop):
             # a stated refusal whose visible text came as ordinary text (Anthropic): seed 000
             refusal, text = text, None
         elif not text:
@@ -339,7 +340,7 @@ def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> 
     out: dict[str, Any] = {
         "id": chat_id(resp.id),
         "object": "chat.completion",
-        "created": resp.created or now(),
+        "created": resp.created or NO_TIMESTAMP,
         "model": (getattr(ctx, "model", None) or resp.model or ""),
         "choices": [{"index": 0, "message": message, "finish_reason": fr, "logprobs": None}],
     }
@@ -350,6 +351,10 @@ def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> 
 
 # ============================================================================= stream decode
 _INTERRUPTED = "upstream stream ended before its terminal event"
+
+#: created when the source has no timestamp (an Anthropic upstream): a fixed value, never the clock,
+#: so one input always gives the same bytes (docs/mapping.md)
+NO_TIMESTAMP = 0
 
 # block kinds
 _TEXT, _REFUSAL, _REASONING = 1, 2, 3
@@ -377,7 +382,7 @@ class StreamDecoder:
     usage-only chunk after the finish chunk and an in-band error after it are both seen first."""
 
     __slots__ = ("_calls", "_calls_by_index", "_choice_warned", "_cites", "_created", "_detail", "_details",
-                 "_dup_warned", "_finish", "_finish_seen", "_fkey", "_had_tools", "_id", "_last_call", "_late_warned",
+                 "_dup_warned", "_finish", "_finish_seen", "_had_tools", "_id", "_last_call", "_late_warned",
                  "_model", "_next", "_out", "_produced", "_reasoning_field", "_reasoning_text", "_refusal",
                  "_seq_idx", "_seq_kind", "_started", "done", "warnings")
 
@@ -409,15 +414,6 @@ class StreamDecoder:
         self._out: list[Event] = []
         self._cites: list[dict[str, Any]] = []
         self._had_tools = False
-        self._fkey: str | None = None  # the delta field feed's fast path takes (see _sync_fast)
-
-    def _sync_fast(self) -> None:
-        """Called wherever _started, _seq_kind, _last_call or _finish_seen change: the one delta
-        field feed's fast path takes now (text or refusal continuing the open block; tool calls when
-        no such block is open), or None."""
-        sk = self._seq_kind
-        self._fkey = (None if self._finish_seen else "content" if sk == _TEXT else "refusal" if sk == _REFUSAL
-                      else "tool_calls" if sk == 0 and self._started else None)
 
     # ------------------------------------------------------------------ helpers
     def _start(self, obj: dict[str, Any] | None) -> None:
@@ -432,7 +428,6 @@ class StreamDecoder:
             if isinstance(v, int) and v:
                 self._created = v
         self._started = True
-        self._sync_fast()
         self._out.append(Start(self._id, self._model, None, self._created))
 
     def _close_seq(self) -> None:
@@ -455,7 +450,6 @@ class StreamDecoder:
         else:
             self._out.append(BlockEnd(idx))
         self._seq_kind = 0
-        self._sync_fast()
 
     def _open_seq(self, kind: int) -> int:
         if self._seq_kind == kind:
@@ -465,7 +459,6 @@ class StreamDecoder:
         self._next += 1
         self._seq_kind = kind
         self._seq_idx = idx
-        self._sync_fast()
         if kind == _TEXT:
             part: Any = Text("")
         elif kind == _REFUSAL:
@@ -477,14 +470,15 @@ class StreamDecoder:
 
     # ------------------------------------------------------------------ delta fields
     def _on_content(self, v: Any, delta: dict) -> None:
-        if isinstance(v, str) and v:
+        if v and type(v) is str:
             self._produced = True
-            self._out.append(Delta(self._open_seq(_TEXT), "text", v))
+            self._out.append(Delta(self._seq_idx if self._seq_kind == _TEXT else self._open_seq(_TEXT), "text", v))
 
     def _on_refusal(self, v: Any, delta: dict) -> None:
-        if isinstance(v, str) and v:
+        if v and type(v) is str:
             self._refusal.append(v)
-            self._out.append(Delta(self._open_seq(_REFUSAL), "refusal", v))
+            self._out.append(Delta(self._seq_idx if self._seq_kind == _REFUSAL else self._open_seq(_REFUSAL),
+                                   "refusal", v))
 
     def _reasoning_delta(self, v: str) -> None:
         if rz._CHAT_OPEN in v:  # an envelope of ours (upstream is a ProxAI-translated Chat stream)
@@ -508,7 +502,6 @@ class StreamDecoder:
             self._out.append(BlockEnd(idx, unpacked(payload)))
             self._reasoning_text = []
             self._seq_kind = 0
-            self._sync_fast()
 
     def _on_reasoning_content(self, v: Any, delta: dict) -> None:
         if isinstance(v, str) and v:
@@ -558,19 +551,25 @@ class StreamDecoder:
         if not isinstance(key, (int, str)):
             key = None
         tid = tc.get("id")
-        tid = tid if isinstance(tid, str) and tid else None
-        kind = "custom" if tc.get("type") == "custom" or (
-            "custom" in tc and isinstance(tc.get("custom"), dict) and not isinstance(tc.get("function"), dict)) \
-            else "function"
-        inner = tc.get(kind)
-        if not isinstance(inner, dict):
-            inner = {}
+        tid = tid if tid and type(tid) is str else None
+        inner = tc.get("function")
+        ttype = tc.get("type")
+        if type(inner) is dict and ttype != "custom":  # (the usual fragment)
+            kind = "function"
+        else:
+            custom = tc.get("custom")
+            kind = "custom" if ttype == "custom" or (type(custom) is dict and type(inner) is not dict) \
+                else "function"
+            if kind == "custom":
+                inner = custom
+            if type(inner) is not dict:
+                inner = {}
         name = inner.get("name")
-        name = name if isinstance(name, str) and name else None
+        name = name if name and type(name) is str else None
         frag = inner.get("input" if kind == "custom" else "arguments")
-        if isinstance(frag, (dict, list)):
-            frag = dumps(frag).decode()
-        frag = frag if isinstance(frag, str) and frag else None
+        if type(frag) is not str:
+            frag = dumps(frag).decode() if isinstance(frag, (dict, list)) else None
+        frag = frag or None
         call = None
         if key is not None:
             call = self._calls_by_index.get(key)
@@ -596,9 +595,7 @@ class StreamDecoder:
                     prev.key = _NO_KEY
                 self._calls_by_index[key] = call
                 call.key = key
-        if call is not self._last_call:
-            self._last_call = call
-            self._sync_fast()
+        self._last_call = call
         if not call.started:
             if name and not call.name:
                 call.name = name
@@ -644,7 +641,6 @@ class StreamDecoder:
         self._calls = []
         self._calls_by_index = {}
         self._last_call = None
-        self._sync_fast()
 
     def _stop_info(self) -> StopInfo:
         return build_stop(self._finish, refusal="".join(self._refusal) or None,
@@ -673,11 +669,6 @@ class StreamDecoder:
         return out
 
     def feed(self, event: str | None, data: str) -> list[Event]:
-        evs = self.feed_fast(event, data)
-        return evs if type(evs) is list else [Delta(*evs)]
-
-    def feed_fast(self, event: str | None, data: str) -> list[Event] | tuple[int, str, str]:
-        """feed, except that a lone delta comes back unboxed, as (index, kind, value)."""
         if self.done:
             return []
         if data[:1] != "{" and data.strip() == "[DONE]":  # no copy of ordinary JSON payloads
@@ -689,71 +680,24 @@ class StreamDecoder:
                 return self._error(data)
             self.warnings.append("invalid JSON in a Chat stream event ignored")
             return []
-        # Fast path: one choice, no finish, no usage, no error, and a delta carrying only the field
-        # of what is streaming now (text, refusal, or the arguments of the current tool call, given
-        # by its index alone). An unexpected shape raises or fails a test: the general path decides.
-        fk = self._fkey
-        if fk is not None and event is None:
-            new_tc = fin = None
-            try:
-                choices = obj["choices"]
-                if len(choices) == 1 and obj.get("usage") is None and "error" not in obj:
-                    ch = choices[0]
-                    delta = ch["delta"]
-                    fr = ch.get("finish_reason")
-                    if ch.get("index", 0) != 0:
-                        pass
-                    elif fr is None and (len(delta) == 1 or all(
-                            k == fk or delta[k] is None or k == "role" for k in delta)):
-                        c = delta.get(fk)
-                        if fk == "tool_calls":
-                            if type(c) is list and len(c) == 1:
-                                tc = c[0]
-                                call = self._last_call
-                                if call is not None and len(tc) == 2 and len(fn := tc["function"]) == 1 \
-                                        and tc.get("index") == call.key and call.started:
-                                    frag = fn["arguments"]
-                                    if type(frag) is str:
-                                        if not frag:
-                                            return []
-                                        call.args.append(frag)
-                                        return (call.idx, "arguments", frag)
-                                if type(tc) is dict:
-                                    new_tc = tc  # a call starting (or an odd fragment): _tool_fragment
-                        elif type(c) is str and c:
-                            if fk == "content":
-                                self._produced = True
-                                return (self._seq_idx, "text", c)
-                            self._refusal.append(c)
-                            return (self._seq_idx, "refusal", c)
-                    elif fr and not delta:
-                        fin = ch  # the finish chunk: nothing but its finish_reason
-            except (KeyError, TypeError, AttributeError, IndexError):
-                pass
-            # what the general path below would do for these chunks, without its walk
-            if new_tc is not None:
-                self._tool_fragment(new_tc)
-                out, self._out = self._out, []
-                return out
-            if fin is not None:
-                self._on_finish(fin["finish_reason"], fin)
-                out, self._out = self._out, []
-                return out
-        if not isinstance(obj, dict):
+        if type(obj) is not dict:
             self.warnings.append("non-object Chat stream event ignored")
             return []
-        choices = obj.get("choices")
         out = self._out
-        if obj.get("error") or event == "error":
+        if event == "error" or obj.get("error"):
             u = decode_usage(obj.get("usage"))
             if u is not None:
                 out.append(UsageEvent(u))
             return self._error(obj)
+        choices = obj.get("choices")
         if not self._started and (obj.get("id") or obj.get("model") or choices or obj.get("usage")):
             self._start(obj)  # Azure's prompt-filter chunk (no id, no model, no choices) waits
+        if choices and type(choices) is not list:
+            self.warnings.append("Chat stream chunk whose choices is not a list: its choices ignored")
+            choices = None
         if choices:
             for ch in choices:
-                if not isinstance(ch, dict):
+                if type(ch) is not dict:
                     continue
                 if ch.get("index", 0) != 0:
                     if not self._choice_warned:
@@ -761,7 +705,7 @@ class StreamDecoder:
                         self.warnings.append("stream has more than one choice; only the first is translated")
                     continue
                 delta = ch.get("delta")
-                if isinstance(delta, dict) and delta:
+                if delta and type(delta) is dict:
                     if self._finish_seen:
                         if not self._late_warned and any(delta.get(k) for k in _DELTA_HANDLERS):
                             self._late_warned = True
@@ -788,7 +732,7 @@ class StreamDecoder:
                 self._dup_warned = True
                 self.warnings.append(f"finish_reason sent twice ({self._finish!r}, then {fr!r}); the first is kept")
             return
-        self._finish_seen = True  # (_close_all below syncs the fast path)
+        self._finish_seen = True
         self._finish = fr if isinstance(fr, str) else str(fr)
         nfr = ch.get("native_finish_reason")
         if nfr is not None:
@@ -852,22 +796,12 @@ class StreamEncoder:
         self._usage: Usage | None = None
         self._finished = False
         self._annotations: list[dict[str, Any]] = []
-        self._handlers: dict[type, Any] = {
-            Delta: self._delta,
-            BlockStart: self._block_start,
-            BlockEnd: self._block_end,
-            UsageEvent: self._on_usage,
-            Stop: self._on_stop,
-            End: self._end,
-            ErrorEvent: self._on_error,
-            Start: self._on_start,
-        }
 
     # ------------------------------------------------------------------ framing
     def _begin(self, ev: Start | None) -> bytes:
         cid = chat_id(ev.id if ev is not None else None)
         model = getattr(self.ctx, "model", None) or (ev.model if ev is not None else None) or ""
-        created = (ev.created if ev is not None else None) or now()
+        created = (ev.created if ev is not None else None) or NO_TIMESTAMP
         self._head = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model}
         # constant chunk prefix, so each delta costs one small orjson.dumps
         self._prefix = (b'data: {"id":' + orjson.dumps(cid) + b',"object":"chat.completion.chunk","created":'
@@ -885,15 +819,15 @@ class StreamEncoder:
         if self.done:
             return b""
         t = type(ev)
-        h = self._handlers.get(t)
+        h = _ENCODERS.get(t)
         if h is None:
             return b""
         if self._head is None and t is not ErrorEvent:
             if t is Start:
                 self._on_start(ev)  # type: ignore[arg-type]
                 return self._begin(ev)  # type: ignore[arg-type]
-            return self._begin(None) + h(ev)
-        return h(ev)
+            return self._begin(None) + h(self, ev)
+        return h(self, ev)
 
     def _on_start(self, ev: Start) -> bytes:
         if ev.usage is not None:
@@ -1046,3 +980,46 @@ class StreamEncoder:
             head["usage"] = encode_usage(self._usage)
             out += frame(None, head)
         return out + DONE_FRAME
+
+
+# ============================================================================= the codec
+CODEC = Codec(
+    protocol=Protocol(_facts.PROTOCOL),
+    name="chat",
+    label="OpenAI Chat Completions",
+    decode_request=decode_request,
+    encode_request=encode_request,
+    decode_response=decode_response,
+    encode_response=encode_response,
+    StreamDecoder=StreamDecoder,
+    StreamEncoder=StreamEncoder,
+    error_frame=error_frame,
+    endpoints=_facts.ENDPOINTS,
+    fields=_facts.FIELDS,
+    credentials=_facts.CREDENTIALS,
+    errors=_facts.ERRORS,
+    capabilities=_facts.CAPABILITIES,
+    client_tools=_facts.client_tools,
+    stop_table=_facts.STOP_TABLE,
+    stop_values=_facts.STOP_VALUES,
+    response_id=_facts.chat_id,
+    model_entry=_models.model_entry,
+    model_list=_models.model_list,
+    sniff_request=_facts.sniff_request,
+    sniff_response=_facts.sniff_response,
+    sniff_stream=_facts.sniff_stream,
+    is_error_body=_facts.is_error_body,
+)
+
+
+# per-class dispatch: no table of bound methods built per stream
+_ENCODERS: dict[type, Any] = {
+    Delta: StreamEncoder._delta,
+    BlockStart: StreamEncoder._block_start,
+    BlockEnd: StreamEncoder._block_end,
+    UsageEvent: StreamEncoder._on_usage,
+    Stop: StreamEncoder._on_stop,
+    End: StreamEncoder._end,
+    ErrorEvent: StreamEncoder._on_error,
+    Start: StreamEncoder._on_start,
+}

@@ -46,7 +46,10 @@ from ..neutral import (
     Usage,
     UsageEvent,
 )
+from ..protocol import Protocol
 from ..stop import GENERIC_REFUSAL, StopInfo, StopReason, classify_stop
+from ..strict import MalformedEvent
+from . import _gemini_common as _facts
 from ._gemini_common import (
     BLOCK_REASONS as _BLOCKS,
 )
@@ -69,6 +72,7 @@ from ._gemini_common import (
     warn_once,
 )
 from ._gemini_request import decode_request, encode_request
+from .base import Codec
 
 __all__ = [
     "StreamDecoder",
@@ -384,7 +388,7 @@ def encode_response(resp: Response, ctx: Any, warnings: list[str]) -> dict[str, 
                               "blockReasonMessage": stop.message or GENERIC_REFUSAL}
         body = {"promptFeedback": fb, "usageMetadata": usage}
     else:
-        finish, message = stop_to_wire(stop, warnings)
+        finish, message = stop_to_wire(stop, has_tools, warnings)
         if _refusal_needs_text(stop) and not has_text:
             parts.append({"text": stop.message or GENERIC_REFUSAL})
         cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}
@@ -536,12 +540,10 @@ class StreamDecoder:
             return []
         try:
             obj = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            self.warnings.append("invalid JSON in a Gemini stream chunk ignored")
-            return []
+        except orjson.JSONDecodeError as exc:
+            raise MalformedEvent(f"invalid JSON in a Gemini stream chunk ({exc})") from None
         if not isinstance(obj, dict):
-            self.warnings.append("non-object Gemini stream chunk ignored")
-            return []
+            raise MalformedEvent("a Gemini stream chunk that is not an object")
         return self.chunk(obj)
 
     def chunk(self, obj: dict[str, Any]) -> list[Event]:
@@ -981,7 +983,7 @@ class StreamEncoder:
             out.append(self._frame(b'{"promptFeedback":' + orjson.dumps(fb) + b',"usageMetadata":' + usage
                                    + self._tail))
         else:
-            finish, message = stop_to_wire(stop, self.warnings)
+            finish, message = stop_to_wire(stop, self._has_tools, self.warnings)
             parts: list[dict[str, Any]] = []
             if self._pending is not None:
                 parts.append({"text": "", "thoughtSignature": self._pending})
@@ -1014,3 +1016,33 @@ _HANDLERS = {
     End: StreamEncoder._end,
     ErrorEvent: StreamEncoder._error,
 }
+
+
+CODEC = Codec(
+    protocol=Protocol(PROTOCOL),
+    name="gemini",
+    label="Google Gemini generateContent",
+    decode_request=decode_request,
+    encode_request=encode_request,
+    decode_response=decode_response,
+    encode_response=encode_response,
+    StreamDecoder=StreamDecoder,
+    StreamEncoder=StreamEncoder,
+    error_frame=error_frame,
+    endpoints=_facts.ENDPOINTS,
+    fields=_facts.FIELDS,
+    credentials=_facts.CREDENTIALS,
+    errors=_facts.ERRORS,
+    capabilities=_facts.CAPABILITIES,
+    client_tools=_facts.client_tools,
+    stop_table=_facts.STOP_TABLE,
+    stop_values=_facts.STOP_VALUES,
+    response_id=_facts.response_id,
+    model_entry=_facts.model_entry,
+    model_list=_facts.model_list,
+    sniff_request=_facts.sniff_request,
+    sniff_response=_facts.sniff_response,
+    sniff_stream=_facts.sniff_stream,
+    is_error_body=_facts.is_error_body,
+    stream_reader=_facts.StreamReader,
+)

@@ -19,7 +19,7 @@ Decisions worth knowing (see also the codec brief):
 
 from __future__ import annotations
 
-import time
+import hashlib
 from typing import Any
 
 import orjson
@@ -27,6 +27,7 @@ import orjson
 from .. import reasoning as rz
 from ..context import ClientContext
 from ..errors import TranslationError, parse_error
+from ..jsonscan import JsonObjectScanner
 from ..jsonutil import dumps
 from ..neutral import (
     BlockEnd,
@@ -48,8 +49,12 @@ from ..neutral import (
     Usage,
     UsageEvent,
 )
+from ..protocol import Protocol
 from ..sse import frame
 from ..stop import StopInfo, StopReason
+from ..strict import MalformedEvent
+from . import _openai_common as _models
+from . import _responses_common as _facts
 from ._responses_common import (
     PROTOCOL,
     annotations_to_citations,
@@ -67,6 +72,7 @@ from ._responses_common import (
     tool_item_id,
 )
 from ._responses_request import decode_request, encode_request
+from .base import Codec
 
 __all__ = [
     "StreamDecoder",
@@ -265,6 +271,29 @@ def _apply_refusal_rule(parts: list[Part], stop: StopInfo | None) -> list[Part]:
     return list(parts) + [Refusal(refusal_fallback(stop))]
 
 
+def _call_item(p: ToolCall, ctx: ClientContext, arguments: str, status: str) -> dict[str, Any]:
+    """The function_call / custom_tool_call output item (complete and stream)."""
+    iid = tool_item_id(p.id, p.kind, p.item_id)
+    if p.kind == "custom":
+        item = {"id": iid, "type": "custom_tool_call", "status": status, "call_id": p.id, "name": p.name,
+                "input": arguments}
+    else:
+        item = {"id": iid, "type": "function_call", "status": status, "call_id": p.id, "name": p.name,
+                "arguments": arguments}
+    _set_name(item, p.name, ctx)
+    return item
+
+
+def _set_name(item: dict[str, Any], name: str, ctx: ClientContext) -> None:
+    """A tool of a client's namespace tool was carried flat: its call gets the namespace form back."""
+    nss = getattr(ctx, "namespaces", None)
+    split = nss.get(name) if nss else None
+    if split is None:
+        item["name"] = name
+    else:
+        item["namespace"], item["name"] = split
+
+
 def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> dict[str, Any]:
     w = warnings
     base = id_base(resp.id)
@@ -290,13 +319,7 @@ def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> 
             continue
         msg = None
         if isinstance(p, ToolCall):
-            iid = tool_item_id(p.id, p.kind, p.item_id)
-            if p.kind == "custom":
-                output.append({"id": iid, "type": "custom_tool_call", "call_id": p.id, "name": p.name,
-                               "input": p.arguments, "status": "completed"})
-            else:
-                output.append({"id": iid, "type": "function_call", "call_id": p.id, "name": p.name,
-                               "arguments": p.arguments, "status": "completed"})
+            output.append(_call_item(p, ctx, p.arguments, "completed"))
         elif isinstance(p, Reasoning):
             own = _own_reasoning_id(p)
             output.append(_reasoning_out(p, own or f"rs_{base}_{len(output)}", _is_own(p)))
@@ -311,7 +334,7 @@ def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> 
         w.append("parts a Responses client cannot receive dropped: " + ", ".join(sorted(set(dropped))))
     if status == "incomplete" and output and output[-1].get("type") == "message":
         output[-1]["status"] = "incomplete"
-    created = resp.created if resp.created is not None else int(time.time())
+    created = resp.created if resp.created is not None else NO_TIMESTAMP
     return _response_shell("resp_" + base, ctx.model or resp.model, created, status, output,
                            encode_usage(resp.usage), error, incomplete)
 
@@ -381,6 +404,17 @@ def _idx(v: Any) -> int | None:
     return v if type(v) is int else None
 
 
+def _checked_item(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The event's output item (None: there is none); an item whose type is not a string is a
+    malformed event (raised before any state changes)."""
+    item = obj.get("item")
+    if not isinstance(item, dict):
+        return None
+    if not isinstance(item.get("type"), str):
+        raise MalformedEvent(f"{obj.get('type')}: output item without a string type")
+    return item
+
+
 def _ci(obj: dict[str, Any]) -> int:
     v = obj.get("content_index")
     return v if type(v) is int else 0
@@ -388,6 +422,9 @@ def _ci(obj: dict[str, Any]) -> int:
 
 class StreamDecoder:
     """Responses SSE events -> neutral events."""
+
+    __slots__ = ("_by_id", "_has_tools", "_items", "_next", "_open", "_produced", "_refusal", "_started",
+                 "_stopped", "_unknown", "done", "warnings")
 
     def __init__(self, warnings: list[str]):
         self.warnings = warnings
@@ -401,33 +438,7 @@ class StreamDecoder:
         self._has_tools = False
         self._refusal: list[str] | None = None
         self._produced = False
-        nothing = self._nothing
-        self._dispatch = {
-            "response.created": self._created,
-            "response.in_progress": self._created,
-            "response.output_item.added": self._item_added,
-            "response.content_part.added": self._part_added,
-            "response.output_text.delta": self._text_delta,
-            "response.refusal.delta": self._refusal_delta,
-            "response.output_text.done": self._text_done,
-            "response.refusal.done": self._refusal_done,
-            "response.output_text.annotation.added": self._annotation,
-            "response.content_part.done": self._part_done,
-            "response.function_call_arguments.delta": self._args_delta,
-            "response.function_call_arguments.done": self._args_done,
-            "response.custom_tool_call_input.delta": self._args_delta,
-            "response.custom_tool_call_input.done": self._input_done,
-            "response.reasoning_summary_part.added": self._summary_part,
-            "response.reasoning_summary_text.delta": self._summary_delta,
-            "response.reasoning_text.delta": self._rtext_delta,
-            "response.output_item.done": self._item_done,
-            "response.completed": self._terminal,
-            "response.incomplete": self._terminal,
-            "response.failed": self._failed,
-            "error": self._error,
-        }
-        for t in _IGNORED_EVENTS:
-            self._dispatch[t] = nothing
+        self._unknown: set[str] | None = None
 
     # ------------------------------------------------------------------ plumbing
     def feed(self, event: str | None, data: str) -> list[Event]:
@@ -439,19 +450,22 @@ class StreamDecoder:
             if data.strip() != "[DONE]":
                 self.warnings.append(f"invalid JSON in a Responses SSE event ({event or 'message'}) ignored")
             return []
-        if not isinstance(obj, dict):
+        if type(obj) is not dict:
             self.warnings.append("Responses SSE event data is not an object: ignored")
             return []
         t = obj.get("type")
-        if not isinstance(t, str):
+        if type(t) is not str:
             t = event or ""
-        h = self._dispatch.get(t)
+        h = _EVENTS.get(t)
         if h is None:
-            h = self._nothing
             if not t.startswith(_HOSTED_EVENT_PREFIXES):
-                self.warnings.append(f"unknown Responses stream event {t!r} skipped")
-            self._dispatch[t] = h
-        return h(obj)
+                if self._unknown is None:
+                    self._unknown = set()
+                if t not in self._unknown:
+                    self._unknown.add(t)
+                    self.warnings.append(f"unknown Responses stream event {t!r} skipped")
+            return []
+        return h(self, obj)
 
     def finish(self) -> list[Event]:
         if self.done:
@@ -536,11 +550,11 @@ class StreamDecoder:
         return st
 
     def _item_added(self, obj: dict[str, Any]) -> list[Event]:
+        item = _checked_item(obj)
         out: list[Event] = []
         if not self._started:
             self._start(out)
-        item = obj.get("item")
-        if not isinstance(item, dict):
+        if item is None:
             return out
         self._new_item(item, _idx(obj.get("output_index")), out)
         return out
@@ -774,8 +788,8 @@ class StreamDecoder:
 
     def _item_done(self, obj: dict[str, Any]) -> list[Event]:
         out: list[Event] = []
-        item = obj.get("item")
-        if not isinstance(item, dict):
+        item = _checked_item(obj)
+        if item is None:
             return out
         if not self._started:
             self._start(out)
@@ -903,6 +917,35 @@ class StreamDecoder:
         return [ErrorEvent(e)]
 
 
+# per-class dispatch: no table of bound methods built per stream
+_EVENTS = {
+    "response.created": StreamDecoder._created,
+    "response.in_progress": StreamDecoder._created,
+    "response.output_item.added": StreamDecoder._item_added,
+    "response.content_part.added": StreamDecoder._part_added,
+    "response.output_text.delta": StreamDecoder._text_delta,
+    "response.refusal.delta": StreamDecoder._refusal_delta,
+    "response.output_text.done": StreamDecoder._text_done,
+    "response.refusal.done": StreamDecoder._refusal_done,
+    "response.output_text.annotation.added": StreamDecoder._annotation,
+    "response.content_part.done": StreamDecoder._part_done,
+    "response.function_call_arguments.delta": StreamDecoder._args_delta,
+    "response.function_call_arguments.done": StreamDecoder._args_done,
+    "response.custom_tool_call_input.delta": StreamDecoder._args_delta,
+    "response.custom_tool_call_input.done": StreamDecoder._input_done,
+    "response.reasoning_summary_part.added": StreamDecoder._summary_part,
+    "response.reasoning_summary_text.delta": StreamDecoder._summary_delta,
+    "response.reasoning_text.delta": StreamDecoder._rtext_delta,
+    "response.output_item.done": StreamDecoder._item_done,
+    "response.completed": StreamDecoder._terminal,
+    "response.incomplete": StreamDecoder._terminal,
+    "response.failed": StreamDecoder._failed,
+    "error": StreamDecoder._error,
+}
+for _t in _IGNORED_EVENTS:
+    _EVENTS[_t] = StreamDecoder._nothing
+
+
 # ============================================================================= stream encode
 class _Msg:
     __slots__ = ("closed", "item", "joinable", "oi", "open_parts")
@@ -916,7 +959,7 @@ class _Msg:
 
 
 class _Blk:
-    __slots__ = ("acc", "ci", "iid", "item", "kind", "msg", "oi", "part", "summary_open")
+    __slots__ = ("acc", "ci", "iid", "item", "kind", "msg", "oi", "part", "scan", "scanned", "summary_open")
 
     def __init__(self, kind: str, oi: int, iid: str):
         self.kind = kind  # text | refusal | tool | custom | reasoning | opaque | skip
@@ -928,7 +971,25 @@ class _Blk:
         self.item: dict[str, Any] | None = None
         self.summary_open = False
         self.part: Any = None
+        self.scan: JsonObjectScanner | None = None  # built only when another block waits for this one
+        self.scanned = 0  # acc entries fed to scan
 
+    def ends_early(self) -> bool:
+        """A function call whose arguments are one whole JSON object can take nothing more."""
+        if self.kind != "tool":
+            return False
+        if self.scan is None:
+            self.scan = JsonObjectScanner()
+        acc = self.acc
+        for k in range(self.scanned, len(acc)):
+            self.scan.feed(acc[k])
+        self.scanned = len(acc)
+        return self.scan.complete()
+
+
+#: created_at when the source has no timestamp (an Anthropic upstream): a fixed value, never the
+#: clock, so one input always gives the same bytes (docs/mapping.md)
+NO_TIMESTAMP = 0
 
 _SKIP = _Blk("skip", -1, "")
 _TEXT_DELTA_HEAD = b"event: response.output_text.delta\ndata: "
@@ -958,6 +1019,12 @@ class StreamEncoder:
         self._stop: StopInfo | None = None
         self._refusal_sent = False
         self._dropped: set[str] = set()
+        # output items never overlap on the wire; neutral blocks may (Chat parallel tool calls stay
+        # open until the finish): one block is on the wire (_active), the events of the others wait in
+        # _held (start order); a function call whose JSON is complete ends early (_early)
+        self._active = -1
+        self._held: dict[int, list[Event]] = {}
+        self._early: set[int] = set()
 
     # ------------------------------------------------------------------ plumbing
     def _emit(self, out: list[bytes], t: str, d: dict[str, Any]) -> None:
@@ -977,7 +1044,7 @@ class StreamEncoder:
         self._rid = "resp_" + self._base
         if self._model is None and ev is not None:
             self._model = ev.model
-        self._created = ev.created if ev is not None and ev.created is not None else int(time.time())
+        self._created = ev.created if ev is not None and ev.created is not None else NO_TIMESTAMP
         if ev is not None and ev.usage is not None:
             self._usage = ev.usage
         snap = self._snapshot("in_progress")
@@ -998,9 +1065,13 @@ class StreamEncoder:
         if isinstance(ev, Delta):
             self._delta(ev, out)
         elif isinstance(ev, BlockStart):
-            self._block_start(ev.index, ev.part, out)
+            self._ordered_start(ev, out)
         elif isinstance(ev, BlockEnd):
-            self._block_end(ev.index, ev.part, out)
+            if ev.index in self._held:
+                self._held[ev.index].append(ev)
+            else:
+                self._block_end(ev.index, ev.part, out)
+                self._promote(out)
         elif isinstance(ev, UsageEvent):
             self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
         elif isinstance(ev, Stop):
@@ -1012,6 +1083,43 @@ class StreamEncoder:
         elif isinstance(ev, Start) and ev.usage is not None:
             self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
         return b"".join(out)
+
+    # ------------------------------------------------------------------ item order
+    def _ordered_start(self, ev: BlockStart, out: list[bytes]) -> None:
+        a = self._active
+        if a >= 0:
+            b = self._blocks.get(a)
+            if b is not None and not b.ends_early():
+                self._held[ev.index] = [ev]  # sent when the item on the wire ends
+                return
+            if b is not None:
+                self._early.add(a)
+                self._block_end(a, None, out)
+        self._block_start(ev.index, ev.part, out)
+
+    def _promote(self, out: list[bytes]) -> None:
+        """The block on the wire ended: the held blocks follow, in start order."""
+        held = self._held
+        while self._active < 0 and held:
+            for ev in held.pop(next(iter(held))):
+                if type(ev) is BlockStart:
+                    self._block_start(ev.index, ev.part, out)
+                elif type(ev) is BlockEnd:
+                    self._block_end(ev.index, ev.part, out)
+                else:
+                    self._delta(ev, out)  # type: ignore[arg-type]
+
+    def _flush_held(self, out: list[bytes]) -> None:
+        while self._held:
+            if self._active >= 0:
+                self._block_end(self._active, None, out)
+            self._promote(out)
+
+    def _late(self, ev: Delta) -> None:
+        if ev.kind == "arguments" and ev.value.strip():
+            warn = "tool-call arguments after a complete JSON object were dropped"
+            if warn not in self.warnings:
+                self.warnings.append(warn)
 
     # ------------------------------------------------------------------ items
     def _new_oi(self, item: dict[str, Any]) -> int:
@@ -1036,20 +1144,15 @@ class StreamEncoder:
             self._close_msg(m, out, status)
 
     def _block_start(self, index: int, part: Part, out: list[bytes]) -> None:
+        self._active = index
         if isinstance(part, (Text, Refusal)):
             self._open_part(index, isinstance(part, Text), out)
             return
         if isinstance(part, ToolCall):
             self._detach_msg(out)
-            custom = part.kind == "custom"
-            iid = tool_item_id(part.id, part.kind, part.item_id)
-            if custom:
-                item = {"id": iid, "type": "custom_tool_call", "status": "in_progress", "call_id": part.id,
-                        "name": part.name, "input": ""}
-            else:
-                item = {"id": iid, "type": "function_call", "status": "in_progress", "call_id": part.id,
-                        "name": part.name, "arguments": ""}
-            b = _Blk("custom" if custom else "tool", self._new_oi(item), iid)
+            item = _call_item(part, self.ctx, "", "in_progress")
+            iid = item["id"]
+            b = _Blk("custom" if part.kind == "custom" else "tool", self._new_oi(item), iid)
             b.item = item
             b.part = part
             self._blocks[index] = b
@@ -1080,6 +1183,7 @@ class StreamEncoder:
             self._dropped.add(label or "opaque")
             self.warnings.append(f"{label or 'opaque'} part dropped (a Responses client cannot receive it)")
         self._blocks[index] = _SKIP
+        self._active = -1
 
     def _open_part(self, index: int, is_text: bool, out: list[bytes]) -> _Blk:
         m = self._msg
@@ -1111,38 +1215,54 @@ class StreamEncoder:
     def _delta(self, ev: Delta, out: list[bytes]) -> None:
         b = self._blocks.get(ev.index)
         if b is None or not ev.value:
+            if self._held and ev.index in self._held:
+                self._held[ev.index].append(ev)
+            elif self._early and ev.index in self._early:
+                self._late(ev)
             return
         k = b.kind
         if k == "text":
             if ev.kind == "text":
-                v = ev.value
-                b.acc.append(v)
-                seq = self._seq
-                self._seq = seq + 1
-                out.append(_TEXT_DELTA_HEAD + orjson.dumps({
-                    "type": "response.output_text.delta", "sequence_number": seq, "item_id": b.iid,
-                    "output_index": b.oi, "content_index": b.ci, "delta": v, "logprobs": []}) + b"\n\n")
+                b.acc.append(ev.value)
+                self._text_delta(b, ev.value, out)
         elif k == "refusal":
             if ev.kind == "refusal" or ev.kind == "text":
                 b.acc.append(ev.value)
-                self._emit(out, "response.refusal.delta",
-                           {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "delta": ev.value})
+                self._refusal_delta(b, ev.value, out)
         elif k == "tool" or k == "custom":
             if ev.kind == "arguments":
-                v = ev.value
-                b.acc.append(v)
-                seq = self._seq
-                self._seq = seq + 1
-                if k == "tool":
-                    out.append(_ARGS_DELTA_HEAD + orjson.dumps({
-                        "type": "response.function_call_arguments.delta", "sequence_number": seq,
-                        "item_id": b.iid, "output_index": b.oi, "delta": v}) + b"\n\n")
-                else:
-                    out.append(_INPUT_DELTA_HEAD + orjson.dumps({
-                        "type": "response.custom_tool_call_input.delta", "sequence_number": seq,
-                        "item_id": b.iid, "output_index": b.oi, "delta": v}) + b"\n\n")
+                b.acc.append(ev.value)
+                self._args_delta(b, ev.value, out)
+                if self._held and k == "tool" and ev.index == self._active and b.ends_early():
+                    self._early.add(ev.index)  # the next item need not wait for this one's end
+                    self._block_end(ev.index, None, out)
+                    self._promote(out)
         elif k == "reasoning" and (ev.kind == "reasoning" or ev.kind == "summary"):
             self._summary_delta(b, ev.value, out)
+
+    # one builder per delta frame (concatenated: the hot path; test_wire_builders checks them against frame())
+    def _text_delta(self, b: _Blk, v: str, out: list[bytes]) -> None:
+        seq = self._seq
+        self._seq = seq + 1
+        out.append(_TEXT_DELTA_HEAD + orjson.dumps({
+            "type": "response.output_text.delta", "sequence_number": seq, "item_id": b.iid,
+            "output_index": b.oi, "content_index": b.ci, "delta": v, "logprobs": []}) + b"\n\n")
+
+    def _refusal_delta(self, b: _Blk, v: str, out: list[bytes]) -> None:
+        self._emit(out, "response.refusal.delta",
+                   {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "delta": v})
+
+    def _args_delta(self, b: _Blk, v: str, out: list[bytes]) -> None:
+        seq = self._seq
+        self._seq = seq + 1
+        if b.kind == "tool":
+            out.append(_ARGS_DELTA_HEAD + orjson.dumps({
+                "type": "response.function_call_arguments.delta", "sequence_number": seq,
+                "item_id": b.iid, "output_index": b.oi, "delta": v}) + b"\n\n")
+        else:
+            out.append(_INPUT_DELTA_HEAD + orjson.dumps({
+                "type": "response.custom_tool_call_input.delta", "sequence_number": seq,
+                "item_id": b.iid, "output_index": b.oi, "delta": v}) + b"\n\n")
 
     def _summary_delta(self, b: _Blk, value: str, out: list[bytes]) -> None:
         if not b.summary_open:
@@ -1160,6 +1280,8 @@ class StreamEncoder:
     # ------------------------------------------------------------------ block end
     def _block_end(self, index: int, final: Part | None, out: list[bytes]) -> None:
         b = self._blocks.pop(index, None)
+        if index == self._active:
+            self._active = -1
         if b is None or b is _SKIP:
             return
         self._finish_block(b, final, out)
@@ -1170,9 +1292,10 @@ class StreamEncoder:
             text = "".join(b.acc)
             if not b.acc and isinstance(final, (Text, Refusal)) and final.text:
                 text = final.text
-                self._emit(out, "response.output_text.delta" if k == "text" else "response.refusal.delta",
-                           {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "delta": text,
-                            **({"logprobs": []} if k == "text" else {})})
+                if k == "text":
+                    self._text_delta(b, text, out)
+                else:
+                    self._refusal_delta(b, text, out)
             m = b.msg
             if k == "text":
                 cits = final.citations if isinstance(final, Text) else None
@@ -1204,11 +1327,9 @@ class StreamEncoder:
             if isinstance(final, ToolCall):
                 if not b.acc and final.arguments:
                     args = final.arguments
-                    self._emit(out, "response.function_call_arguments.delta" if k == "tool"
-                               else "response.custom_tool_call_input.delta",
-                               {"item_id": b.iid, "output_index": b.oi, "delta": args})
+                    self._args_delta(b, args, out)
                 if final.name:
-                    item["name"] = final.name
+                    _set_name(item, final.name, self.ctx)
             if k == "tool":
                 item["arguments"] = args
                 self._emit(out, "response.function_call_arguments.done",
@@ -1251,6 +1372,7 @@ class StreamEncoder:
 
     # ------------------------------------------------------------------ terminals
     def _close_open(self, out: list[bytes]) -> None:
+        self._flush_held(out)
         for idx in sorted(self._blocks):
             b = self._blocks[idx]
             if b is not _SKIP:
@@ -1265,8 +1387,7 @@ class StreamEncoder:
             b = self._open_part(None, False, out)  # type: ignore[arg-type]
             text = refusal_fallback(stop)
             b.acc.append(text)
-            self._emit(out, "response.refusal.delta",
-                       {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "delta": text})
+            self._refusal_delta(b, text, out)
             self._finish_block(b, None, out)
 
     def _on_end(self, out: list[bytes]) -> None:
@@ -1304,15 +1425,50 @@ class StreamEncoder:
 
 
 # ============================================================================= error frame
+def _error_id(err: Error) -> str:
+    """A response id for an error with no response of its own: derived from the error, never random."""
+    return hashlib.sha1(f"{err.kind}\n{err.status}\n{err.message}".encode("utf-8", "replace")).hexdigest()[:24]
+
+
 def error_frame(err: Error, *, sequence_number: int | None = None, response_id: str | None = None) -> bytes:
     """The Responses native mid-stream error: an ``error`` event (flat + nested fields) then
     ``response.failed`` (what Codex reads). Sequence numbers are unknown on the pass-through path: pass
     ``sequence_number`` to continue the upstream's numbering (the failed event gets the next one)."""
     e = error_event_payload(err, sequence_number)
     out = frame("error", e)
-    snap = _response_shell(response_id or "resp_" + id_base(None), None, int(time.time()), "failed", [], None,
+    snap = _response_shell(response_id or "resp_" + _error_id(err), None, NO_TIMESTAMP, "failed", [], None,
                            response_error_object(err), None)
     failed: dict[str, Any] = {"type": "response.failed", "response": snap}
     if sequence_number is not None:
         failed["sequence_number"] = sequence_number + 1
     return out + frame("response.failed", failed)
+
+
+# ============================================================================= the codec
+CODEC = Codec(
+    protocol=Protocol(_facts.PROTOCOL),
+    name="responses",
+    label="OpenAI Responses",
+    decode_request=decode_request,
+    encode_request=encode_request,
+    decode_response=decode_response,
+    encode_response=encode_response,
+    StreamDecoder=StreamDecoder,
+    StreamEncoder=StreamEncoder,
+    error_frame=error_frame,
+    endpoints=_facts.ENDPOINTS,
+    fields=_facts.FIELDS,
+    credentials=_facts.CREDENTIALS,
+    errors=_facts.ERRORS,
+    capabilities=_facts.CAPABILITIES,
+    client_tools=_facts.client_tools,
+    stop_table=_facts.STOP_TABLE,
+    stop_values=_facts.STOP_VALUES,
+    response_id=_facts.response_id,
+    model_entry=_models.model_entry,
+    model_list=_models.model_list,
+    sniff_request=_facts.sniff_request,
+    sniff_response=_facts.sniff_response,
+    sniff_stream=_facts.sniff_stream,
+    is_error_body=_facts.is_error_body,
+)
