@@ -477,7 +477,7 @@ class StreamReader:
     def close(self) -> list[tuple[str | None, str]]:
         if self._head:
             arr = self._arr
-            out = [(None, e) for e in arr.feed_bytes(b"", True)]  # type: ignore[union-attr]
+            out: list[tuple[str | None, str]] = [(None, e) for e in arr.feed_bytes(b"", True)]  # type: ignore[union-attr]
             rest = arr.pending()  # type: ignore[union-attr]
             if rest:
                 out.append((None, rest))  # a cut element: the decoder judges it (invalid JSON)

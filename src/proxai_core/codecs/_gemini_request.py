@@ -466,6 +466,9 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
     ss = body.get("safetySettings")
     if ss is not None:
         req.extra["safety_settings"] = _list(ss, "safetySettings")
+        # (a Gemini request is decoded only to be sent to another protocol: Gemini to Gemini passes)
+        warnings.append("safetySettings apply only to a Gemini upstream: another provider applies its own "
+                        "policies (safety_settings not sent)")
     if body.get("cachedContent"):
         # the cached context lives on Google's servers: another upstream would answer without it
         raise _fail("cachedContent", "a Gemini cached content cannot be sent to another provider")
@@ -605,11 +608,11 @@ def _content(msg: Message, i: int, names: dict[str, str], warnings: list[str]) -
             first_call = False
             parts.append(part)
         elif isinstance(p, ToolResult):
-            name = names.get(p.call_id)
-            if name is None:
+            rname = names.get(p.call_id)
+            if rname is None:
                 raise _fail(f"{path}.call_id", f"no earlier tool call has the id {p.call_id!r} (Gemini names "
                             "the function in every function response)")
-            parts.append(_tool_response(p, name, path, warnings))
+            parts.append(_tool_response(p, rname, path, warnings))
         elif isinstance(p, Refusal):
             parts.append({"text": p.text})
         elif isinstance(p, (Image, Document)):

@@ -106,11 +106,13 @@ def _citations(cand: dict[str, Any]) -> list[dict[str, Any]] | None:
                 out.append(n)
     gm = cand.get("groundingMetadata")
     if isinstance(gm, dict):
-        chunks = gm.get("groundingChunks") if isinstance(gm.get("groundingChunks"), list) else []
+        gc = gm.get("groundingChunks")
+        chunks: list[Any] = gc if isinstance(gc, list) else []
         for s in gm.get("groundingSupports") or ():
             if not isinstance(s, dict):
                 continue
-            seg = s.get("segment") if isinstance(s.get("segment"), dict) else {}
+            sg = s.get("segment")
+            seg: dict[str, Any] = sg if isinstance(sg, dict) else {}
             for ci in s.get("groundingChunkIndices") or ():
                 ch = chunks[ci] if isinstance(ci, int) and 0 <= ci < len(chunks) else None
                 web = ch.get("web") if isinstance(ch, dict) else None
@@ -482,8 +484,11 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], strings: dict[str, b
         last = keys[-1]
         path = pa["jsonPath"]
         if isinstance(value, str) and strings.get(path) and isinstance(cur, (dict, list)):
-            prev = cur[last] if (isinstance(cur, dict) and last in cur) or (
-                isinstance(cur, list) and isinstance(last, int) and last < len(cur)) else ""
+            prev: Any = ""
+            if isinstance(cur, dict):
+                prev = cur.get(last, "")
+            elif isinstance(last, int) and last < len(cur):
+                prev = cur[last]
             value = (prev if isinstance(prev, str) else "") + value
         strings[path] = isinstance(value, str) and pa.get("willContinue") is True
         if isinstance(cur, dict):
@@ -828,7 +833,7 @@ class StreamEncoder:
         t = type(ev)
         if t is Delta:
             return self._delta(ev)  # type: ignore[arg-type]
-        h = _HANDLERS.get(t)
+        h: Any = _HANDLERS.get(t)
         return h(self, ev) if h is not None else b""
 
     def _start(self, ev: Start) -> bytes:
