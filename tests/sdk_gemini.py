@@ -164,28 +164,25 @@ def _server_run(parts: list[Any]) -> set[int]:
     return out
 
 
-_REQ_FIELDS = {
-    "contents": list[gt.Content],
-    "systemInstruction": gt.Content,
-    "tools": list[gt.Tool],
-    "toolConfig": gt.ToolConfig,
-    "generationConfig": gt.GenerationConfig,
-    "safetySettings": list[gt.SafetySetting],
-    "cachedContent": str,
-    "labels": dict[str, str],
-}
-_ADAPTERS: dict[str, Any] = {}
+_REQ_MODEL: Any = None
 
 
 def validate_request(body: dict[str, Any]) -> None:
-    """A ``generateContent`` body, field by field with the SDK's types (no unknown fields)."""
+    """A ``generateContent`` body with the SDK's types for each field; unknown fields are errors
+    (a pydantic ValidationError, like the other SDKs' request validation)."""
+    global _REQ_MODEL
     import pydantic
 
-    unknown = set(body) - set(_REQ_FIELDS)
-    assert not unknown, f"unknown Gemini request fields {sorted(unknown)}"
-    assert isinstance(body.get("contents"), list), "contents is required"
-    for k, v in body.items():
-        ad = _ADAPTERS.get(k)
-        if ad is None:
-            ad = _ADAPTERS[k] = pydantic.TypeAdapter(_REQ_FIELDS[k])
-        ad.validate_python(v)
+    if _REQ_MODEL is None:
+        _REQ_MODEL = pydantic.create_model(
+            "GenerateContentBody", __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=True),
+            contents=(list[gt.Content], ...),
+            systemInstruction=(gt.Content | None, None),
+            tools=(list[gt.Tool] | None, None),
+            toolConfig=(gt.ToolConfig | None, None),
+            generationConfig=(gt.GenerationConfig | None, None),
+            safetySettings=(list[gt.SafetySetting] | None, None),
+            cachedContent=(str | None, None),
+            labels=(dict[str, str] | None, None),
+        )
+    _REQ_MODEL.model_validate(body)

@@ -21,6 +21,7 @@ from proxai_core import (
 from proxai_core.api import decode_response
 from proxai_core.codecs import codec
 from proxai_core.collect import Collector
+from proxai_core.sse import SSEReader
 
 from ..sdk import (
     FIXTURES,
@@ -50,7 +51,8 @@ def neutral_of_stream(proto: Protocol, data: bytes):
     w: list[str] = []
     dec = codec(proto).StreamDecoder(w)
     col = Collector()
-    for name, d in sse_events(data):
+    reader = (codec(proto).stream_reader or SSEReader)()  # (Gemini: SSE or one JSON array)
+    for name, d in reader.feed(data) + reader.close():
         for ev in dec.feed(name, d):
             col.add(ev)
     if not dec.done:
