@@ -66,6 +66,8 @@ from tests.sdk import (  # noqa: E402
     StreamError,
     accumulate_stream,
     fixture_files,
+    gemini_array_files,
+    sdk_gemini,
     sse_events,
     summarize_response,
     validate_response,
@@ -103,8 +105,19 @@ def documented_rejection(exc: TranslationError) -> bool:
     return any(k in str(exc) for k in getattr(_sweep, "REJECTABLE", ()))
 
 
-A, C, R = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES
-SHORT = {C: "chat", R: "responses", A: "anthropic"}
+A, C, R, G = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES, Protocol.GEMINI
+SHORT = {C: "chat", R: "responses", A: "anthropic", G: "gemini"}
+
+
+def recorded_path(f: Path) -> str | None:
+    """The request path a Gemini recording was made with (model and method live in the URL)."""
+    stem = f.name
+    for suffix in (".request.json", ".json", ".sse"):
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    u = f.with_name(stem + ".url.txt")
+    return u.read_text().strip() if u.exists() else None
 DOC = ROOT / "docs" / "conformance.md"
 CASE_TIMEOUT = 10.0  # seconds; a case that takes longer is a hang (fail)
 
@@ -249,7 +262,8 @@ def build_cases(sample: int | None = None) -> list[Case]:
                 continue
             cases += [Case("json", proto, t, f, tags) for t in PROTOCOLS]
             cases += [Case("json→sse", proto, t, f, tags) for t in PROTOCOLS]
-        for f in fixture_files(proto, ".sse"):
+        streams = fixture_files(proto, ".sse") + (gemini_array_files() if proto is G else [])
+        for f in streams:
             tags = tags_of(feats.get(f"{d}/{f.name}", set()))
             cases += [Case("sse", proto, t, f, tags) for t in PROTOCOLS]
             cases += [Case("sse→json", proto, t, f, tags) for t in PROTOCOLS]
@@ -274,6 +288,12 @@ def _usage_dict(proto: Protocol, u: Any) -> dict[str, int | None] | None:
     output, cache reads, reasoning tokens."""
     if not isinstance(u, dict):
         return None
+    if proto is G:  # usageMetadata: prompt includes cached; candidates exclude thoughts
+        prompt, tool = _i(u.get("promptTokenCount")), _i(u.get("toolUsePromptTokenCount"))
+        cand, thoughts = _i(u.get("candidatesTokenCount")), _i(u.get("thoughtsTokenCount"))
+        return {"input": None if prompt is None and tool is None else (prompt or 0) + (tool or 0),
+                "output": None if cand is None and thoughts is None else (cand or 0) + (thoughts or 0),
+                "cached": _i(u.get("cachedContentTokenCount")), "reasoning": thoughts}
     if proto is A:
         parts = [_i(u.get("input_tokens")), _i(u.get("cache_read_input_tokens")),
                  _i(u.get("cache_creation_input_tokens"))]
@@ -299,12 +319,18 @@ def _usage_dict(proto: Protocol, u: Any) -> dict[str, int | None] | None:
 
 
 def usage_of_body(proto: Protocol, body: Any) -> dict | None:
-    return _usage_dict(proto, body.get("usage")) if isinstance(body, dict) else None
+    if not isinstance(body, dict):
+        return None
+    return _usage_dict(proto, body.get("usageMetadata" if proto is G else "usage"))
 
 
 def usage_of_sse(proto: Protocol, data: bytes) -> dict | None:
     """Usage of the first response in a stream (a few recordings hold several turns back to back;
     the translators stop at the first terminal event)."""
+    if proto is G:  # usageMetadata repeats in every chunk; the last one counts
+        got = [c["usageMetadata"] for c in sdk_gemini.chunks_of_stream(data)
+               if isinstance(c, dict) and isinstance(c.get("usageMetadata"), dict)]
+        return _usage_dict(G, got[-1]) if got else None
     last: dict = {}
     for _name, payload in sse_events(data):
         if payload.strip() == "[DONE]":
@@ -337,6 +363,10 @@ def citations_of_body(proto: Protocol, body: Any) -> int:
     k = 0
     if not isinstance(body, dict):
         return 0
+    if proto is G:
+        for cand in body.get("candidates") or []:
+            k += len(((cand or {}).get("citationMetadata") or {}).get("citations") or [])
+        return k
     if proto is C:
         for ch in body.get("choices") or []:
             k += len((ch.get("message") or {}).get("annotations") or [])
@@ -353,6 +383,8 @@ def citations_of_body(proto: Protocol, body: Any) -> int:
 
 
 def citations_of_sse(proto: Protocol, data: bytes) -> int:
+    if proto is G:
+        return sum(citations_of_body(G, c) for c in sdk_gemini.chunks_of_stream(data))
     k = 0
     final = None
     for _name, payload in sse_events(data):
@@ -441,6 +473,8 @@ def check_citations(n_src: int, n_dst: int, case: Case) -> None:
 
 
 def _stream_request(target: Protocol) -> dict | None:
+    if target is G:
+        return {"contents": []}
     # a streaming Chat client that asked for usage (what the SDKs' stream helpers send)
     return {"stream": True, "stream_options": {"include_usage": True}} if target is C else {"stream": True}
 
@@ -552,7 +586,10 @@ def check_error_body(target: Protocol, body: Any) -> None:
     import anthropic.types as at
     import openai.types as ot
 
-    if target is A:
+    if target is G:  # {"error": {"code", "message", "status"}}, code the HTTP status
+        err = body.get("error") if isinstance(body, dict) else None
+        assert isinstance(err, dict) and isinstance(err.get("code"), int) and isinstance(err.get("status"), str), body
+    elif target is A:
         assert isinstance(body, dict) and body.get("type") == "error", body
         at.ErrorResponse.model_validate(body)
     else:
@@ -615,6 +652,9 @@ def request_adapter(proto: Protocol, streaming: bool):
 
 
 def validate_request(proto: Protocol, body: dict) -> None:
+    if proto is G:
+        sdk_gemini.validate_request(body)
+        return
     if proto is R and isinstance(body.get("input"), list):
         # The SDK's param types require ``id`` and ``status`` on assistant output messages in the
         # history; the API accepts them without (Codex and the SDKs' own examples send none).
@@ -631,10 +671,11 @@ def validate_request(proto: Protocol, body: dict) -> None:
 def run_request(case: Case) -> None:
     body = json.loads(case.path.read_text())
     proto, target = case.source, case.target
-    src = decode_request(body, proto)
+    path = recorded_path(case.path) if proto is G else None
     w: list[str] = []
     try:
-        out = translate_request(body, proto, target, warnings=w)
+        src = decode_request(body, proto, path=path)
+        out = translate_request(body, proto, target, warnings=w, path=path)
     except TranslationError as e:
         case.warnings = w
         if documented_rejection(e):

@@ -26,7 +26,9 @@ from proxai_core import Protocol
 from proxai_core.codecs import get
 from tests.conftest import FIXTURES, PROTOCOLS, sse_events
 
-A, C, R = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES
+from . import sdk_gemini
+
+A, C, R, G = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES, Protocol.GEMINI
 DIRS = {p: get(p).name for p in PROTOCOLS}
 
 _anthropic_event = pydantic.TypeAdapter(at.RawMessageStreamEvent)
@@ -49,7 +51,18 @@ def fixture_files(protocol: Protocol, suffix: str) -> list[Path]:
     files = sorted(d.glob(f"*{suffix}"))
     if suffix == ".json":
         files = [f for f in files if not f.name.endswith(".request.json")]
+        if protocol is G:  # a streamed JSON array is a stream, not a complete body
+            files = [f for f in files if f.read_bytes().lstrip()[:1] != b"["]
     return files
+
+
+def gemini_array_files() -> list[Path]:
+    """Gemini ``streamGenerateContent`` recordings without ``alt=sse``: one JSON array of chunks."""
+    d = FIXTURES / DIRS[G]
+    if not d.is_dir():
+        return []
+    return sorted(f for f in d.glob("*.json")
+                  if not f.name.endswith(".request.json") and f.read_bytes().lstrip()[:1] == b"[")
 
 
 @dataclass
@@ -75,6 +88,8 @@ def _args(s: str | None) -> Any:
 
 # ----------------------------------------------------------------------------- complete bodies
 def validate_response(protocol: Protocol, body: dict) -> Any:
+    if protocol is G:
+        return sdk_gemini.validate_response(body)
     if protocol is C:
         return oc.ChatCompletion.model_validate(body)
     if protocol is R:
@@ -84,6 +99,8 @@ def validate_response(protocol: Protocol, body: dict) -> Any:
 
 def summarize_response(protocol: Protocol, body: dict) -> Summary:
     s = Summary()
+    if protocol is G:
+        return sdk_gemini.summarize(body, s)
     if protocol is C:
         if "error" in body and not body.get("choices"):
             s.error = str(body["error"])
@@ -155,6 +172,12 @@ class StreamError(Exception):
 def accumulate_stream(protocol: Protocol, data: bytes, *, strict: bool = True) -> Summary:
     """Consume a client SSE body with the SDK's accumulator; raise StreamError on a native error
     event. ``strict`` also checks lifecycle invariants the SDKs are lenient about."""
+    if protocol is G:
+        try:
+            body = sdk_gemini.accumulate(sdk_gemini.chunks_of_stream(data), strict=strict)
+        except sdk_gemini.GeminiStreamError as e:
+            raise StreamError(str(e)) from e
+        return summarize_response(G, body)
     events = sse_events(data)
     if protocol is A:
         return _acc_anthropic(events, strict)
@@ -322,6 +345,9 @@ def validate_request(protocol: Protocol, body: dict) -> None:
     import openai.types.chat.completion_create_params as _oc
     import openai.types.responses.response_create_params as _rcp
 
+    if protocol is G:
+        sdk_gemini.validate_request(body)
+        return
     stream = bool(body.get("stream"))
     key = (protocol, stream)
     if key not in _REQ_ADAPTERS:

@@ -28,8 +28,11 @@ def translate_request(
     target: Protocol | str,
     *,
     warnings: list[str] | None = None,
+    path: str | None = None,
 ) -> dict[str, Any]:
-    """A client request in ``source`` becomes the upstream request in ``target``."""
+    """A client request in ``source`` becomes the upstream request in ``target``. ``path``: the
+    client's request path, where ``source`` keeps the model and the stream flag in the URL (the
+    upstream path of such a target comes from its ``endpoints.path_for``)."""
     try:
         pair = _REQUEST_CODECS[source, target]
     except (KeyError, TypeError):
@@ -41,6 +44,8 @@ def translate_request(
     w = warnings if warnings is not None else []
     try:
         req = pair[1].decode_request(body, w)
+        if path is not None:
+            _facts_of_path(req, pair[1], path)
         return pair[2].encode_request(req, w)
     except TranslationError:
         raise
@@ -61,12 +66,25 @@ def _request_codecs(source: Protocol | str, target: Protocol | str) -> tuple[Pro
     return pair
 
 
+def _facts_of_path(req: n.Request, c: Any, path: str) -> None:
+    """The model and stream flag a protocol keeps in the URL, into the neutral request."""
+    parse = c.endpoints.parse_path
+    facts = parse(path) if parse is not None else None
+    if facts is not None:
+        req.model = req.model or facts.model
+        req.stream = facts.stream
+
+
 def decode_request(body: dict[str, Any], protocol: Protocol | str,
-                   warnings: list[str] | None = None) -> n.Request:
+                   warnings: list[str] | None = None, *, path: str | None = None) -> n.Request:
     """Validate and read a client request into the neutral model (for views and reports)."""
     if not isinstance(body, dict):
         raise TranslationError("request body must be a JSON object", field="body")
-    return codec(as_protocol(protocol)).decode_request(body, warnings if warnings is not None else [])
+    c = codec(as_protocol(protocol))
+    req = c.decode_request(body, warnings if warnings is not None else [])
+    if path is not None:
+        _facts_of_path(req, c, path)
+    return req
 
 
 # ----------------------------------------------------------------------------- glue
@@ -138,10 +156,12 @@ def translate_response_result(
     request: dict[str, Any] | None = None,
     *,
     status: int = 200,
+    path: str | None = None,
 ) -> ResponseResult:
+    """``path``: the client's request path (model and stream framing of URL-keyed protocols)."""
     source, target = as_protocol(source), as_protocol(target)
     try:
-        return _translate_response_result(body, source, target, request, status)
+        return _translate_response_result(body, source, target, request, status, path)
     except TranslationError:
         raise
     except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
@@ -154,7 +174,8 @@ def translate_response_result(
 
 
 def _translate_response_result(body: dict[str, Any], source: Protocol, target: Protocol,
-                               request: dict[str, Any] | None, status: int) -> ResponseResult:
+                               request: dict[str, Any] | None, status: int,
+                               path: str | None = None) -> ResponseResult:
     w: list[str] = []
     resp = codec(source).decode_response(body, w)
     if not resp.id:
@@ -162,7 +183,7 @@ def _translate_response_result(body: dict[str, Any], source: Protocol, target: P
     stop = resp.stop or classify_stop(None)
     if source is target:
         return ResponseResult(status, body, stop, resp.usage, w, resp.model)
-    ctx = build_context(request, target)
+    ctx = build_context(request, target, path)
     err = resp.extra.get("error")
     if (not isinstance(err, n.Error) and stop.reason is StopReason.INTERRUPTED
             and not codec(target).capabilities.interrupted_is_status):
@@ -183,6 +204,7 @@ def translate_response(
     request: dict[str, Any] | None = None,
     *,
     warnings: list[str] | None = None,
+    path: str | None = None,
 ) -> dict[str, Any]:
     """An upstream complete response in ``source`` becomes the client's response in ``target``.
 
@@ -190,7 +212,7 @@ def translate_response(
     An upstream failure body (Responses ``status: failed``) becomes the client's native error body;
     use :func:`translate_response_result` to also get the status.
     """
-    res = translate_response_result(body, source, target, request)
+    res = translate_response_result(body, source, target, request, path=path)
     if warnings is not None:
         warnings.extend(res.warnings)
     return res.body
@@ -279,7 +301,7 @@ class StreamTranslator:
     """
 
     def __init__(self, source: Protocol | str, target: Protocol | str,
-                 request: dict[str, Any] | None = None):
+                 request: dict[str, Any] | None = None, *, path: str | None = None):
         self.source = as_protocol(source)
         self.target = as_protocol(target)
         self.warnings: list[str] = []
@@ -289,8 +311,9 @@ class StreamTranslator:
         self.error: n.Error | None = None
         self.closed = False
         # no request: the empty context build_context would make, without its parsing
-        self._ctx = ClientContext(self.target) if request is None else build_context(request, self.target)
-        self._reader = SSEReader()
+        self._ctx = (ClientContext(self.target) if request is None and path is None
+                     else build_context(request, self.target, path))
+        self._reader = (codec(self.source).stream_reader or SSEReader)()
         dec_cls, enc_cls = _STREAM_PAIRS.get((self.source, self.target)) or _stream_pair(self.source, self.target)
         self._dec = dec_cls(self.warnings)
         self._pass = enc_cls is None
@@ -515,11 +538,12 @@ class StreamTranslator:
 
 
 def stream_from_response(body: dict[str, Any], source: Protocol | str, target: Protocol | str,
-                         request: dict[str, Any] | None = None) -> tuple[bytes, StopInfo, list[str]]:
+                         request: dict[str, Any] | None = None, *,
+                         path: str | None = None) -> tuple[bytes, StopInfo, list[str]]:
     """The client asked to stream but the upstream answered with complete JSON: a correct stream."""
     source, target = as_protocol(source), as_protocol(target)
     try:
-        return _stream_from_response(body, source, target, request)
+        return _stream_from_response(body, source, target, request, path)
     except MalformedEvent as exc:
         err = n.Error(kind="interrupted", status=502,
                       message=f"the upstream {source.value} response could not be streamed ({str(exc)[:200]})")
@@ -541,12 +565,13 @@ def _internal_error(exc: Exception, what: str) -> n.Error:
 
 
 def _stream_from_response(body: dict[str, Any], source: Protocol, target: Protocol,
-                          request: dict[str, Any] | None) -> tuple[bytes, StopInfo, list[str]]:
+                          request: dict[str, Any] | None,
+                          path: str | None = None) -> tuple[bytes, StopInfo, list[str]]:
     w: list[str] = []
     resp = codec(source).decode_response(body, w)
     if not resp.id:
         resp.id = _content_id(body)
-    ctx = build_context(request, target)
+    ctx = build_context(request, target, path)
     _restore_parts(resp.parts, ctx)
     enc = codec(target).StreamEncoder(ctx, w)
     events = response_to_events(resp)
@@ -561,11 +586,11 @@ def _stream_from_response(body: dict[str, Any], source: Protocol, target: Protoc
 
 
 def response_from_stream(sse: bytes, source: Protocol | str, target: Protocol | str,
-                         request: dict[str, Any] | None = None) -> ResponseResult:
+                         request: dict[str, Any] | None = None, *, path: str | None = None) -> ResponseResult:
     """The client did not stream but the upstream did: collect it into a complete response."""
     source, target = as_protocol(source), as_protocol(target)
     try:
-        return _response_from_stream(sse, source, target, request)
+        return _response_from_stream(sse, source, target, request, path)
     except Exception as exc:  # (a malformed upstream event is skipped inside: this one is ours)
         if is_strict():
             raise
@@ -575,9 +600,9 @@ def response_from_stream(sse: bytes, source: Protocol | str, target: Protocol | 
 
 
 def _response_from_stream(sse: bytes, source: Protocol, target: Protocol,
-                          request: dict[str, Any] | None) -> ResponseResult:
+                          request: dict[str, Any] | None, path: str | None = None) -> ResponseResult:
     w: list[str] = []
-    reader = SSEReader()
+    reader = (codec(source).stream_reader or SSEReader)()
     dec = codec(source).StreamDecoder(w)
     col = Collector()
     for sev in reader.feed(sse) + reader.close():
@@ -600,7 +625,7 @@ def _response_from_stream(sse: bytes, source: Protocol, target: Protocol,
     if col.error is not None:
         st, body = native_error(col.error, target)
         return ResponseResult(st, body, stop_of_error(col.error), resp.usage, w, resp.model)
-    ctx = build_context(request, target)
+    ctx = build_context(request, target, path)
     _restore_parts(resp.parts, ctx)
     body = codec(target).encode_response(resp, ctx, w)
     return ResponseResult(200, body, resp.stop or classify_stop(None), resp.usage, w, resp.model)

@@ -57,23 +57,33 @@ class ClientContext:
     stop: list[str] | None = None
     #: flat upstream name -> (namespace, name) of a tool inside a Responses ``namespace`` tool
     namespaces: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: a stream goes to the client as SSE (else in the protocol's other framing: a Gemini client
+    #: that asked without ``alt=sse`` reads one JSON array)
+    sse: bool = True
 
     def original_name(self, name: str) -> str:
         return self.name_map.get(name, name)
 
 
-def build_context(request: dict[str, Any] | None, protocol: Protocol | str) -> ClientContext:
-    """What the client's codec reads from its request: model, stream flags, tools, stop sequences."""
+def build_context(request: dict[str, Any] | None, protocol: Protocol | str,
+                  path: str | None = None) -> ClientContext:
+    """What the client's codec reads from its request: model, stream flags, tools, stop sequences;
+    ``path`` (the client's request path and query) where the protocol keeps the model in the URL."""
     from .codecs import get  # (the codecs import this module)
 
     c = get(protocol)
     ctx = ClientContext(protocol=c.protocol)
+    facts = c.endpoints.parse_path(path) if path and c.endpoints.parse_path else None
+    if facts is not None:
+        ctx.model, ctx.stream, ctx.sse = facts.model, facts.stream, facts.sse
     if not isinstance(request, dict):
         return ctx
     f = c.fields
     model = request.get(f.model)
-    ctx.model = model if isinstance(model, str) else None
-    ctx.stream = bool(request.get(f.stream))
+    if isinstance(model, str) or facts is None:
+        ctx.model = model if isinstance(model, str) else None
+    if facts is None:
+        ctx.stream = bool(request.get(f.stream))
     if f.stream_options is not None:
         so = request.get(f.stream_options)
         ctx.include_usage = isinstance(so, dict) and bool(so.get("include_usage"))

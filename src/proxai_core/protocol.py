@@ -7,6 +7,7 @@ class Protocol(StrEnum):
     CHAT = "openai_chat_completions"
     RESPONSES = "openai_responses"
     ANTHROPIC = "anthropic_messages"
+    GEMINI = "gemini_generate_content"
 
 
 def as_protocol(value: Protocol | str) -> Protocol:

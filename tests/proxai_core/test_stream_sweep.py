@@ -21,6 +21,7 @@ from proxai_core import (
 from proxai_core.api import decode_response
 from proxai_core.codecs import codec
 from proxai_core.collect import Collector
+from proxai_core.sse import SSEReader
 
 from ..sdk import (
     FIXTURES,
@@ -50,7 +51,8 @@ def neutral_of_stream(proto: Protocol, data: bytes):
     w: list[str] = []
     dec = codec(proto).StreamDecoder(w)
     col = Collector()
-    for name, d in sse_events(data):
+    reader = (codec(proto).stream_reader or SSEReader)()  # (Gemini: SSE or one JSON array)
+    for name, d in reader.feed(data) + reader.close():
         for ev in dec.feed(name, d):
             col.add(ev)
     if not dec.done:
@@ -173,6 +175,8 @@ def _check_cut(proto, target, t, out: bytes, where: str) -> None:
         assert term not in out, f"{where}: {term!r} fabricated"
     if target is Protocol.CHAT:
         assert b'"finish_reason":"' not in out, f"{where}: finish_reason fabricated"
+    if target is Protocol.GEMINI:
+        assert b'"finishReason":"' not in out, f"{where}: finishReason fabricated"
 
 
 def _assert_ends_with_native_error(target, out: bytes, where: str):
@@ -182,7 +186,7 @@ def _assert_ends_with_native_error(target, out: bytes, where: str):
     obj = json.loads(data)
     if target is Protocol.ANTHROPIC:
         assert name == "error" and obj["type"] == "error", where
-    elif target is Protocol.CHAT:
+    elif target is Protocol.CHAT or target is Protocol.GEMINI:
         assert "error" in obj and isinstance(obj["error"], dict), where
     else:
         assert obj["type"] in ("error", "response.failed"), where
@@ -193,7 +197,7 @@ def _json_responses():
         for f in fixture_files(p, ".json"):
             body = json.loads(f.read_text())
             if isinstance(body, dict) and (body.get("choices") or body.get("output") is not None
-                                           or body.get("type") == "message"):
+                                           or body.get("type") == "message" or body.get("candidates")):
                 yield pytest.param(p, f, id=f"{p.name}/{f.name[:90]}")
 
 

@@ -85,6 +85,10 @@ class PathMatch:
     codec: Codec | None
     prefix: str
     model_id: str | None = None
+    #: protocols that name the model and the method in the URL: the stream flag it gives (None:
+    #: in the body) and whether a stream is SSE; ``model_id`` is the model
+    stream: bool | None = None
+    sse: bool = True
 
 
 def _suffixes() -> list[tuple[str, str, Codec]]:
@@ -118,6 +122,11 @@ def match_path(path: str, method: str = "POST", *, websocket: bool = False) -> P
             if sep and mid and "/" not in mid:
                 return PathMatch("model", None, head, mid)
         return None
+    for c in all_codecs():
+        parse = c.endpoints.parse_path
+        facts = parse(path) if parse is not None else None
+        if facts is not None:
+            return PathMatch(facts.kind, c, facts.prefix, facts.model, facts.stream, facts.sse)
     for suffix, kind, c in _suffixes():
         if p.endswith(suffix):
             return PathMatch(kind, c, p[: -len(suffix)])

@@ -21,6 +21,7 @@ from ..stop import StopKey, StopReason, WireStop
 
 __all__ = [
     "JSONObject",
+    "PathFacts",
     "SNIFF_CONTENT",
     "SNIFF_DECISIVE",
     "SNIFF_DEFAULT",
@@ -89,6 +90,21 @@ class StreamEncoder(TypingProtocol):
 
 
 @dataclass(frozen=True, slots=True)
+class PathFacts:
+    """What a request path says where the protocol keeps the model and the method in the URL
+    (Gemini: ``/v1beta/models/{model}:streamGenerateContent?alt=sse``)."""
+
+    #: "generate" | "count_tokens"
+    kind: str
+    #: the path before the endpoint (the version, a Vertex project/location)
+    prefix: str
+    model: str
+    stream: bool
+    #: a stream is SSE (else the protocol's other framing, e.g. one JSON array)
+    sse: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class Endpoints:
     """Where requests of this protocol go (paths after the version prefix, e.g. ``/v1``)."""
 
@@ -100,6 +116,11 @@ class Endpoints:
     models: str = "/models"
     #: the generation endpoint is also served as a websocket (GET + ``Upgrade: websocket``)
     websocket: bool = False
+    #: protocols that name the model and the method in the URL (None: fixed paths, facts in the
+    #: body): a request path (query included) -> its facts, or None when it names no endpoint
+    parse_path: Callable[[str], PathFacts | None] | None = None
+    #: the same protocols: (model, stream) -> the upstream path after the version prefix
+    path_for: Callable[[str, bool], str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +155,9 @@ class Credentials:
     inject: Callable[[MutableMapping[str, str], str, str], None]
     #: the vendor these headers belong to ("openai", "anthropic"): shared headers, shared model list
     vendor: str
+    #: URL query parameters that carry a key (Gemini ``key=``): moved, stripped and redacted like
+    #: the key headers
+    key_query: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +248,9 @@ class Codec:
     sniff_stream: Callable[[bytes], Evidence | None]
     #: an HTTP error body (not a model response) in this protocol
     is_error_body: Callable[[JSONObject], bool]
+    #: the reader of this protocol's streams (None: SSE, :class:`proxai_core.sse.SSEReader`); a
+    #: protocol with another framing gives a reader with SSEReader's methods
+    stream_reader: Callable[[], Any] | None = None
 
     def error_status(self, err: Error) -> int:
         """The HTTP status this protocol's clients expect for ``err``: the upstream's status when

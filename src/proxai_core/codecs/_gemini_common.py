@@ -1,0 +1,600 @@
+"""Facts shared by the Gemini ``generateContent`` request, response and stream codecs (private).
+
+Endpoint recognition (model and method live in the URL), credentials, the stop vocabulary both
+ways, usage conversion, Google error bodies, and the incremental reader of the streamed JSON-array
+form of ``streamGenerateContent`` (without ``alt=sse``).
+"""
+
+from __future__ import annotations
+
+import base64
+import codecs
+import hashlib
+import re
+from collections.abc import MutableMapping
+from datetime import datetime
+from typing import Any
+from urllib.parse import parse_qsl, quote, unquote
+
+import orjson
+
+from ..neutral import Error, Usage
+from ..stop import (
+    GENERIC_REFUSAL,
+    StopInfo,
+    StopKey,
+    StopReason,
+    WireStop,
+    check_stop_table,
+    classify_stop,
+    map_stop,
+)
+from .base import (
+    SNIFF_DECISIVE,
+    SNIFF_KEYS,
+    SNIFF_TOOLS,
+    Capabilities,
+    ClientTools,
+    Credentials,
+    Endpoints,
+    ErrorFacts,
+    Evidence,
+    PathFacts,
+    RequestFields,
+)
+
+PROTOCOL = "gemini_generate_content"
+
+#: Prefix of the function-call ids we mint where Gemini gives none; never sent to Gemini.
+MINTED_PREFIX = "gcall_"
+
+#: Google documents this value for function calls in a history that Gemini did not produce
+#: (Gemini 3 rejects a model turn whose first function call has no thought signature).
+SKIP_SIGNATURE = "skip_thought_signature_validator"
+
+
+def warn_once(warnings: list[str], message: str) -> None:
+    if message not in warnings:
+        warnings.append(message)
+
+
+def as_int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+# ----------------------------------------------------------------------------- continuity envelope
+#: Gemini SDKs hold ``thoughtSignature`` as bytes (standard base64 on the wire) and re-encode it
+#: when they send the history back, so our envelope is canonical standard base64 of
+#: ``proxai.v1.`` + the JSON payload (a real signature is a binary blob that never starts so).
+_ENV_PREFIX = b"proxai.v1."
+_ENV_HEAD = base64.b64encode(_ENV_PREFIX[:9]).decode()
+
+
+def pack_signature(payload: dict[str, Any]) -> str:
+    return base64.b64encode(_ENV_PREFIX + orjson.dumps(payload)).decode("ascii")
+
+
+def is_packed_signature(sig: str) -> bool:
+    return sig.startswith(_ENV_HEAD)
+
+
+def unpack_signature(sig: str) -> dict[str, Any] | None:
+    if not sig.startswith(_ENV_HEAD):
+        return None
+    try:
+        raw = base64.b64decode(sig, validate=True)
+        obj = orjson.loads(raw[len(_ENV_PREFIX):]) if raw.startswith(_ENV_PREFIX) else None
+    except (ValueError, orjson.JSONDecodeError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+# ----------------------------------------------------------------------------- endpoints
+#: /v1beta/models/{model}:{method} (developer API) and
+#: /v1/projects/{p}/locations/{l}/publishers/google/models/{model}:{method} (Vertex AI)
+_PATH = re.compile(
+    r"^(?P<prefix>/v1(?:alpha|beta\d*|\d*)?(?:/projects/[^/]+/locations/[^/]+/publishers/google)?)"
+    r"/models/(?P<model>[^/:?]+):(?P<method>generateContent|streamGenerateContent|countTokens)$"
+)
+_MODELS = re.compile(r"^/v1(?:alpha|beta\d*|\d*)?(?:/projects/[^/]+/locations/[^/]+/publishers/google)?/models"
+                     r"(?:/[^/:?]+)?$")
+
+
+def parse_endpoint(path: str) -> PathFacts | None:
+    """The Gemini endpoint a request path names (query included), or None when it names none."""
+    p, _, query = path.partition("?")
+    m = _PATH.match(p)
+    if m is None:
+        return None
+    sse = any(k == "alt" and v == "sse" for k, v in parse_qsl(query, keep_blank_values=True))
+    method = m.group("method")
+    return PathFacts("count_tokens" if method == "countTokens" else "generate", m.group("prefix"),
+                     unquote(m.group("model")), method == "streamGenerateContent", sse)
+
+
+def is_models_list(path: str) -> bool:
+    return _MODELS.match(path.partition("?")[0]) is not None
+
+
+def endpoint_path(model: str, stream: bool) -> str:
+    """The upstream path after the version prefix for a request to ``model`` (streams as SSE)."""
+    name = quote(model.removeprefix("models/"), safe="-._~@")
+    if stream:
+        return f"/models/{name}:streamGenerateContent?alt=sse"
+    return f"/models/{name}:generateContent"
+
+
+#: Credentials a Gemini client may send: a header and a query parameter.
+CREDENTIAL_HEADERS = ("x-goog-api-key",)
+CREDENTIAL_QUERY = ("key",)
+
+
+# ----------------------------------------------------------------------------- stop vocabulary
+#: finishReason values that mean a filter or policy stopped the output (seed 004: refusals).
+REFUSAL_FINISHES = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
+                              "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION", "MODEL_ARMOR", "JAILBREAK"})
+#: Every FinishReason the SDK knows (a value outside it is sent to a Gemini client as OTHER).
+FINISH_REASONS = frozenset({
+    "FINISH_REASON_UNSPECIFIED", "STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "LANGUAGE", "OTHER", "BLOCKLIST",
+    "PROHIBITED_CONTENT", "SPII", "MALFORMED_FUNCTION_CALL", "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT",
+    "IMAGE_OTHER", "NO_IMAGE", "IMAGE_RECITATION", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS",
+    "MISSING_THOUGHT_SIGNATURE", "MALFORMED_RESPONSE", "MODEL_ARMOR",
+})
+BLOCK_REASONS = frozenset({"SAFETY", "OTHER", "BLOCKLIST", "PROHIBITED_CONTENT", "IMAGE_SAFETY", "MODEL_ARMOR",
+                           "JAILBREAK"})
+
+
+def stop_from_wire(finish: Any, message: Any, has_tools: bool, detail: dict[str, Any] | None = None) -> StopInfo:
+    """A candidate's ``finishReason`` (+ ``finishMessage``) as StopInfo (seed 004 table)."""
+    raw = finish if isinstance(finish, str) and finish else None
+    msg = message if isinstance(message, str) and message else None
+    if raw == "FINISH_REASON_UNSPECIFIED":
+        return classify_stop(raw, message=msg, detail=detail)
+    return classify_stop(raw, has_tool_calls=has_tools, message=msg, detail=detail)
+
+
+def stop_from_block(feedback: dict[str, Any]) -> StopInfo | None:
+    """``promptFeedback.blockReason``: the input was blocked (a refusal with no candidates)."""
+    reason = feedback.get("blockReason")
+    if not isinstance(reason, str) or not reason or reason == "BLOCKED_REASON_UNSPECIFIED":
+        return None
+    msg = feedback.get("blockReasonMessage")
+    detail: dict[str, Any] = {"input_blocked": True}
+    if isinstance(feedback.get("safetyRatings"), list):
+        detail["safety_ratings"] = feedback["safetyRatings"]
+    # every block reason is a refusal of the input, including OTHER (wire-facts 5.1)
+    return StopInfo(StopReason.REFUSAL, reason, reason, msg if isinstance(msg, str) and msg else None, None, detail)
+
+
+#: neutral stop decision -> finishReason. Gemini says "declined" only with a policy value, so a
+#: model's stated refusal is SAFETY too (its text stays visible); a Gemini value the upstream sent
+#: goes back unchanged (:func:`stop_to_wire`).
+STOP_TABLE = check_stop_table({
+    StopKey.END_TURN: WireStop("STOP"),
+    StopKey.TOOL_USE: WireStop("STOP"),
+    StopKey.MAX_OUTPUT: WireStop("MAX_TOKENS"),
+    StopKey.CONTEXT_FULL: WireStop("MAX_TOKENS", exact=False),
+    StopKey.REFUSAL: WireStop("SAFETY", exact=False),
+    StopKey.FILTERED: WireStop("SAFETY"),
+    StopKey.PAUSED: WireStop("STOP", exact=False),
+    StopKey.INTERRUPTED: WireStop("OTHER", exact=False),
+    StopKey.OTHER: WireStop("OTHER", exact=False),
+}, "Gemini")
+
+#: finishReason values -> reason (what this protocol writes, read back; seed 004)
+STOP_VALUES = {v: classify_stop(v).reason for v in sorted(FINISH_REASONS)}
+
+
+def stop_to_wire(stop: StopInfo, has_tools: bool, warnings: list[str]) -> tuple[str, str | None]:
+    """(finishReason, finishMessage) for a Gemini client, from :data:`STOP_TABLE`; Gemini's own
+    refusal and other values come back as they were."""
+    up = stop.raw.upper() if isinstance(stop.raw, str) else ""
+    if stop.reason in (StopReason.REFUSAL, StopReason.OTHER) and up in FINISH_REASONS and up != "STOP":
+        value = up
+    else:
+        value = map_stop(STOP_TABLE, stop, has_tools, "Gemini", warnings).value
+    if stop.reason is StopReason.REFUSAL:
+        return value, stop.message or GENERIC_REFUSAL
+    return value, stop.message if value != "STOP" else None
+
+
+# ----------------------------------------------------------------------------- usage
+def usage_from_wire(u: dict[str, Any]) -> Usage | None:
+    """``usageMetadata`` -> neutral: prompt tokens include cached ones; candidates exclude thoughts;
+    tool-use prompt tokens are input the model read."""
+    prompt = as_int(u.get("promptTokenCount"))
+    cached = as_int(u.get("cachedContentTokenCount"))
+    cand = as_int(u.get("candidatesTokenCount"))
+    thoughts = as_int(u.get("thoughtsTokenCount"))
+    tool = as_int(u.get("toolUsePromptTokenCount"))
+    if prompt is None and cand is None and thoughts is None and cached is None and tool is None:
+        return None
+    inp = None
+    if prompt is not None or tool is not None:
+        inp = max((prompt or 0) - (cached or 0), 0) + (tool or 0)
+    out = None
+    if cand is not None or thoughts is not None:
+        out = (cand or 0) + (thoughts or 0)
+    return Usage(input=inp, cache_read=cached, output=out, reasoning=thoughts)
+
+
+def usage_to_wire(u: Usage | None) -> dict[str, Any]:
+    if u is None:
+        return {"promptTokenCount": 0, "candidatesTokenCount": 0, "totalTokenCount": 0}
+    prompt = (u.input or 0) + (u.cache_read or 0) + (u.cache_write or 0)
+    thoughts = u.reasoning or 0
+    cand = max((u.output or 0) - thoughts, 0)
+    out: dict[str, Any] = {"promptTokenCount": prompt, "candidatesTokenCount": cand}
+    if u.cache_read:
+        out["cachedContentTokenCount"] = u.cache_read
+    if thoughts:
+        out["thoughtsTokenCount"] = thoughts
+    out["totalTokenCount"] = prompt + cand + thoughts
+    return out
+
+
+# ----------------------------------------------------------------------------- ids and times
+def created_from_wire(v: Any) -> int | None:
+    """``createTime`` (RFC 3339) as epoch seconds: derived from the input, never the clock."""
+    if not isinstance(v, str) or not v:
+        return None
+    try:
+        return int(datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp())
+    except ValueError:
+        return None
+
+
+def created_to_wire(ts: int | None) -> str | None:
+    if ts is None:
+        return None
+    from datetime import UTC
+
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+
+
+def mint_call_id(scope: str, n: int, name: str) -> str:
+    """A stable id for the ``n``-th function call of a scope (a response id, a history turn)."""
+    digest = hashlib.sha1(f"{scope}\x00{n}\x00{name}".encode()).hexdigest()[:16]
+    return f"{MINTED_PREFIX}{digest}"
+
+
+# ----------------------------------------------------------------------------- errors
+#: neutral error kind -> (HTTP status, Google status name)
+_KIND_TO_GOOGLE = {
+    "invalid_request": (400, "INVALID_ARGUMENT"),
+    "authentication": (401, "UNAUTHENTICATED"),
+    "billing": (429, "RESOURCE_EXHAUSTED"),
+    "permission": (403, "PERMISSION_DENIED"),
+    "not_found": (404, "NOT_FOUND"),
+    "request_too_large": (413, "INVALID_ARGUMENT"),
+    "rate_limit": (429, "RESOURCE_EXHAUSTED"),
+    "api_error": (500, "INTERNAL"),
+    "timeout": (504, "DEADLINE_EXCEEDED"),
+    "overloaded": (503, "UNAVAILABLE"),
+    "interrupted": (502, "UNAVAILABLE"),
+}
+#: Google status name -> neutral error kind
+GOOGLE_TO_KIND = {
+    "INVALID_ARGUMENT": "invalid_request",
+    "FAILED_PRECONDITION": "invalid_request",
+    "OUT_OF_RANGE": "invalid_request",
+    "ALREADY_EXISTS": "invalid_request",
+    "ABORTED": "invalid_request",
+    "UNAUTHENTICATED": "authentication",
+    "PERMISSION_DENIED": "permission",
+    "NOT_FOUND": "not_found",
+    "RESOURCE_EXHAUSTED": "rate_limit",
+    "INTERNAL": "api_error",
+    "UNKNOWN": "api_error",
+    "DATA_LOSS": "api_error",
+    "UNIMPLEMENTED": "not_found",
+    "UNAVAILABLE": "overloaded",
+    "DEADLINE_EXCEEDED": "timeout",
+    "CANCELLED": "interrupted",
+}
+#: The Google status name that goes with an HTTP status, where the kind does not decide it.
+_STATUS_TO_GOOGLE = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+                     409: "ABORTED", 429: "RESOURCE_EXHAUSTED", 499: "CANCELLED", 500: "INTERNAL",
+                     501: "UNIMPLEMENTED", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
+
+
+def error_from_wire(status: int | None, obj: dict[str, Any]) -> Error | None:
+    """A Google error body ``{"error": {"code", "message", "status", "details"}}`` in neutral form,
+    or None when ``obj`` is not one."""
+    err = obj.get("error")
+    if not isinstance(err, dict):
+        return None
+    gstatus = err.get("status")
+    code = err.get("code")
+    if status is None and isinstance(code, int) and not isinstance(code, bool):
+        status = code
+    kind = GOOGLE_TO_KIND.get(gstatus) if isinstance(gstatus, str) else None
+    if kind is None:
+        from ..errors import kind_for_status
+
+        kind = kind_for_status(status)
+    elif status is not None and kind in ("invalid_request", "api_error"):
+        from ..errors import kind_for_status
+
+        kind = kind_for_status(status) if status not in (400, 500) else kind
+    msg = err.get("message")
+    message = msg if isinstance(msg, str) and msg else f"upstream returned HTTP {status}"
+    if status is None:
+        status = _KIND_TO_GOOGLE.get(kind, (500, "INTERNAL"))[0]
+    return Error(kind=kind, message=message, status=status, raw=obj)
+
+
+def error_body(err: Error) -> dict[str, Any]:
+    """The Google error body for ``err``: ``code`` the status the client gets, ``status`` the Google
+    name that goes with the kind (the upstream's own name when it says the same)."""
+    st = ERRORS.statuses.get(err.kind, 500)
+    if err.status is not None and 400 <= err.status < 600 and err.status != 529:
+        from ..errors import kind_for_status
+
+        if kind_for_status(err.status) == err.kind:
+            st = err.status
+    raw = err.raw.get("error") if isinstance(err.raw, dict) else None
+    name = raw.get("status") if isinstance(raw, dict) else None
+    if not isinstance(name, str) or GOOGLE_TO_KIND.get(name) != err.kind:
+        name = _KIND_TO_GOOGLE.get(err.kind, (0, ""))[1] or _STATUS_TO_GOOGLE.get(st, "INTERNAL")
+    return {"error": {"code": st, "message": err.message, "status": name}}
+
+
+ERRORS = ErrorFacts(
+    types=dict(GOOGLE_TO_KIND),  # Google's error.status plays the part of error.type
+    codes={},
+    statuses={k: v[0] for k, v in _KIND_TO_GOOGLE.items()},
+    foreign_statuses=frozenset({529}),  # overloaded is 503 UNAVAILABLE here
+    body=error_body,
+)
+
+
+# ----------------------------------------------------------------------------- JSON-array streams
+class JsonArrayReader:
+    """Incremental reader of ``[ {...}, {...} ]`` (streamGenerateContent without ``alt=sse``).
+
+    Returns each element's text as soon as its closing brace arrives. Each character is scanned
+    once and the element in progress is kept as a list of pieces joined once at its end, so one
+    large element in many small reads costs what it costs in one read. Whitespace and commas
+    between elements are skipped.
+    """
+
+    __slots__ = ("_parts", "_depth", "_in_str", "_esc", "_opened", "closed", "_dec")
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []  # the element in progress (empty between elements)
+        self._depth = 0
+        self._in_str = False
+        self._esc = False
+        self._opened = False  # the array's "[" was seen
+        self.closed = False  # the array's "]" was seen
+        self._dec = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def feed_bytes(self, chunk: bytes, final: bool = False) -> list[str]:
+        return self.feed(self._dec.decode(chunk, final))
+
+    def feed(self, text: str) -> list[str]:
+        out: list[str] = []
+        i = 0
+        n = len(text)
+        depth, in_str, esc = self._depth, self._in_str, self._esc
+        start = 0 if depth else -1  # where the element in progress starts in text
+        while i < n:
+            if in_str:
+                if esc:  # an escape cut at the previous read's end: its character is here
+                    esc = False
+                    i += 1
+                    continue
+                # jump to the next quote or backslash: strings are most of a Gemini chunk
+                m = _STR_STOP.search(text, i)
+                if m is None:
+                    i = n
+                    break
+                i = m.start()
+                if text[i] == "\\":
+                    if i + 1 < n:
+                        i += 2
+                    else:
+                        esc = True
+                        i = n
+                    continue
+                in_str = False
+                i += 1
+                continue
+            c = text[i]
+            if c == '"':
+                in_str = True
+            elif c == "{" or c == "[":
+                if c == "[" and depth == 0 and not self._opened:
+                    self._opened = True
+                else:
+                    if depth == 0:
+                        start = i
+                    depth += 1
+            elif c == "}" or c == "]":
+                if depth == 0:
+                    if c == "]":
+                        self.closed = True
+                else:
+                    depth -= 1
+                    if depth == 0:
+                        piece = text[start : i + 1]
+                        if self._parts:
+                            self._parts.append(piece)
+                            piece = "".join(self._parts)
+                            self._parts.clear()
+                        out.append(piece)
+                        start = -1
+            i += 1
+        if depth and start >= 0:
+            self._parts.append(text[start:])
+        self._depth, self._in_str, self._esc = depth, in_str, esc
+        return out
+
+    def pending(self) -> str:
+        """What arrived of an element that never closed (a cut stream)."""
+        return "".join(self._parts)
+
+
+_STR_STOP = re.compile(r'["\\]')
+
+
+class StreamReader:
+    """The framing of a Gemini stream, told by its first byte: ``data:`` lines (``alt=sse``) or one
+    JSON array. Same interface as :class:`proxai_core.sse.SSEReader` (events are ``(None, json)``)."""
+
+    __slots__ = ("_sse", "_arr", "_head")
+
+    def __init__(self) -> None:
+        from ..sse import SSEReader
+
+        self._sse: Any = SSEReader()
+        self._arr: JsonArrayReader | None = None
+        self._head: bool | None = None  # None: framing not known yet
+
+    def _mode(self, chunk: bytes) -> bool | None:
+        if self._head is None:
+            s = chunk.lstrip()
+            if s:
+                self._head = s[:1] == b"["
+                if self._head:
+                    self._arr = JsonArrayReader()
+        return self._head
+
+    def feed(self, chunk: bytes) -> list[tuple[str | None, str]]:
+        mode = self._mode(chunk)
+        if mode:
+            return [(None, e) for e in self._arr.feed_bytes(chunk)]  # type: ignore[union-attr]
+        if mode is None:
+            return []
+        return self._sse.feed(chunk)
+
+    def feed_one(self, chunk: bytes) -> str | list[tuple[str | None, str]]:
+        if self._head is False:
+            return self._sse.feed_one(chunk)
+        return self.feed(chunk)
+
+    def close(self) -> list[tuple[str | None, str]]:
+        if self._head:
+            arr = self._arr
+            out: list[tuple[str | None, str]] = [(None, e) for e in arr.feed_bytes(b"", True)]  # type: ignore[union-attr]
+            rest = arr.pending()  # type: ignore[union-attr]
+            if rest:
+                out.append((None, rest))  # a cut element: the decoder judges it (invalid JSON)
+            return out
+        return self._sse.close() if self._head is False else []
+
+    def feed_raw(self, chunk: bytes) -> tuple[list[Any], list[bytes]]:
+        """Pass-through: the array form forwards its bytes as they come (an element is never
+        re-framed); the SSE form forwards whole events only."""
+        mode = self._mode(chunk)
+        if mode is False:
+            return self._sse.feed_raw(chunk)
+        events: list[Any] = [(None, e) for e in self._arr.feed_bytes(chunk)] if mode else []  # type: ignore[union-attr]
+        if not events:
+            return [None], [chunk]
+        return events, [b""] * (len(events) - 1) + [chunk]
+
+    def close_raw(self) -> tuple[list[Any], list[bytes]]:
+        if self._head is False:
+            return self._sse.close_raw()
+        events = self.close()
+        return events, [b""] * len(events)
+
+
+# ----------------------------------------------------------------------------- codec facts
+ENDPOINTS = Endpoints(generate=":generateContent", count_tokens=":countTokens", models="/models",
+                      parse_path=parse_endpoint, path_for=endpoint_path)
+#: the model and the stream flag live in the URL (:data:`ENDPOINTS` ``parse_path``); no body has
+#: these fields, so a context built from the body alone has neither
+FIELDS = RequestFields(model="model", stream="stream", stop="stopSequences")
+CAPABILITIES = Capabilities(custom_tools=False, interrupted_is_status=False)
+
+
+def inject_key(headers: MutableMapping[str, str], key: str, host: str) -> None:
+    headers["x-goog-api-key"] = key
+
+
+CREDENTIALS = Credentials(
+    key_headers=("x-goog-api-key", "authorization"),
+    account_headers=("x-goog-user-project",),
+    vendor_headers=("x-goog-api-client", "x-goog-request-params"),
+    protocol_headers=(),
+    client_markers=("x-goog-api-key", "x-goog-api-client"),
+    default_headers={},
+    inject=inject_key,
+    vendor="google",
+    key_query=CREDENTIAL_QUERY,
+)
+
+
+def client_tools(body: dict[str, Any]) -> ClientTools:
+    out = ClientTools()
+    tools = body.get("tools")
+    for t in tools if isinstance(tools, list) else ():
+        decls = (t.get("functionDeclarations") or t.get("function_declarations")) if isinstance(t, dict) else None
+        for d in decls if isinstance(decls, list) else ():
+            if isinstance(d, dict) and isinstance(d.get("name"), str):
+                out.names.append(d["name"])
+    return out
+
+
+def client_stop(body: dict[str, Any]) -> list[str] | None:
+    gc = body.get("generationConfig") or body.get("generation_config")
+    stop = gc.get("stopSequences") if isinstance(gc, dict) else None
+    return [x for x in stop if isinstance(x, str)] if isinstance(stop, list) else None
+
+
+_REQ_KEYS = frozenset({"contents", "systemInstruction", "system_instruction", "generationConfig",
+                       "generation_config", "safetySettings", "toolConfig", "cachedContent"})
+
+
+def sniff_request(obj: dict[str, Any]) -> Evidence | None:
+    if "contents" in obj and not ("messages" in obj or "input" in obj):
+        return (SNIFF_DECISIVE, 0)
+    if _REQ_KEYS & obj.keys():
+        return (SNIFF_KEYS, 0)
+    tools = obj.get("tools")
+    if isinstance(tools, list) and tools and isinstance(tools[0], dict) and "functionDeclarations" in tools[0]:
+        return (SNIFF_TOOLS, 0)
+    return None
+
+
+def sniff_response(obj: dict[str, Any]) -> Evidence | None:
+    if "candidates" in obj or "promptFeedback" in obj or "usageMetadata" in obj:
+        return (SNIFF_DECISIVE, 0)
+    err = obj.get("error")
+    if isinstance(err, dict) and isinstance(err.get("status"), str) and isinstance(err.get("code"), int):
+        return (SNIFF_DECISIVE, 0)
+    return None
+
+
+def sniff_stream(head: bytes) -> Evidence | None:
+    if b'"candidates"' in head or b'"usageMetadata"' in head or b'"promptFeedback"' in head:
+        return (SNIFF_DECISIVE, 0)
+    return None
+
+
+def is_error_body(obj: dict[str, Any]) -> bool:
+    return "error" in obj and not obj.get("candidates")
+
+
+def model_entry(mid: str, src: dict[str, Any] | None) -> dict[str, Any]:
+    src = src or {}
+    name = mid if mid.startswith("models/") else f"models/{mid}"
+    out: dict[str, Any] = {"name": name, "displayName": src.get("displayName") or src.get("display_name") or mid,
+                           "supportedGenerationMethods": ["generateContent", "streamGenerateContent",
+                                                          "countTokens"]}
+    for k in ("inputTokenLimit", "outputTokenLimit", "description", "version"):
+        if src.get(k) is not None:
+            out[k] = src[k]
+    return out
+
+
+def model_list(items: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"models": items}
+
+
+def response_id(src: str | None) -> str:
+    """Gemini response ids are opaque strings: the source id as it is, one derived when absent."""
+    return src or "proxai-" + hashlib.sha1(b"no-id").hexdigest()[:16]

@@ -1,0 +1,798 @@
+"""Gemini ``generateContent`` requests: client body -> neutral, neutral -> upstream body (private).
+
+The body carries no model and no stream flag (both live in the URL): the caller sets
+``Request.model`` / ``Request.stream`` from :func:`._gemini_common.parse_endpoint`, and the
+upstream path from :func:`._gemini_common.endpoint_path`.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+from typing import Any
+
+import orjson
+
+from ..context import short_tool_name
+from ..errors import TranslationError
+from ..jsonutil import dumps
+from ..neutral import (
+    Document,
+    Image,
+    Message,
+    Opaque,
+    OutputFormat,
+    Reasoning,
+    ReasoningConfig,
+    Refusal,
+    Request,
+    Text,
+    Tool,
+    ToolCall,
+    ToolChoice,
+    ToolResult,
+)
+from ._gemini_common import (
+    MINTED_PREFIX,
+    PROTOCOL,
+    SKIP_SIGNATURE,
+    is_packed_signature,
+    mint_call_id,
+    unpack_signature,
+    warn_once,
+)
+
+_KNOWN = frozenset({"contents", "systemInstruction", "tools", "toolConfig",
+                    "generationConfig", "safetySettings", "cachedContent", "labels", "model"})
+#: generationConfig fields read into the neutral request; the rest are kept for a Gemini target
+_GEN_READ = frozenset({"maxOutputTokens", "temperature", "topP", "topK", "stopSequences", "seed", "candidateCount",
+                       "responseMimeType", "responseSchema", "responseJsonSchema", "thinkingConfig",
+                       "presencePenalty", "frequencyPenalty"})
+#: thinkingLevel <-> neutral effort
+_LEVEL_TO_EFFORT = {"MINIMAL": "minimal", "LOW": "low", "MEDIUM": "medium", "HIGH": "high", "XHIGH": "xhigh"}
+_EFFORT_TO_LEVEL = {"minimal": "MINIMAL", "low": "LOW", "medium": "MEDIUM", "high": "HIGH", "xhigh": "HIGH",
+                    "max": "HIGH"}
+#: effort -> thinkingBudget for models that take a budget (Gemini 2.5)
+_EFFORT_BUDGET = {"minimal": 512, "low": 1024, "medium": 8192, "high": 24576, "xhigh": 32768, "max": 32768}
+
+
+def _fail(path: str, why: str) -> TranslationError:
+    return TranslationError(f"{path}: {why}", field=path)
+
+
+def _camel_key(k: str) -> str:
+    head, *rest = k.split("_")
+    return head + "".join(w[:1].upper() + w[1:] for w in rest)
+
+
+def _obj(v: Any, path: str) -> dict[str, Any]:
+    """An object of the API's own structure: its snake_case field names (the API accepts both
+    spellings, as proto JSON does) read as camelCase. Never applied to user data (arguments,
+    function responses, schemas)."""
+    if not isinstance(v, dict):
+        raise _fail(path, f"expected an object, got {type(v).__name__}")
+    for k in v:
+        if "_" in k:
+            return {(_camel_key(x) if "_" in x else x): y for x, y in v.items()}
+    return v
+
+
+def _data(v: Any, path: str) -> dict[str, Any]:
+    """A user-data object (a schema, labels): kept exactly as sent."""
+    if not isinstance(v, dict):
+        raise _fail(path, f"expected an object, got {type(v).__name__}")
+    return v
+
+
+def _list(v: Any, path: str) -> list[Any]:
+    if not isinstance(v, list):
+        raise _fail(path, f"expected an array, got {type(v).__name__}")
+    return v
+
+
+def _str(v: Any, path: str) -> str:
+    if not isinstance(v, str):
+        raise _fail(path, f"expected a string, got {type(v).__name__}")
+    return v
+
+
+def _opt_int(d: dict[str, Any], key: str, path: str) -> int | None:
+    v = d.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _fail(f"{path}.{key}", f"expected an integer, got {type(v).__name__}")
+    return v
+
+
+def _opt_num(d: dict[str, Any], key: str, path: str) -> float | None:
+    v = d.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _fail(f"{path}.{key}", f"expected a number, got {type(v).__name__}")
+    return v
+
+
+# ============================================================================= schemas
+_TYPES = {"STRING": "string", "NUMBER": "number", "INTEGER": "integer", "BOOLEAN": "boolean", "ARRAY": "array",
+          "OBJECT": "object", "NULL": "null"}
+
+
+def schema_to_json(s: Any) -> Any:
+    """Gemini's OpenAPI-subset ``Schema`` (upper-case types, ``nullable``) as JSON Schema."""
+    if isinstance(s, list):
+        return [schema_to_json(x) for x in s]
+    if not isinstance(s, dict):
+        return s
+    out: dict[str, Any] = {}
+    nullable = s.get("nullable") is True
+    for k, v in s.items():
+        if k == "type" and isinstance(v, str):
+            out["type"] = _TYPES.get(v.upper(), v.lower())
+        elif k == "nullable":
+            continue
+        elif k == "properties" and isinstance(v, dict):
+            out[k] = {pk: schema_to_json(pv) for pk, pv in v.items()}
+        elif k in ("items", "anyOf", "oneOf", "allOf", "not", "additionalProperties"):
+            out[k] = schema_to_json(v)
+        elif k == "propertyOrdering":
+            continue  # Gemini's output-order hint: no JSON Schema meaning
+        else:
+            out[k] = v
+    if nullable:
+        t = out.get("type")
+        if isinstance(t, str):
+            out["type"] = [t, "null"]
+        else:
+            out = {"anyOf": [out, {"type": "null"}]}
+    return out
+
+
+# ============================================================================= decode
+def _signature_reasoning(sig: str, on: str, path: str, warnings: list[str]) -> Reasoning:
+    """A ``thoughtSignature`` as a neutral reasoning part placed before the part it came on."""
+    if is_packed_signature(sig):
+        payload = unpack_signature(sig)
+        if payload is None:
+            warnings.append(f"{path}.thoughtSignature: a damaged continuity envelope was dropped")
+            return Reasoning(text="", opaque={"protocol": PROTOCOL, "signature": "", "on": on})
+        text = payload.pop("text", "")
+        summary = payload.pop("summary", None)
+        redacted = bool(payload.pop("redacted", False))
+        return Reasoning(text=text if isinstance(text, str) else "", summary=summary, opaque=payload,
+                         redacted=redacted)
+    return Reasoning(text="", opaque={"protocol": PROTOCOL, "signature": sig, "on": on})
+
+
+def _media(d: dict[str, Any], path: str, kind: str) -> Image | Document:
+    mime = d.get("mimeType")
+    if mime is not None and not isinstance(mime, str):
+        raise _fail(f"{path}.mimeType", "expected a string")
+    if kind == "inline":
+        data = _str(d.get("data"), f"{path}.data")
+        if isinstance(mime, str) and mime.startswith("image/"):
+            return Image("base64", media_type=mime, data=data)
+        return Document("base64", media_type=mime or "application/octet-stream", data=data,
+                        filename=d.get("displayName") if isinstance(d.get("displayName"), str) else None)
+    uri = _str(d.get("fileUri"), f"{path}.fileUri")
+    if isinstance(mime, str) and mime.startswith("image/"):
+        return Image("url", media_type=mime, url=uri)
+    return Document("url", media_type=mime, url=uri)
+
+
+def _response_content(resp: Any, parts: Any, path: str) -> tuple[list[Text | Image | Document], bool | None]:
+    """A functionResponse's ``response`` object (and media ``parts``) as tool-result content."""
+    content: list[Text | Image | Document] = []
+    is_error: bool | None = None
+    if isinstance(resp, dict):
+        keys = resp.keys()
+        if keys == {"output"} and isinstance(resp["output"], str):
+            content.append(Text(resp["output"]))
+        elif keys == {"error"} and isinstance(resp["error"], str):
+            content.append(Text(resp["error"]))
+            is_error = True
+        elif keys == {"content"} and isinstance(resp["content"], str):
+            content.append(Text(resp["content"]))
+        else:
+            content.append(Text(dumps(resp).decode()))
+            if "error" in keys and "output" not in keys:
+                is_error = True
+    elif resp is not None:
+        raise _fail(f"{path}.response", f"expected an object, got {type(resp).__name__}")
+    if parts is not None:
+        for k, p in enumerate(_list(parts, f"{path}.parts")):
+            p = _obj(p, f"{path}.parts[{k}]")
+            if "inlineData" in p:
+                content.append(_media(_obj(p["inlineData"], f"{path}.parts[{k}].inlineData"),
+                                      f"{path}.parts[{k}].inlineData", "inline"))
+            elif "fileData" in p:
+                content.append(_media(_obj(p["fileData"], f"{path}.parts[{k}].fileData"),
+                                      f"{path}.parts[{k}].fileData", "file"))
+    return content, is_error
+
+
+class _CallIds:
+    """Ids for a history's function calls: Gemini's own, or minted from the turn and order, so a
+    ``functionResponse`` without an id finds its call by name and order."""
+
+    def __init__(self) -> None:
+        self.unanswered: list[tuple[str, str]] = []  # (id, name) in call order
+
+    def call(self, fid: Any, name: str, turn: int, n: int) -> str:
+        cid = fid if isinstance(fid, str) and fid else mint_call_id(f"turn{turn}", n, name)
+        self.unanswered.append((cid, name))
+        return cid
+
+    def response(self, fid: Any, name: str, turn: int, n: int) -> str:
+        if isinstance(fid, str) and fid:
+            for k, (cid, _) in enumerate(self.unanswered):
+                if cid == fid:
+                    del self.unanswered[k]
+                    break
+            return fid
+        for k, (cid, cname) in enumerate(self.unanswered):
+            if cname == name:
+                del self.unanswered[k]
+                return cid
+        return mint_call_id(f"response{turn}", n, name)
+
+
+def _parts(parts: list[Any], path: str, role: str, turn: int, ids: _CallIds, warnings: list[str]) -> list[Any]:
+    out: list[Any] = []
+    calls = 0
+    for k, p in enumerate(parts):
+        pp = f"{path}[{k}]"
+        p = _obj(p, pp)
+        sig = p.get("thoughtSignature")
+        if sig is not None and not isinstance(sig, str):
+            raise _fail(f"{pp}.thoughtSignature", "expected a string")
+        if "text" in p:
+            text = _str(p["text"], f"{pp}.text")
+            if p.get("thought") is True:
+                if sig and is_packed_signature(sig):
+                    out.append(_signature_reasoning(sig, "thought", pp, warnings))
+                else:
+                    op: dict[str, Any] = {"protocol": PROTOCOL, "on": "thought"}
+                    if sig:
+                        op["signature"] = sig
+                    out.append(Reasoning(text=text, opaque=op))
+                continue
+            if sig:
+                out.append(_signature_reasoning(sig, "text", pp, warnings))
+            if text:
+                out.append(Text(text))
+        elif "functionCall" in p:
+            fc = _obj(p["functionCall"], f"{pp}.functionCall")
+            name = _str(fc.get("name"), f"{pp}.functionCall.name")
+            args = fc.get("args")
+            if args is not None and not isinstance(args, dict):
+                raise _fail(f"{pp}.functionCall.args", f"expected an object, got {type(args).__name__}")
+            if sig:
+                out.append(_signature_reasoning(sig, "call", pp, warnings))
+            out.append(ToolCall(ids.call(fc.get("id"), name, turn, calls), name, dumps(args or {}).decode()))
+            calls += 1
+        elif "functionResponse" in p:
+            fr = _obj(p["functionResponse"], f"{pp}.functionResponse")
+            name = _str(fr.get("name"), f"{pp}.functionResponse.name")
+            content, is_error = _response_content(fr.get("response"), fr.get("parts"), f"{pp}.functionResponse")
+            out.append(ToolResult(ids.response(fr.get("id"), name, turn, k), content, is_error))
+        elif "inlineData" in p:
+            out.append(_media(_obj(p["inlineData"], f"{pp}.inlineData"), f"{pp}.inlineData", "inline"))
+        elif "fileData" in p:
+            out.append(_media(_obj(p["fileData"], f"{pp}.fileData"), f"{pp}.fileData", "file"))
+        elif any(k2 in p for k2 in ("executableCode", "codeExecutionResult", "toolCall", "toolResponse")):
+            label = next(k2 for k2 in ("executableCode", "codeExecutionResult", "toolCall", "toolResponse") if k2 in p)
+            out.append(Opaque(PROTOCOL, p, label))
+        elif sig and len(p) == 1:
+            out.append(_signature_reasoning(sig, "text", pp, warnings))
+        else:
+            keys = ", ".join(sorted(p)) or "none"
+            raise _fail(pp, f"unknown part (fields: {keys})")
+    return out
+
+
+def _system(v: Any, req: Request) -> None:
+    if v is None:
+        return
+    if isinstance(v, str):
+        req.system.append(Text(v))
+        return
+    d = _obj(v, "systemInstruction")
+    for k, p in enumerate(_list(d.get("parts", []), "systemInstruction.parts")):
+        p = _obj(p, f"systemInstruction.parts[{k}]")
+        if "text" not in p:
+            raise _fail(f"systemInstruction.parts[{k}]", "only text parts can be system instructions here")
+        req.system.append(Text(_str(p["text"], f"systemInstruction.parts[{k}].text")))
+
+
+def _tools(v: Any, req: Request, warnings: list[str]) -> None:
+    if v is None:
+        return
+    other: list[dict[str, Any]] = []
+    for k, t in enumerate(_list(v, "tools")):
+        t = _obj(t, f"tools[{k}]")
+        decls = t.get("functionDeclarations")
+        rest = {x: y for x, y in t.items() if x != "functionDeclarations"}
+        if decls is not None:
+            for j, fd in enumerate(_list(decls, f"tools[{k}].functionDeclarations")):
+                pp = f"tools[{k}].functionDeclarations[{j}]"
+                fd = _obj(fd, pp)
+                name = _str(fd.get("name"), f"{pp}.name")
+                desc = fd.get("description")
+                if desc is not None:
+                    desc = _str(desc, f"{pp}.description")
+                schema = fd.get("parametersJsonSchema")
+                if schema is None and fd.get("parameters") is not None:
+                    schema = schema_to_json(_data(fd["parameters"], f"{pp}.parameters"))
+                elif schema is not None:
+                    schema = _data(schema, f"{pp}.parametersJsonSchema")
+                req.tools.append(Tool(name, desc, schema))
+        if rest:
+            other.append(rest)
+    if other:
+        req.extra["gemini_tools"] = other
+
+
+def _tool_config(v: Any, req: Request) -> None:
+    if v is None:
+        return
+    d = _obj(v, "toolConfig")
+    fcc = d.get("functionCallingConfig")
+    if fcc is not None:
+        fcc = _obj(fcc, "toolConfig.functionCallingConfig")
+        mode = fcc.get("mode", "AUTO")
+        names = fcc.get("allowedFunctionNames")
+        allowed = [_str(x, "toolConfig.functionCallingConfig.allowedFunctionNames[]")
+                   for x in _list(names, "toolConfig.functionCallingConfig.allowedFunctionNames")] if names else None
+        if mode in ("AUTO", "MODE_UNSPECIFIED", "VALIDATED"):
+            req.tool_choice = ToolChoice("allowed", allowed=allowed) if allowed else ToolChoice("auto")
+            if mode == "VALIDATED":
+                req.extra["gemini_validated_mode"] = True
+        elif mode == "ANY":
+            if allowed and len(allowed) == 1:
+                req.tool_choice = ToolChoice("tool", name=allowed[0])
+            elif allowed:
+                req.tool_choice = ToolChoice("allowed", allowed=allowed, allowed_required=True)
+            else:
+                req.tool_choice = ToolChoice("required")
+        elif mode == "NONE":
+            req.tool_choice = ToolChoice("none")
+        else:
+            raise _fail("toolConfig.functionCallingConfig.mode", f"unknown mode {mode!r}")
+        if fcc.get("streamFunctionCallArguments") is not None:
+            req.extra["gemini_stream_function_call_arguments"] = fcc["streamFunctionCallArguments"]
+    rest = {k: x for k, x in d.items() if k != "functionCallingConfig"}
+    if rest:
+        req.extra["gemini_tool_config"] = rest
+
+
+def _generation(v: Any, req: Request) -> None:
+    if v is None:
+        return
+    g = _obj(v, "generationConfig")
+    p = "generationConfig"
+    req.max_output_tokens = _opt_int(g, "maxOutputTokens", p)
+    req.temperature = _opt_num(g, "temperature", p)
+    req.top_p = _opt_num(g, "topP", p)
+    req.top_k = _opt_int(g, "topK", p)
+    req.seed = _opt_int(g, "seed", p)
+    if g.get("stopSequences") is not None:
+        req.stop = [_str(s, f"{p}.stopSequences[]") for s in _list(g["stopSequences"], f"{p}.stopSequences")]
+    n = _opt_int(g, "candidateCount", p)
+    if n is not None and n > 1:
+        raise _fail(f"{p}.candidateCount", "one candidate per request is translated; more cannot be")
+    for k, wire in (("presence_penalty", "presencePenalty"), ("frequency_penalty", "frequencyPenalty")):
+        x = _opt_num(g, wire, p)
+        if x is not None:
+            req.extra[k] = x
+    mime = g.get("responseMimeType")
+    schema = g.get("responseJsonSchema")
+    if schema is None and g.get("responseSchema") is not None:
+        schema = schema_to_json(_data(g["responseSchema"], f"{p}.responseSchema"))
+    if mime == "application/json" or schema is not None:
+        if schema is not None:
+            req.output_format = OutputFormat("json_schema", schema=_data(schema, f"{p}.responseJsonSchema"),
+                                             name="response")
+        else:
+            req.output_format = OutputFormat("json_object")
+    elif mime not in (None, "text/plain"):
+        raise _fail(f"{p}.responseMimeType", f"{mime!r} has no equivalent in the other protocols")
+    tc = g.get("thinkingConfig")
+    if tc is not None:
+        tc = _obj(tc, f"{p}.thinkingConfig")
+        rc = ReasoningConfig()
+        budget = _opt_int(tc, "thinkingBudget", f"{p}.thinkingConfig")
+        level = tc.get("thinkingLevel")
+        if budget == 0:
+            rc.disabled = True
+            rc.effort = "none"
+        elif budget is not None and budget > 0:
+            rc.budget_tokens = budget
+        elif budget == -1:
+            rc.adaptive = True
+        if isinstance(level, str) and level in _LEVEL_TO_EFFORT:
+            rc.effort = _LEVEL_TO_EFFORT[level]
+        elif level is not None and level != "THINKING_LEVEL_UNSPECIFIED":
+            raise _fail(f"{p}.thinkingConfig.thinkingLevel", f"unknown level {level!r}")
+        if tc.get("includeThoughts") is True:
+            rc.summary = "auto"
+        req.reasoning = rc
+    rest = {k: x for k, x in g.items() if k not in _GEN_READ}
+    if rest:
+        req.extra["gemini_generation_config"] = rest
+
+
+def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
+    if not isinstance(body, dict):
+        raise TranslationError("request body must be a JSON object", field="body")
+    body = _obj(body, "body")
+    req = Request()
+    m = body.get("model")
+    if isinstance(m, str) and m:
+        req.model = m.removeprefix("models/")
+    contents = body.get("contents")
+    if contents is None:
+        raise _fail("contents", "required field is missing")
+    if isinstance(contents, dict):  # a single Content is accepted by the API
+        contents = [contents]
+    ids = _CallIds()
+    for i, c in enumerate(_list(contents, "contents")):
+        c = _obj(c, f"contents[{i}]")
+        role = c.get("role", "user")
+        if role not in ("user", "model", "function"):
+            raise _fail(f"contents[{i}].role", f"expected 'user' or 'model', got {role!r}")
+        parts = _parts(_list(c.get("parts", []), f"contents[{i}].parts"), f"contents[{i}].parts",
+                       role, i, ids, warnings)
+        if role != "model":
+            req.messages.append(Message("user", parts))
+            continue
+        # a function the server ran (server-side MCP) is answered inside the model turn: its
+        # result becomes a user turn of its own, where every other protocol puts results
+        cur: list[Any] = []
+        for part in parts:
+            if isinstance(part, ToolResult):
+                if cur:
+                    req.messages.append(Message("assistant", cur))
+                    cur = []
+                req.messages.append(Message("user", [part]))
+            else:
+                cur.append(part)
+        if cur or not parts:
+            req.messages.append(Message("assistant", cur))
+    _system(body.get("systemInstruction"), req)
+    _tools(body.get("tools"), req, warnings)
+    _tool_config(body.get("toolConfig"), req)
+    _generation(body.get("generationConfig"), req)
+    ss = body.get("safetySettings")
+    if ss is not None:
+        req.extra["safety_settings"] = _list(ss, "safetySettings")
+        # (a Gemini request is decoded only to be sent to another protocol: Gemini to Gemini passes)
+        warnings.append("safetySettings apply only to a Gemini upstream: another provider applies its own "
+                        "policies (safety_settings not sent)")
+    if body.get("cachedContent"):
+        # the cached context lives on Google's servers: another upstream would answer without it
+        raise _fail("cachedContent", "a Gemini cached content cannot be sent to another provider")
+    if body.get("labels") is not None:
+        req.extra["labels"] = _data(body["labels"], "labels")
+    for k in body:
+        if k not in _KNOWN:
+            warnings.append(f"unknown Gemini request field {k!r} ignored")
+    return req
+
+
+# ============================================================================= encode
+def _data_url(url: str) -> tuple[str, str] | None:
+    if not url.startswith("data:") or ";base64," not in url:
+        return None
+    head, data = url[5:].split(";base64,", 1)
+    return head or "application/octet-stream", data
+
+
+def _guess_mime(url: str, default: str) -> str:
+    guess, _ = mimetypes.guess_type(url.split("?", 1)[0])
+    return guess or default
+
+
+def _enc_media(p: Image | Document, path: str, warnings: list[str]) -> dict[str, Any]:
+    default = "image/jpeg" if isinstance(p, Image) else "application/pdf"
+    if p.source == "base64":
+        return {"inlineData": {"mimeType": p.media_type or default, "data": p.data or ""}}
+    if p.source == "url" and p.url:
+        du = _data_url(p.url)
+        if du is not None:
+            return {"inlineData": {"mimeType": du[0], "data": du[1]}}
+        return {"fileData": {"mimeType": p.media_type or _guess_mime(p.url, default), "fileUri": p.url}}
+    if p.source == "text" and isinstance(p, Document):
+        return {"text": p.data or ""}
+    if p.source == "file" and p.file_id:
+        raise _fail(path, f"a file id ({p.file_id}) of another provider cannot be sent to Gemini")
+    raise _fail(path, f"{p.type} without data")
+
+
+def _tool_response(p: ToolResult, name: str, path: str, warnings: list[str]) -> dict[str, Any]:
+    texts = [c.text for c in p.content if isinstance(c, Text)]
+    media = [c for c in p.content if isinstance(c, (Image, Document))]
+    text = "".join(texts)
+    resp: dict[str, Any]
+    if p.is_error:
+        resp = {"error": text}
+    else:
+        resp = {"output": text}
+        if text[:1] == "{":
+            try:
+                obj = orjson.loads(text)
+            except orjson.JSONDecodeError:
+                obj = None
+            if isinstance(obj, dict):
+                resp = obj
+    fr: dict[str, Any] = {"name": name, "response": resp}
+    if p.call_id and not p.call_id.startswith(MINTED_PREFIX):
+        fr["id"] = p.call_id
+    if media:
+        fr["parts"] = [_enc_media(m, path, warnings) for m in media]
+    return {"functionResponse": fr}
+
+
+def _args_obj(p: ToolCall, warnings: list[str]) -> dict[str, Any]:
+    if p.kind == "custom":
+        return {"input": p.arguments}
+    if not p.arguments.strip():
+        return {}
+    try:
+        v = orjson.loads(p.arguments)
+    except orjson.JSONDecodeError:
+        warnings.append(f"tool call {p.id} had invalid JSON arguments; sent with empty args")
+        return {}
+    return v if isinstance(v, dict) else {"value": v}
+
+
+class _Sig:
+    """A thought signature waiting for the part it belongs on."""
+
+    __slots__ = ("sig", "on")
+
+    def __init__(self, sig: str, on: str):
+        self.sig = sig
+        self.on = on
+
+
+def _content(msg: Message, i: int, names: dict[str, str], warnings: list[str]) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    pending: _Sig | None = None
+    model = msg.role == "assistant"
+    first_call = True
+    for j, p in enumerate(msg.parts):
+        path = f"messages[{i}].parts[{j}]"
+        if isinstance(p, Reasoning):
+            op = p.opaque
+            if not model:
+                continue
+            if not op or op.get("protocol") != PROTOCOL:
+                warn_once(warnings, "reasoning from another protocol was not sent to Gemini (it only accepts "
+                          "its own thought signatures)")
+                continue
+            sig = op.get("signature") if isinstance(op.get("signature"), str) else None
+            on = op.get("on")
+            if on == "thought" or (on is None and p.text):
+                part: dict[str, Any] = {"text": p.text, "thought": True}
+                if sig:
+                    part["thoughtSignature"] = sig
+                parts.append(part)
+            elif sig is not None:
+                if pending is not None:
+                    parts.append({"text": "", "thoughtSignature": pending.sig})
+                pending = _Sig(sig, on if isinstance(on, str) else "text")
+            continue
+        if isinstance(p, Text):
+            part = {"text": p.text}
+            if pending is not None:
+                part["thoughtSignature"] = pending.sig
+                pending = None
+            parts.append(part)
+            continue
+        if pending is not None and not isinstance(p, ToolCall):
+            parts.append({"text": "", "thoughtSignature": pending.sig})
+            pending = None
+        if isinstance(p, ToolCall):
+            name = short_tool_name(p.name)
+            names[p.id] = name
+            fc: dict[str, Any] = {"name": name, "args": _args_obj(p, warnings)}
+            if p.id and not p.id.startswith(MINTED_PREFIX):
+                fc["id"] = p.id
+            part = {"functionCall": fc}
+            if pending is not None:
+                part["thoughtSignature"] = pending.sig
+                pending = None
+            elif first_call:
+                part["thoughtSignature"] = SKIP_SIGNATURE
+            first_call = False
+            parts.append(part)
+        elif isinstance(p, ToolResult):
+            rname = names.get(p.call_id)
+            if rname is None:
+                raise _fail(f"{path}.call_id", f"no earlier tool call has the id {p.call_id!r} (Gemini names "
+                            "the function in every function response)")
+            parts.append(_tool_response(p, rname, path, warnings))
+        elif isinstance(p, Refusal):
+            parts.append({"text": p.text})
+        elif isinstance(p, (Image, Document)):
+            parts.append(_enc_media(p, path, warnings))
+        elif isinstance(p, Opaque):
+            if p.protocol == PROTOCOL:
+                parts.append(p.raw)
+            else:
+                warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Gemini has no such part")
+    if pending is not None:
+        parts.append({"text": "", "thoughtSignature": pending.sig})
+    return parts
+
+
+def _enc_tools(req: Request, warnings: list[str]) -> list[dict[str, Any]]:
+    decls: list[dict[str, Any]] = []
+    for t in req.tools:
+        d: dict[str, Any] = {"name": short_tool_name(t.name)}
+        if t.kind == "custom":
+            desc = t.description or ""
+            fmt = t.format
+            if isinstance(fmt, dict) and fmt.get("type") == "grammar":
+                desc += f"\n(The input follows this {fmt.get('syntax', '')} grammar:\n{fmt.get('definition', '')})"
+            d["description"] = desc.strip() or "Free-text input."
+            d["parametersJsonSchema"] = {"type": "object", "properties": {"input": {"type": "string"}},
+                                         "required": ["input"]}
+        else:
+            if t.description:
+                d["description"] = t.description
+            if t.parameters is not None:
+                d["parametersJsonSchema"] = t.parameters
+        decls.append(d)
+    out: list[dict[str, Any]] = [{"functionDeclarations": decls}] if decls else []
+    for t in req.extra.get("gemini_tools") or ():
+        out.append(t)
+    if req.extra.get("server_tools"):
+        warn_once(warnings, "server tools of another protocol were not sent (Gemini has no such tools)")
+    return out
+
+
+def _enc_tool_config(req: Request, warnings: list[str]) -> dict[str, Any] | None:
+    tc = req.tool_choice
+    fcc: dict[str, Any] | None = None
+    if tc is not None:
+        if tc.mode == "auto":
+            fcc = {"mode": "AUTO"}
+        elif tc.mode == "none":
+            fcc = {"mode": "NONE"}
+        elif tc.mode == "required":
+            fcc = {"mode": "ANY"}
+        elif tc.mode == "tool":
+            if not tc.name:
+                raise _fail("tool_choice.name", "a named tool choice needs a tool name")
+            fcc = {"mode": "ANY", "allowedFunctionNames": [short_tool_name(tc.name)]}
+        else:
+            fcc = {"mode": "ANY" if tc.allowed_required else "AUTO",
+                   "allowedFunctionNames": [short_tool_name(n) for n in tc.allowed or ()]}
+        if req.extra.get("gemini_validated_mode") and fcc["mode"] == "AUTO":
+            fcc["mode"] = "VALIDATED"
+    if req.extra.get("gemini_stream_function_call_arguments") is not None:
+        fcc = fcc or {}
+        fcc["streamFunctionCallArguments"] = req.extra["gemini_stream_function_call_arguments"]
+    if req.parallel_tool_calls is False:
+        warn_once(warnings, "parallel_tool_calls=false has no Gemini equivalent and was not sent")
+    out: dict[str, Any] = dict(req.extra.get("gemini_tool_config") or {})
+    if fcc is not None:
+        out["functionCallingConfig"] = fcc
+    return out or None
+
+
+def _thinking(req: Request, warnings: list[str]) -> dict[str, Any] | None:
+    rc = req.reasoning
+    if rc is None:
+        return None
+    gemini3 = "gemini-3" in (req.model or "")
+    out: dict[str, Any] = {}
+    if rc.disabled or rc.effort == "none":
+        if gemini3:
+            out["thinkingLevel"] = "LOW"
+            warnings.append("thinking cannot be turned off on Gemini 3 models; thinkingLevel LOW was sent")
+        else:
+            out["thinkingBudget"] = 0
+        return out
+    if rc.budget_tokens is not None:
+        out["thinkingBudget"] = rc.budget_tokens
+    elif rc.effort is not None and rc.effort in _EFFORT_TO_LEVEL:
+        if gemini3:
+            out["thinkingLevel"] = _EFFORT_TO_LEVEL[rc.effort]
+        else:
+            out["thinkingBudget"] = _EFFORT_BUDGET[rc.effort]
+    elif rc.adaptive:
+        out["thinkingBudget"] = -1
+    # a client that asked for thinking wants to see it (and its continuity payload)
+    out["includeThoughts"] = True
+    return out
+
+
+_DROPPED_EXTRA_OK = frozenset({"n", "presence_penalty", "frequency_penalty", "safety_settings", "cached_content",
+                               "labels", "gemini_tools", "gemini_tool_config", "gemini_generation_config",
+                               "gemini_validated_mode", "gemini_stream_function_call_arguments", "server_tools"})
+
+
+def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
+    ex = req.extra
+    n = ex.get("n")
+    if isinstance(n, int) and not isinstance(n, bool) and n > 1:
+        raise _fail("n", "the client reads one candidate; more than one cannot be translated")
+    if ex.get("previous_response_id"):
+        raise _fail("previous_response_id", "Gemini keeps no server-side conversation; send the full input")
+    if ex.get("conversation"):
+        raise _fail("conversation", "Gemini keeps no server-side conversation; send the full input")
+    mods = ex.get("modalities")
+    if ex.get("audio") or (isinstance(mods, list) and "audio" in mods):
+        raise _fail("audio", "audio output is not translated to Gemini")
+    system = list(req.system)
+    contents: list[dict[str, Any]] = []
+    names: dict[str, str] = {}
+    for i, m in enumerate(req.messages):
+        if m.role in ("system", "developer"):
+            texts = [p for p in m.parts if isinstance(p, Text)]
+            if contents:
+                warn_once(warnings, "a system message inside the conversation was moved to systemInstruction "
+                          "(Gemini has one system instruction)")
+            system.extend(texts)
+            continue
+        role = "model" if m.role == "assistant" else "user"
+        parts = _content(m, i, names, warnings)
+        if not parts:
+            continue
+        if contents and contents[-1]["role"] == role:
+            contents[-1]["parts"].extend(parts)  # parallel tool results are one turn in Gemini
+        else:
+            contents.append({"role": role, "parts": parts})
+    out: dict[str, Any] = {"contents": contents}
+    if system:
+        out["systemInstruction"] = {"parts": [{"text": t.text} for t in system]}
+    tools = _enc_tools(req, warnings)
+    if tools:
+        out["tools"] = tools
+    tcfg = _enc_tool_config(req, warnings)
+    if tcfg:
+        out["toolConfig"] = tcfg
+    gen: dict[str, Any] = dict(ex.get("gemini_generation_config") or {})
+    if req.max_output_tokens is not None:
+        gen["maxOutputTokens"] = req.max_output_tokens
+    if req.temperature is not None:
+        gen["temperature"] = req.temperature
+    if req.top_p is not None:
+        gen["topP"] = req.top_p
+    if req.top_k is not None:
+        gen["topK"] = req.top_k
+    if req.stop:
+        gen["stopSequences"] = list(req.stop)
+    if req.seed is not None:
+        gen["seed"] = req.seed
+    for k, wire in (("presence_penalty", "presencePenalty"), ("frequency_penalty", "frequencyPenalty")):
+        if ex.get(k) is not None:
+            gen[wire] = ex[k]
+    of = req.output_format
+    if of is not None and of.type != "text":
+        gen["responseMimeType"] = "application/json"
+        if of.type == "json_schema" and of.schema is not None:
+            gen["responseJsonSchema"] = of.schema
+    th = _thinking(req, warnings)
+    if th:
+        gen["thinkingConfig"] = th
+    if gen:
+        out["generationConfig"] = gen
+    if ex.get("safety_settings") is not None:
+        out["safetySettings"] = ex["safety_settings"]
+    if ex.get("cached_content"):
+        out["cachedContent"] = ex["cached_content"]
+    if ex.get("labels") is not None:
+        out["labels"] = ex["labels"]
+    if req.metadata:
+        warn_once(warnings, "metadata has no Gemini equivalent and was not sent")
+    if req.user:
+        warn_once(warnings, "user has no Gemini equivalent and was not sent")
+    ignored = sorted(k for k in ex if k not in _DROPPED_EXTRA_OK and ex[k] is not None
+                     and k not in ("previous_response_id", "conversation", "audio", "modalities"))
+    if ignored:
+        warnings.append(f"request fields without a Gemini equivalent were not sent: {', '.join(ignored)}")
+    return out

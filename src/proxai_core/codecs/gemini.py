@@ -1,0 +1,1053 @@
+"""Google Gemini ``generateContent`` codec (``gemini_generate_content``).
+
+Requests, complete responses and streams (``streamGenerateContent``: SSE with ``alt=sse``, a
+JSON array without; both carry the same chunks, which the decoder reads one at a time). Choices:
+
+* Thought signatures ride in neutral ``Reasoning`` parts tagged ``on`` = ``thought`` (a thought part),
+  ``text`` or ``call`` (the signature of the following text or function-call part). Reasoning of
+  another issuer reaches a Gemini client as thought text, its continuity envelope as the
+  ``thoughtSignature`` of the next part (clients echo signatures on function calls back).
+* Function calls without an id get a stable minted id (``gcall_…``, from the response id and the
+  call's position); minted ids are never sent to Gemini, whose function responses match by name.
+* A ``finishReason`` ends the step; the stream is complete at its end (a server-side tool loop
+  sends several steps in one stream). A stream that ends before any ``finishReason`` is
+  interrupted, never completed.
+* Toward a Gemini client every ``StopReason`` maps explicitly (:func:`stop_to_wire`): refusals keep
+  Gemini's own filter value, content filters become SAFETY, a refusal the model wrote is its text
+  with STOP and the explanation as ``finishMessage``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from ..jsonutil import dumps
+from ..neutral import (
+    BlockEnd,
+    BlockStart,
+    Delta,
+    Document,
+    End,
+    Error,
+    ErrorEvent,
+    Event,
+    Image,
+    Opaque,
+    Reasoning,
+    Refusal,
+    Response,
+    Start,
+    Stop,
+    Text,
+    ToolCall,
+    ToolResult,
+    Usage,
+    UsageEvent,
+)
+from ..protocol import Protocol
+from ..stop import GENERIC_REFUSAL, StopInfo, StopReason, classify_stop
+from ..strict import MalformedEvent
+from . import _gemini_common as _facts
+from ._gemini_common import (
+    BLOCK_REASONS as _BLOCKS,
+)
+from ._gemini_common import (
+    PROTOCOL,
+    REFUSAL_FINISHES,
+    created_from_wire,
+    created_to_wire,
+    error_body,
+    error_from_wire,
+    is_packed_signature,
+    mint_call_id,
+    pack_signature,
+    stop_from_block,
+    stop_from_wire,
+    stop_to_wire,
+    unpack_signature,
+    usage_from_wire,
+    usage_to_wire,
+    warn_once,
+)
+from ._gemini_request import decode_request, encode_request
+from .base import Codec
+
+__all__ = [
+    "StreamDecoder",
+    "StreamEncoder",
+    "decode_request",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "error_frame",
+]
+
+_OPAQUE_PARTS = ("executableCode", "codeExecutionResult", "toolCall", "toolResponse", "functionResponse",
+                 "inlineData", "fileData")
+_INTERRUPTED = "upstream stream ended before its terminal event"
+
+
+# ============================================================================= citations
+def _citations(cand: dict[str, Any]) -> list[dict[str, Any]] | None:
+    out: list[dict[str, Any]] = []
+    cm = cand.get("citationMetadata")
+    if isinstance(cm, dict):
+        for c in cm.get("citations") or cm.get("citationSources") or ():
+            if isinstance(c, dict) and isinstance(c.get("uri"), str):
+                n: dict[str, Any] = {"type": "url", "url": c["uri"]}
+                if isinstance(c.get("title"), str):
+                    n["title"] = c["title"]
+                if isinstance(c.get("startIndex"), int):
+                    n["start"] = c["startIndex"]
+                if isinstance(c.get("endIndex"), int):
+                    n["end"] = c["endIndex"]
+                out.append(n)
+    gm = cand.get("groundingMetadata")
+    if isinstance(gm, dict):
+        gc = gm.get("groundingChunks")
+        chunks: list[Any] = gc if isinstance(gc, list) else []
+        for s in gm.get("groundingSupports") or ():
+            if not isinstance(s, dict):
+                continue
+            sg = s.get("segment")
+            seg: dict[str, Any] = sg if isinstance(sg, dict) else {}
+            for ci in s.get("groundingChunkIndices") or ():
+                ch = chunks[ci] if isinstance(ci, int) and 0 <= ci < len(chunks) else None
+                web = ch.get("web") if isinstance(ch, dict) else None
+                if not isinstance(web, dict) or not isinstance(web.get("uri"), str):
+                    continue
+                n = {"type": "url", "url": web["uri"]}
+                if isinstance(web.get("title"), str):
+                    n["title"] = web["title"]
+                if isinstance(seg.get("startIndex"), int):
+                    n["start"] = seg["startIndex"]
+                if isinstance(seg.get("endIndex"), int):
+                    n["end"] = seg["endIndex"]
+                if isinstance(seg.get("text"), str):
+                    n["cited_text"] = seg["text"]
+                out.append(n)
+    return out or None
+
+
+def _citations_to_wire(cits: list[dict[str, Any]], warnings: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for c in cits:
+        url = c.get("url")
+        if not isinstance(url, str):
+            continue
+        w: dict[str, Any] = {"uri": url}
+        if isinstance(c.get("title"), str):
+            w["title"] = c["title"]
+        if isinstance(c.get("start"), int):
+            w["startIndex"] = c["start"]
+        if isinstance(c.get("end"), int):
+            w["endIndex"] = c["end"]
+        out.append(w)
+    if len(out) < len(cits):
+        warn_once(warnings, "citations without a URL were dropped (Gemini cites by URI)")
+    return out
+
+
+# ============================================================================= responses
+def _sig_part(sig: str, on: str) -> Reasoning:
+    if is_packed_signature(sig):
+        payload = unpack_signature(sig)
+        if payload is not None:
+            text = payload.pop("text", "")
+            summary = payload.pop("summary", None)
+            return Reasoning(text=text if isinstance(text, str) else "", summary=summary, opaque=payload,
+                             redacted=bool(payload.pop("redacted", False)))
+    return Reasoning(text="", opaque={"protocol": PROTOCOL, "signature": sig, "on": on})
+
+
+def _call_args(fc: dict[str, Any]) -> str:
+    args = fc.get("args")
+    if isinstance(args, dict):
+        return dumps(args).decode()
+    partial = fc.get("partialArgs")
+    if isinstance(partial, list):
+        obj: dict[str, Any] = {}
+        _apply_partial(obj, partial, {})
+        return dumps(obj).decode()
+    return "{}"
+
+
+def _server_run(parts: list[Any], raws: dict[int, dict[str, Any]]) -> None:
+    """A function call answered by a ``functionResponse`` in the same response was run by Google
+    (server-side MCP): it is not the client's to run, so it stays an opaque Gemini part."""
+    for k, p in enumerate(parts):
+        if not (isinstance(p, Opaque) and p.label == "functionResponse"):
+            continue
+        fr = p.raw.get("functionResponse")
+        name = fr.get("name") if isinstance(fr, dict) else None
+        for j in range(k):
+            c = parts[j]
+            if isinstance(c, ToolCall) and c.name == name and id(c) in raws:
+                parts[j] = Opaque(PROTOCOL, raws.pop(id(c)), "functionCall")
+                break
+
+
+def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
+    resp = Response()
+    if not isinstance(body, dict):
+        from ..errors import parse_error
+
+        err = parse_error(None, body)  # type: ignore[arg-type]
+        resp.extra["error"] = err
+        resp.stop = classify_stop("error", category=err.kind, message=err.message)
+        return resp
+    if "error" in body and not body.get("candidates"):
+        err = error_from_wire(None, body)
+        if err is None:
+            from ..errors import parse_error
+
+            err = parse_error(None, body)
+        resp.extra["error"] = err
+        resp.stop = classify_stop("error", category=err.kind, message=err.message)
+        return resp
+    rid = body.get("responseId")
+    resp.id = rid if isinstance(rid, str) and rid else None
+    mv = body.get("modelVersion")
+    resp.model = mv if isinstance(mv, str) and mv else None
+    resp.created = created_from_wire(body.get("createTime"))
+    u = body.get("usageMetadata")
+    if isinstance(u, dict):
+        resp.usage = usage_from_wire(u)
+    cands = body.get("candidates")
+    cand = cands[0] if isinstance(cands, list) and cands and isinstance(cands[0], dict) else None
+    if isinstance(cands, list) and len(cands) > 1:
+        warnings.append("Gemini returned several candidates; only the first was translated")
+    pf = body.get("promptFeedback")
+    block = stop_from_block(pf) if isinstance(pf, dict) else None
+    if cand is None:
+        resp.stop = block or classify_stop(None)
+        return resp
+    content = cand.get("content")
+    raw_parts = content.get("parts") if isinstance(content, dict) else None
+    parts: list[Any] = []
+    calls = 0
+    open_calls = 0
+    scope = resp.id or ""
+    raws: dict[int, dict[str, Any]] = {}  # ToolCall -> its wire part (for server-run calls)
+    for p in raw_parts if isinstance(raw_parts, list) else ():
+        if not isinstance(p, dict):
+            warnings.append("a non-object part in the upstream response was skipped")
+            continue
+        sig = p.get("thoughtSignature")
+        sig = sig if isinstance(sig, str) and sig else None
+        if "text" in p and isinstance(p["text"], str):
+            if p.get("thought") is True:
+                op: dict[str, Any] = {"protocol": PROTOCOL, "on": "thought"}
+                if sig:
+                    op["signature"] = sig
+                parts.append(Reasoning(text=p["text"], opaque=op))
+                continue
+            if sig:
+                parts.append(_sig_part(sig, "text"))
+            if p["text"]:
+                if parts and type(parts[-1]) is Text and not parts[-1].citations:
+                    parts[-1].text += p["text"]
+                else:
+                    parts.append(Text(p["text"]))
+        elif isinstance(p.get("functionCall"), dict):
+            fc = p["functionCall"]
+            name = fc.get("name") if isinstance(fc.get("name"), str) else ""
+            if sig:
+                parts.append(_sig_part(sig, "call"))
+            fid = fc.get("id")
+            cid = fid if isinstance(fid, str) and fid else mint_call_id(scope, calls, name)
+            parts.append(ToolCall(cid, name, _call_args(fc)))
+            raws[id(parts[-1])] = p
+            calls += 1
+            open_calls += 1
+        else:
+            label = next((k for k in _OPAQUE_PARTS if k in p), None)
+            if label == "functionResponse":
+                open_calls = max(open_calls - 1, 0)  # a call the server ran itself (server-side MCP)
+            if sig:
+                parts.append(_sig_part(sig, "text"))
+            if label is None:
+                if sig and len(p) == 1:
+                    continue
+                warnings.append(f"unknown Gemini part ({', '.join(sorted(p))}) kept only for Gemini clients")
+                label = "unknown"
+            parts.append(Opaque(PROTOCOL, p, label))
+    _server_run(parts, raws)
+    cits = _citations(cand)
+    if cits:
+        for part in reversed(parts):
+            if isinstance(part, Text):
+                part.citations = cits
+                break
+    resp.parts = parts
+    detail: dict[str, Any] = {}
+    if isinstance(cand.get("safetyRatings"), list):
+        detail["safety_ratings"] = cand["safetyRatings"]
+    if cand.get("finishReason") is None and block is not None:
+        resp.stop = block
+    else:
+        resp.stop = stop_from_wire(cand.get("finishReason"), cand.get("finishMessage"), open_calls > 0, detail)
+    return resp
+
+
+def _tool_args(p: ToolCall, warnings: list[str]) -> dict[str, Any]:
+    if p.kind == "custom":
+        return {"input": p.arguments}
+    if not p.arguments.strip():
+        return {}
+    try:
+        v = orjson.loads(p.arguments)
+    except orjson.JSONDecodeError:
+        warnings.append(f"tool call {p.id} had invalid JSON arguments; sent to the Gemini client with empty args")
+        return {}
+    return v if isinstance(v, dict) else {"value": v}
+
+
+def _packed(p: Reasoning, text: str) -> str:
+    payload = dict(p.opaque or {})
+    payload["text"] = text
+    payload["summary"] = p.summary
+    payload["redacted"] = p.redacted
+    return pack_signature(payload)
+
+
+def _effective_stop(stop: StopInfo | None, has_tools: bool, refusal: str | None) -> StopInfo:
+    stop = stop or classify_stop(None, has_tool_calls=has_tools)
+    if refusal and stop.reason is StopReason.END_TURN:  # refusal outranks finish
+        stop = classify_stop("refusal", category="output-refusal", message=refusal)
+    return stop
+
+
+def _refusal_needs_text(stop: StopInfo) -> bool:
+    """A refusal of another provider that came with no text: the Gemini client sees its
+    explanation as text (its SDK drops ``finishMessage`` on the developer API)."""
+    return stop.reason is StopReason.REFUSAL and not stop.detail.get("input_blocked") and (
+        (stop.raw or "").upper() not in REFUSAL_FINISHES)
+
+
+def encode_response(resp: Response, ctx: Any, warnings: list[str]) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = []
+    pending: str | None = None
+    refusals: list[str] = []
+    has_tools = has_text = False
+    cits: list[dict[str, Any]] = []
+    for p in resp.parts:
+        if isinstance(p, Reasoning):
+            op = p.opaque
+            if op and op.get("protocol") == PROTOCOL:
+                sig = op.get("signature") if isinstance(op.get("signature"), str) else None
+                if op.get("on") == "thought" or (op.get("on") is None and p.text):
+                    part: dict[str, Any] = {"text": p.text, "thought": True}
+                    if sig:
+                        part["thoughtSignature"] = sig
+                    parts.append(part)
+                elif sig is not None:
+                    if pending is not None:
+                        parts.append({"text": "", "thoughtSignature": pending})
+                    pending = sig
+            else:
+                if p.text:
+                    parts.append({"text": p.text, "thought": True})
+                if pending is not None:
+                    parts.append({"text": "", "thoughtSignature": pending})
+                pending = _packed(p, p.text)
+            continue
+        if isinstance(p, (Text, Refusal)):
+            if not p.text:
+                continue
+            part = {"text": p.text}
+            if isinstance(p, Refusal):
+                refusals.append(p.text)
+            elif p.citations:
+                cits.extend(p.citations)
+            has_text = True
+        elif isinstance(p, ToolCall):
+            has_tools = True
+            part = {"functionCall": {"id": p.id, "name": p.name, "args": _tool_args(p, warnings)}}
+        elif isinstance(p, Opaque):
+            if p.protocol != PROTOCOL:
+                warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Gemini clients "
+                          "cannot represent it")
+                continue
+            part = dict(p.raw)
+        else:
+            if isinstance(p, (Image, Document, ToolResult)):
+                warn_once(warnings, f"{p.type} part in a response dropped")
+            continue
+        if pending is not None:
+            part["thoughtSignature"] = pending
+            pending = None
+        parts.append(part)
+    if pending is not None:
+        parts.append({"text": "", "thoughtSignature": pending})
+    stop = _effective_stop(resp.stop, has_tools, "".join(refusals) or None)
+    body: dict[str, Any] = {}
+    usage = usage_to_wire(resp.usage)
+    if stop.reason is StopReason.REFUSAL and stop.detail.get("input_blocked") and not parts:
+        fb: dict[str, Any] = {"blockReason": stop.raw if stop.raw in _BLOCKS else "OTHER",
+                              "blockReasonMessage": stop.message or GENERIC_REFUSAL}
+        body = {"promptFeedback": fb, "usageMetadata": usage}
+    else:
+        finish, message = stop_to_wire(stop, has_tools, warnings)
+        if _refusal_needs_text(stop) and not has_text:
+            parts.append({"text": stop.message or GENERIC_REFUSAL})
+        cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}
+        if message:
+            cand["finishMessage"] = message
+        if cits:
+            cand["citationMetadata"] = {"citations": _citations_to_wire(cits, warnings)}
+        body = {"candidates": [cand], "usageMetadata": usage}
+    body["modelVersion"] = getattr(ctx, "model", None) or resp.model or "unknown"
+    if resp.id:
+        body["responseId"] = resp.id
+    ct = created_to_wire(resp.created)
+    if ct:
+        body["createTime"] = ct
+    return body
+
+
+def error_frame(err: Error) -> bytes:
+    """A mid-stream failure as the Gemini SSE frame (the array form closes its array: see
+    :class:`StreamEncoder`)."""
+    return b"data: " + orjson.dumps(error_body(err)) + b"\r\n\r\n"
+
+
+# ============================================================================= partial arguments
+def _path_keys(path: str) -> list[str | int] | None:
+    """``$.a.b[0].c`` / ``$['a']`` -> keys; None when it is not a path we read."""
+    if not path.startswith("$"):
+        return None
+    keys: list[str | int] = []
+    i, n = 1, len(path)
+    while i < n:
+        c = path[i]
+        if c == ".":
+            j = i + 1
+            while j < n and path[j] not in ".[":
+                j += 1
+            keys.append(path[i + 1 : j])
+            i = j
+        elif c == "[":
+            j = path.find("]", i)
+            if j < 0:
+                return None
+            tok = path[i + 1 : j]
+            if tok[:1] in ("'", '"'):
+                keys.append(tok[1:-1])
+            elif tok.isdigit():
+                keys.append(int(tok))
+            else:
+                return None
+            i = j + 1
+        else:
+            return None
+    return keys
+
+
+def _apply_partial(obj: dict[str, Any], partial: list[Any], strings: dict[str, bool]) -> bool:
+    """Apply Vertex ``partialArgs`` to the arguments object; False on a path we cannot read.
+    A string whose piece says ``willContinue`` is continued by the next piece of the same path."""
+    ok = True
+    for pa in partial:
+        if not isinstance(pa, dict) or not isinstance(pa.get("jsonPath"), str):
+            ok = False
+            continue
+        keys = _path_keys(pa["jsonPath"])
+        if not keys:
+            ok = False
+            continue
+        if "stringValue" in pa:
+            value: Any = pa["stringValue"]
+        elif "numberValue" in pa:
+            value = pa["numberValue"]
+        elif "boolValue" in pa:
+            value = pa["boolValue"]
+        elif "nullValue" in pa:
+            value = None
+        else:
+            continue
+        cur: Any = obj
+        for k, nxt in zip(keys, keys[1:]):
+            child = cur[k] if isinstance(cur, dict) and k in cur else (
+                cur[k] if isinstance(cur, list) and isinstance(k, int) and k < len(cur) else None)
+            if child is None:
+                child = [] if isinstance(nxt, int) else {}
+                if isinstance(cur, dict):
+                    cur[k] = child
+                elif isinstance(cur, list) and isinstance(k, int):
+                    while len(cur) <= k:
+                        cur.append(None)
+                    cur[k] = child
+            cur = child
+        last = keys[-1]
+        path = pa["jsonPath"]
+        if isinstance(value, str) and strings.get(path) and isinstance(cur, (dict, list)):
+            prev: Any = ""
+            if isinstance(cur, dict):
+                prev = cur.get(last, "")
+            elif isinstance(last, int) and last < len(cur):
+                prev = cur[last]
+            value = (prev if isinstance(prev, str) else "") + value
+        strings[path] = isinstance(value, str) and pa.get("willContinue") is True
+        if isinstance(cur, dict):
+            cur[last] = value
+        elif isinstance(cur, list) and isinstance(last, int):
+            while len(cur) <= last:
+                cur.append(None)
+            cur[last] = value
+    return ok
+
+
+# ============================================================================= stream decode
+class _Call:
+    """A function call being read: its arguments may arrive in pieces (Vertex ``partialArgs``)."""
+
+    __slots__ = ("part", "obj", "strings", "raw", "sig")
+
+    def __init__(self, part: ToolCall, raw: dict[str, Any], sig: str | None):
+        self.part = part
+        self.obj: dict[str, Any] = {}
+        self.strings: dict[str, bool] = {}
+        self.raw = raw
+        self.sig = sig
+
+
+class StreamDecoder:
+    """Gemini stream chunks (one ``GenerateContentResponse`` per SSE event or array element) ->
+    neutral events.
+
+    A complete function call is held until the next part that is not its ``functionResponse``
+    (or the end of the stream): a call the server ran itself (server-side MCP) is answered in the
+    same stream and must not reach the client as a call to run."""
+
+    def __init__(self, warnings: list[str]):
+        self.warnings = warnings
+        self.done = False
+        self._started = False
+        self._next = 0
+        self._kind: str | None = None  # the open text-like block: "text" | "thought"
+        self._open = -1  # its neutral index
+        self._sig: str | None = None  # signature of the open thought block
+        self._cits: list[dict[str, Any]] | None = None
+        self._call: _Call | None = None  # a function call whose arguments arrive in pieces
+        self._held: list[_Call] = []  # complete calls not yet sent
+        self._calls = 0
+        self._client_calls = 0  # calls sent to the client as calls to run
+        self._stop: StopInfo | None = None
+        self._finish: tuple[Any, Any, Any] | None = None
+        self._id = ""
+        self._usage: Usage | None = None
+
+    def feed(self, event: str | None, data: str) -> list[Event]:
+        if self.done:
+            return []
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise MalformedEvent(f"invalid JSON in a Gemini stream chunk ({exc})") from None
+        if not isinstance(obj, dict):
+            raise MalformedEvent("a Gemini stream chunk that is not an object")
+        return self.chunk(obj)
+
+    def chunk(self, obj: dict[str, Any]) -> list[Event]:
+        out: list[Event] = []
+        if "error" in obj and not obj.get("candidates"):
+            err = error_from_wire(None, obj) or Error("api_error", "upstream error in the stream", 500)
+            self.done = True
+            return [ErrorEvent(err)]
+        if not self._started:
+            self._started = True
+            rid = obj.get("responseId")
+            self._id = rid if isinstance(rid, str) else ""
+            mv = obj.get("modelVersion")
+            out.append(Start(self._id or None, mv if isinstance(mv, str) else None, None,
+                             created_from_wire(obj.get("createTime"))))
+        cands = obj.get("candidates")
+        cand = cands[0] if isinstance(cands, list) and cands and isinstance(cands[0], dict) else None
+        if cand is not None:
+            content = cand.get("content")
+            parts = content.get("parts") if isinstance(content, dict) else None
+            if isinstance(parts, list) and parts:
+                if self._finish is not None and any(isinstance(p, dict) and p and p != {"text": ""}
+                                                    for p in parts):
+                    self._finish = None  # another step follows (a server-side tool loop)
+                for p in parts:
+                    if isinstance(p, dict):
+                        self._part(p, out)
+            cits = _citations(cand)
+            if cits:
+                self._cits = (self._cits or []) + cits
+            finish = cand.get("finishReason")
+            if finish is not None:
+                self._end_call(out)
+                self._close(out)
+                detail = {"safety_ratings": cand["safetyRatings"]} if isinstance(cand.get("safetyRatings"),
+                                                                                 list) else None
+                self._finish = (finish, cand.get("finishMessage"), detail)
+        pf = obj.get("promptFeedback")
+        if isinstance(pf, dict) and cand is None:
+            block = stop_from_block(pf)
+            if block is not None:
+                self._stop = block
+        u = obj.get("usageMetadata")
+        if isinstance(u, dict):
+            usage = usage_from_wire(u)
+            if usage is not None and usage != self._usage:
+                self._usage = usage
+                out.append(UsageEvent(usage))
+        return out
+
+    def finish(self) -> list[Event]:
+        if self.done:
+            return []
+        self.done = True
+        if self._finish is not None or self._stop is not None:
+            out: list[Event] = []
+            self._end_call(out)
+            self._flush(out)
+            self._close(out)
+            stop = self._stop
+            if self._finish is not None:
+                f, m, d = self._finish
+                stop = stop_from_wire(f, m, self._client_calls > 0, d)
+            out.append(Stop(stop))  # type: ignore[arg-type]
+            out.append(End())
+            return out
+        return [ErrorEvent(Error(kind="interrupted", message=_INTERRUPTED, status=502))]
+
+    # ---- parts
+    def _alloc(self) -> int:
+        n = self._next
+        self._next += 1
+        return n
+
+    def _close(self, out: list[Event]) -> None:
+        if self._kind is None:
+            return
+        n = self._open
+        if self._kind == "thought":
+            op: dict[str, Any] = {"protocol": PROTOCOL, "on": "thought"}
+            if self._sig:
+                op["signature"] = self._sig
+            out.append(BlockEnd(n, Reasoning(opaque=op)))
+        elif self._cits:
+            out.append(BlockEnd(n, Text("", self._cits)))
+            self._cits = None
+        else:
+            out.append(BlockEnd(n))
+        self._kind = None
+        self._sig = None
+
+    def _lone(self, part: Any, out: list[Event]) -> None:
+        n = self._alloc()
+        out.append(BlockStart(n, part))
+        out.append(BlockEnd(n, part))
+
+    def _flush(self, out: list[Event]) -> None:
+        """Send the held calls: they were not run by the server."""
+        for call in self._held:
+            if call.sig:
+                self._lone(_sig_part(call.sig, "call"), out)
+            n = self._alloc()
+            p = call.part
+            out.append(BlockStart(n, ToolCall(p.id, p.name)))
+            out.append(Delta(n, "arguments", p.arguments))
+            out.append(BlockEnd(n, p))
+            self._client_calls += 1
+        self._held.clear()
+
+    def _part(self, p: dict[str, Any], out: list[Event]) -> None:
+        sig = p.get("thoughtSignature")
+        sig = sig if isinstance(sig, str) and sig else None
+        fc = p.get("functionCall")
+        if isinstance(fc, dict):
+            self._close(out)
+            self._function_call(fc, p, sig, out)
+            return
+        self._end_call(out)
+        fr = p.get("functionResponse")
+        if isinstance(fr, dict):
+            name = fr.get("name")
+            for k, call in enumerate(self._held):
+                if call.part.name == name:  # run by the server: both stay Gemini's own parts
+                    del self._held[k]
+                    self._flush(out)
+                    self._close(out)
+                    if call.sig:
+                        self._lone(_sig_part(call.sig, "call"), out)
+                    self._lone(Opaque(PROTOCOL, call.raw, "functionCall"), out)
+                    break
+        text = p.get("text")
+        if isinstance(text, str) and not text and not sig and len(p) == 1:
+            return  # an empty text part (Gemini ends some streams so): nothing to say
+        self._flush(out)
+        if isinstance(text, str):
+            if p.get("thought") is True:
+                if self._kind != "thought":
+                    self._close(out)
+                    self._kind, self._open = "thought", self._alloc()
+                    out.append(BlockStart(self._open, Reasoning()))
+                if sig:
+                    self._sig = sig
+                if text:
+                    out.append(Delta(self._open, "reasoning", text))
+                return
+            if sig:
+                self._close(out)
+                self._lone(_sig_part(sig, "text"), out)
+            if text:
+                if self._kind != "text":
+                    self._close(out)
+                    self._kind, self._open = "text", self._alloc()
+                    out.append(BlockStart(self._open, Text("")))
+                out.append(Delta(self._open, "text", text))
+            return
+        self._close(out)
+        label = next((k for k in _OPAQUE_PARTS if k in p), None)
+        if sig:
+            self._lone(_sig_part(sig, "text"), out)
+        if label is None:
+            if sig and len(p) == 1:
+                return
+            warn_once(self.warnings, f"unknown Gemini part ({', '.join(sorted(p))}) kept only for Gemini clients")
+            label = "unknown"
+        self._lone(Opaque(PROTOCOL, p, label), out)
+
+    def _function_call(self, fc: dict[str, Any], raw: dict[str, Any], sig: str | None, out: list[Event]) -> None:
+        name = fc.get("name")
+        partial = fc.get("partialArgs")
+        more = fc.get("willContinue") is True
+        call = self._call
+        if call is not None and not isinstance(name, str):  # a piece of the call in progress
+            if isinstance(partial, list) and not _apply_partial(call.obj, partial, call.strings):
+                warn_once(self.warnings, "a partialArgs path Gemini sent could not be read; that piece was dropped")
+            if isinstance(fc.get("args"), dict):
+                call.obj.update(fc["args"])
+            if sig and not call.sig:
+                call.sig = sig
+            if not more:
+                self._end_call(out)
+            return
+        self._end_call(out)
+        if not isinstance(name, str):
+            if fc:
+                warn_once(self.warnings, "a Gemini function call without a name was skipped")
+            return
+        fid = fc.get("id")
+        cid = fid if isinstance(fid, str) and fid else mint_call_id(self._id, self._calls, name)
+        self._calls += 1
+        call = _Call(ToolCall(cid, name), raw, sig)
+        if isinstance(fc.get("args"), dict):
+            call.obj.update(fc["args"])
+        if isinstance(partial, list) and not _apply_partial(call.obj, partial, call.strings):
+            warn_once(self.warnings, "a partialArgs path Gemini sent could not be read; that piece was dropped")
+        self._call = call
+        if not more:
+            self._end_call(out)
+
+    def _end_call(self, out: list[Event]) -> None:
+        call = self._call
+        if call is None:
+            return
+        self._call = None
+        call.part.arguments = dumps(call.obj).decode()
+        if call.raw.get("functionCall", {}).get("partialArgs") is not None or call.raw["functionCall"].get(
+                "willContinue"):
+            # the wire part of a call read in pieces: the whole call, as a complete response has it
+            call.raw = {k: v for k, v in call.raw.items() if k != "functionCall"}
+            call.raw["functionCall"] = {"name": call.part.name, "args": call.obj}
+        self._held.append(call)
+
+
+# ============================================================================= stream encode
+class _Out:
+    __slots__ = ("kind", "buf", "part", "sig", "on")
+
+    def __init__(self, kind: str, part: Any = None):
+        self.kind = kind  # text | refusal | thought | own_sig | foreign | tool | opaque | drop
+        self.buf: list[str] = []
+        self.part = part
+        self.sig: str | None = None
+        self.on: str | None = None
+
+
+class StreamEncoder:
+    """Neutral events -> Gemini stream chunks for the client: SSE frames (``data: …\\r\\n\\r\\n``)
+    or, when the client asked without ``alt=sse``, the elements of one JSON array."""
+
+    def __init__(self, ctx: Any, warnings: list[str]):
+        self.ctx = ctx
+        self.warnings = warnings
+        self.done = False
+        self._sse = getattr(ctx, "sse", True) is not False
+        self._first = True
+        self._open: dict[int, _Out] = {}
+        self._model: str | None = getattr(ctx, "model", None)
+        self._id: str | None = None
+        self._created: str | None = None
+        self._tail = b"}"
+        self._usage: Usage | None = None
+        self._stop: StopInfo | None = None
+        self._pending: str | None = None  # a signature for the next part
+        self._refusal: list[str] = []
+        self._text_sent = False
+        self._has_tools = False
+
+    # ---- framing
+    def _frame(self, obj_bytes: bytes) -> bytes:
+        if self._sse:
+            return b"data: " + obj_bytes + b"\r\n\r\n"
+        if self._first:
+            self._first = False
+            return b"[" + obj_bytes
+        return b",\r\n" + obj_bytes
+
+    def _end_frame(self) -> bytes:
+        if self._sse:
+            return b""
+        return b"[]" if self._first else b"]"
+
+    def _meta(self) -> None:
+        if self._tail != b"}":
+            return
+        tail = b',"modelVersion":' + orjson.dumps(self._model or "unknown")
+        if self._id:
+            tail += b',"responseId":' + orjson.dumps(self._id)
+        if self._created:
+            tail += b',"createTime":' + orjson.dumps(self._created)
+        self._tail = tail + b"}"
+
+    def _chunk(self, part: dict[str, Any]) -> bytes:
+        if self._pending is not None and "thought" not in part:
+            part["thoughtSignature"] = self._pending
+            self._pending = None
+        self._meta()
+        return self._frame(b'{"candidates":[{"content":{"role":"model","parts":[' + orjson.dumps(part)
+                           + b']},"index":0}]' + self._tail)
+
+    def encode(self, ev: Event) -> bytes:
+        if self.done:
+            return b""
+        t = type(ev)
+        if t is Delta:
+            return self._delta(ev)  # type: ignore[arg-type]
+        h: Any = _HANDLERS.get(t)
+        return h(self, ev) if h is not None else b""
+
+    def _start(self, ev: Start) -> bytes:
+        if self._id is None:
+            self._id = ev.id
+            self._model = self._model or ev.model
+            self._created = created_to_wire(ev.created)
+        if ev.usage is not None:
+            self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
+        return b""
+
+    def _block_start(self, ev: BlockStart) -> bytes:
+        p = ev.part
+        i = ev.index
+        if isinstance(p, Text):
+            self._open[i] = _Out("text")
+            return self._text(self._open[i], p.text) if p.text else b""
+        if isinstance(p, Refusal):
+            self._open[i] = _Out("refusal")
+            return self._text(self._open[i], p.text) if p.text else b""
+        if isinstance(p, Reasoning):
+            op = p.opaque
+            if op and op.get("protocol") == PROTOCOL and op.get("on") in ("text", "call"):
+                o = self._open[i] = _Out("own_sig", p)
+                o.sig = op.get("signature") if isinstance(op.get("signature"), str) else None
+                return b""
+            o = self._open[i] = _Out("thought" if op and op.get("protocol") == PROTOCOL else "foreign", p)
+            return self._thought(o, p.text) if p.text else b""
+        if isinstance(p, ToolCall):
+            self._has_tools = True
+            o = self._open[i] = _Out("tool", p)
+            if p.arguments:
+                o.buf.append(p.arguments)
+            return b""
+        if isinstance(p, Opaque):
+            if p.protocol != PROTOCOL:
+                warn_once(self.warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Gemini clients "
+                          "cannot represent it")
+                self._open[i] = _Out("drop")
+                return b""
+            self._open[i] = _Out("opaque", p)
+            return b""
+        warn_once(self.warnings, f"{getattr(p, 'type', 'unknown')} part in a response dropped")
+        self._open[i] = _Out("drop")
+        return b""
+
+    def _text(self, o: _Out, v: str) -> bytes:
+        if o.kind == "refusal":
+            self._refusal.append(v)
+        self._text_sent = True
+        return self._chunk({"text": v})
+
+    def _thought(self, o: _Out, v: str) -> bytes:
+        o.buf.append(v)
+        return self._chunk({"text": v, "thought": True})
+
+    def _delta(self, ev: Delta) -> bytes:
+        o = self._open.get(ev.index)
+        v = ev.value
+        if o is None or not v:
+            return b""
+        k, ok = ev.kind, o.kind
+        if ok == "text" or ok == "refusal":
+            if k == "text" or k == "refusal":
+                return self._text(o, v)
+        elif ok == "thought" or ok == "foreign":
+            if k == "reasoning" or k == "summary":
+                return self._thought(o, v)
+            if k == "signature":
+                o.sig = (o.sig or "") + v
+        elif ok == "tool":
+            if k == "arguments":
+                o.buf.append(v)
+        return b""
+
+    def _block_end(self, ev: BlockEnd) -> bytes:
+        o = self._open.pop(ev.index, None)
+        if o is None:
+            return b""
+        final = ev.part
+        k = o.kind
+        out = b""
+        if k == "text" or k == "refusal":
+            if isinstance(final, (Text, Refusal)) and final.text and not self._text_sent:
+                out += self._text(o, final.text)
+            if isinstance(final, Text) and final.citations:
+                cits = _citations_to_wire(final.citations, self.warnings)
+                if cits:
+                    self._meta()
+                    out += self._frame(b'{"candidates":[{"content":{"role":"model","parts":[]},'
+                                       b'"citationMetadata":{"citations":' + orjson.dumps(cits)
+                                       + b'},"index":0}]' + self._tail)
+            return out
+        if k == "own_sig":
+            if o.sig is not None:
+                out = self._flush_pending()
+                self._pending = o.sig
+            return out
+        if k == "thought":
+            part = final if isinstance(final, Reasoning) else o.part
+            op = part.opaque or o.part.opaque or {}
+            if part.text and not o.buf:
+                out += self._thought(o, part.text)
+            sig = op.get("signature") if isinstance(op.get("signature"), str) else o.sig
+            if sig:
+                out += self._chunk({"text": "", "thought": True, "thoughtSignature": sig})
+            return out
+        if k == "foreign":
+            part = final if isinstance(final, Reasoning) else o.part
+            text = "".join(o.buf)
+            if part.text and not text:
+                text = part.text
+                out += self._thought(o, text)
+            merged = Reasoning(text, part.summary or o.part.summary, part.opaque or o.part.opaque,
+                               part.redacted or o.part.redacted)
+            out += self._flush_pending()
+            self._pending = _packed(merged, text)
+            return out
+        if k == "tool":
+            p: ToolCall = final if isinstance(final, ToolCall) else o.part
+            args = "".join(o.buf) or p.arguments
+            tc = ToolCall(p.id or o.part.id, p.name or o.part.name, args, p.kind)
+            return self._chunk({"functionCall": {"id": tc.id, "name": tc.name, "args": _tool_args(tc, self.warnings)}})
+        if k == "opaque":
+            part_o = final if isinstance(final, Opaque) else o.part
+            return self._chunk(dict(part_o.raw))
+        return b""
+
+    def _flush_pending(self) -> bytes:
+        if self._pending is None:
+            return b""
+        sig, self._pending = self._pending, None
+        return self._chunk({"text": "", "thoughtSignature": sig})
+
+    def _usage_ev(self, ev: UsageEvent) -> bytes:
+        self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
+        return b""
+
+    def _stop_ev(self, ev: Stop) -> bytes:
+        self._stop = ev.stop
+        return b""
+
+    def _end(self, ev: End) -> bytes:
+        out = [self._block_end(BlockEnd(i)) for i in list(self._open)]
+        stop = _effective_stop(self._stop, self._has_tools, "".join(self._refusal) or None)
+        self._meta()
+        usage = orjson.dumps(usage_to_wire(self._usage))
+        if stop.reason is StopReason.REFUSAL and stop.detail.get("input_blocked") and not self._text_sent \
+                and not self._has_tools:
+            fb: dict[str, Any] = {"blockReason": stop.raw if stop.raw in _BLOCKS else "OTHER",
+                                  "blockReasonMessage": stop.message or GENERIC_REFUSAL}
+            out.append(self._frame(b'{"promptFeedback":' + orjson.dumps(fb) + b',"usageMetadata":' + usage
+                                   + self._tail))
+        else:
+            finish, message = stop_to_wire(stop, self._has_tools, self.warnings)
+            parts: list[dict[str, Any]] = []
+            if self._pending is not None:
+                parts.append({"text": "", "thoughtSignature": self._pending})
+                self._pending = None
+            if _refusal_needs_text(stop) and not self._text_sent:
+                parts.append({"text": stop.message or GENERIC_REFUSAL})
+            if not parts:
+                parts.append({"text": ""})
+            cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "finishReason": finish,
+                                    "index": 0}
+            if message:
+                cand["finishMessage"] = message
+            out.append(self._frame(b'{"candidates":[' + orjson.dumps(cand) + b'],"usageMetadata":' + usage
+                                   + self._tail))
+        out.append(self._end_frame())
+        self.done = True
+        return b"".join(out)
+
+    def _error(self, ev: ErrorEvent) -> bytes:
+        self.done = True
+        return self._frame(orjson.dumps(error_body(ev.error))) + self._end_frame()
+
+
+_HANDLERS = {
+    Start: StreamEncoder._start,
+    BlockStart: StreamEncoder._block_start,
+    BlockEnd: StreamEncoder._block_end,
+    UsageEvent: StreamEncoder._usage_ev,
+    Stop: StreamEncoder._stop_ev,
+    End: StreamEncoder._end,
+    ErrorEvent: StreamEncoder._error,
+}
+
+
+CODEC = Codec(
+    protocol=Protocol(PROTOCOL),
+    name="gemini",
+    label="Google Gemini generateContent",
+    decode_request=decode_request,
+    encode_request=encode_request,
+    decode_response=decode_response,
+    encode_response=encode_response,
+    StreamDecoder=StreamDecoder,
+    StreamEncoder=StreamEncoder,
+    error_frame=error_frame,
+    endpoints=_facts.ENDPOINTS,
+    fields=_facts.FIELDS,
+    credentials=_facts.CREDENTIALS,
+    errors=_facts.ERRORS,
+    capabilities=_facts.CAPABILITIES,
+    client_tools=_facts.client_tools,
+    stop_table=_facts.STOP_TABLE,
+    stop_values=_facts.STOP_VALUES,
+    response_id=_facts.response_id,
+    model_entry=_facts.model_entry,
+    model_list=_facts.model_list,
+    sniff_request=_facts.sniff_request,
+    sniff_response=_facts.sniff_response,
+    sniff_stream=_facts.sniff_stream,
+    is_error_body=_facts.is_error_body,
+    stream_reader=_facts.StreamReader,
+)
