@@ -121,6 +121,8 @@ class Endpoints:
     parse_path: Callable[[str], PathFacts | None] | None = None
     #: the same protocols: (model, stream) -> the upstream path after the version prefix
     path_for: Callable[[str, bool], str] | None = None
+    #: the version prefix a bare base URL gets (``https://host`` -> ``https://host/v1/...``)
+    default_prefix: str = "/v1"
 
 
 @dataclass(frozen=True, slots=True)
