@@ -39,6 +39,7 @@ from mitmproxy import ctx, exceptions, http
 from mitmproxy.utils import human
 
 from proxai_core import Protocol
+from proxai_core.codecs import all_codecs
 from proxai_core.errors import native_error
 from proxai_core.neutral import Error
 
@@ -282,7 +283,7 @@ def too_large_reply(exc: BodyError, protocol: Protocol | str | None, request: bo
     """The client's native error for a body over the cap or badly encoded.
 
     A request body: 413 ``request_too_large`` (400 for a bad encoding); an upstream body: 502."""
-    proto = Protocol(protocol) if protocol else Protocol.CHAT
+    proto = Protocol(protocol) if protocol else all_codecs()[0].protocol
     if request and isinstance(exc, BodyTooLarge):
         err = Error(kind="request_too_large", status=413,
                     message=f"request body too large: over {exc.limit} bytes once decoded")

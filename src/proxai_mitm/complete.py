@@ -30,6 +30,11 @@ __all__ = ["decode_or_error", "finish_error", "observe_body", "translate_body", 
 _SSE = "text/event-stream"
 
 
+def stream_type(state: FlowState) -> str:
+    """The content type of the client's stream: SSE, or its protocol's JSON framing."""
+    return "text/event-stream; charset=utf-8" if state.client_sse else "application/json; charset=utf-8"
+
+
 def decode_or_error(raw: bytes, content_encoding: str | None, limit: int) -> bytes | BodyError:
     try:
         return decode(raw, content_encoding, limit)
@@ -63,15 +68,15 @@ def translate_body(state: FlowState, resp: http.Response, content: bytes, how: s
     client, upstream = state.client_protocol, state.upstream_protocol
     assert client is not None and upstream is not None
     if how == "stream_whole":  # a stream that arrived whole (e.g. empty): translated at once, honest ending
-        t = StreamTranslator(upstream, client, state.client_body)
+        t = StreamTranslator(upstream, client, state.client_body, path=state.client_path)
         sse = t.feed(content) + t.close()
         state.stop = t.stop
         state.warnings.extend(t.warnings)
-        set_body(resp, 200, sse, "text/event-stream; charset=utf-8")
+        set_body(resp, 200, sse, stream_type(state))
         resp.headers["cache-control"] = "no-cache"
         return
     if how == "collect":
-        res = response_from_stream(content, upstream, client, state.client_body)
+        res = response_from_stream(content, upstream, client, state.client_body, path=state.client_path)
         _take_result(state, res)
         set_body(resp, res.status, dumps(res.body), "application/json")
         return
@@ -89,17 +94,18 @@ def translate_body(state: FlowState, resp: http.Response, content: bytes, how: s
         state.translation = "error"
         return
     if how == "to_stream":
-        sse, stop, warnings = stream_from_response(obj, upstream, client, state.client_body)
+        sse, stop, warnings = stream_from_response(obj, upstream, client, state.client_body, path=state.client_path)
         state.stop = stop
         state.warnings.extend(warnings)
         try:
             _take_result(state, translate_response_result(obj, upstream, upstream), stop=False)
         except Exception:  # noqa: BLE001 - usage is best effort
             pass
-        set_body(resp, 200, sse, "text/event-stream; charset=utf-8")
+        set_body(resp, 200, sse, stream_type(state))
         resp.headers["cache-control"] = "no-cache"
     else:
-        res = translate_response_result(obj, upstream, client, state.client_body, status=resp.status_code)
+        res = translate_response_result(obj, upstream, client, state.client_body, status=resp.status_code,
+                                        path=state.client_path)
         _take_result(state, res)
         set_body(resp, res.status, dumps(res.body), "application/json")
 
@@ -109,8 +115,9 @@ def observe_body(state: FlowState, content: bytes, content_type: str) -> None:
     proto = state.upstream_protocol
     if proto is None:
         return
-    if _SSE in content_type.lower():
-        t = StreamTranslator(proto, proto, state.client_body)
+    if _SSE in content_type.lower() or (state.client_stream and content.lstrip()[:1] == b"["):
+        # an SSE stream, or a stream framed as one JSON array (the codec's reader tells them apart)
+        t = StreamTranslator(proto, proto, state.client_body, path=state.client_path)
         t.feed(content)
         t.close()
         state.stop, state.usage = t.stop, t.usage

@@ -17,10 +17,10 @@ from typing import Any
 import orjson
 from mitmproxy import ctx, http
 
-from proxai_core import Protocol
 from proxai_core.errors import native_error
 from proxai_core.neutral import Error
 
+from .protocols import DEFAULT_PROTOCOL, client_protocol_of_headers
 from .routing import recognize
 
 logger = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class ListenGuard:
         ep = recognize(flow.request.method, flow.request.path, flow.request.headers)
         if ep is None:
             return
-        proto = ep.protocol or (Protocol.ANTHROPIC if "anthropic-version" in flow.request.headers else Protocol.CHAT)
+        proto = ep.protocol or client_protocol_of_headers(flow.request.headers) or DEFAULT_PROTOCOL
         status, body = native_error(Error(kind="permission", status=403, message=(
             "proxai: this proxy injects an API key and refuses clients from other machines "
             "(listen on 127.0.0.1, set proxyauth, or proxai_allow_remote=true)")), proto)

@@ -1,11 +1,9 @@
-"""PROTOCOL KNOWLEDGE of the mitmproxy side, gathered in one place.
+"""What the mitmproxy side asks about protocols, answered by the core's codec registry.
 
-Everything outside proxai_core that depends on which LLM protocol a flow speaks lives here (or in
-routing.py: endpoint paths and the request-body sniff of the routing layer): endpoint path suffixes,
-body and stream shapes used to guess a protocol, display names, the headers that tell an Anthropic
-client, model-list formats, the last-resort error frame. Each item is marked ``PROTOCOL:`` so that it
-can be replaced by a call to the core's codec registry (``proxai_core.codecs``) without touching
-the addons; each item names the registry call that replaces it.
+No protocol is named here: every fact (paths, body and stream shapes, display names, the headers
+that tell a client's vendor, model-list formats, error frames) comes from ``proxai_core.codecs``.
+The helpers only adapt the registry's answers to what the addons hold (bytes, header maps,
+``Protocol`` values).
 """
 
 from __future__ import annotations
@@ -16,65 +14,57 @@ from typing import Any
 import orjson
 
 from proxai_core import Protocol
+from proxai_core.codecs import all_codecs, client_of_headers, get, match_path, sniff, sniff_stream
+from proxai_core.neutral import Error
 
 __all__ = [
     "DEFAULT_PROTOCOL",
-    "REPLAY_MISS_PROTOCOL",
     "SHORT",
     "TITLES",
+    "client_protocol_of_headers",
     "convert_models",
     "counts_tokens",
     "fallback_error_frame",
-    "model_list_client",
     "is_error_body",
     "json_or_none",
     "looks_like_sse",
+    "miss_protocol",
+    "model_list_client",
     "protocol_from_path",
     "sniff_protocol",
     "sniff_sse",
 ]
 
-#: PROTOCOL: the protocol of a native error for a client whose protocol is unknown
-#: (registry: the first of ``all_codecs()``)
-DEFAULT_PROTOCOL = Protocol.CHAT
+#: the protocol of a native error for a client whose protocol is unknown: the registry's first
+DEFAULT_PROTOCOL: Protocol = all_codecs()[0].protocol
 
-#: PROTOCOL: the shape of the replay server's miss body (replay.miss_body writes it)
-REPLAY_MISS_PROTOCOL = Protocol.ANTHROPIC
+#: short names for tables
+SHORT: dict[Protocol, str] = {c.protocol: c.name for c in all_codecs()}
 
-#: PROTOCOL: short names for tables (registry: ``get(p).name``)
-SHORT = {
-    Protocol.CHAT: "chat",
-    Protocol.RESPONSES: "responses",
-    Protocol.ANTHROPIC: "anthropic",
-}
-
-#: PROTOCOL: display names for the contentview (registry: ``get(p).label``)
-TITLES = {
-    Protocol.CHAT: "OpenAI Chat Completions",
-    Protocol.RESPONSES: "OpenAI Responses",
-    Protocol.ANTHROPIC: "Anthropic Messages",
-}
+#: display names for the contentview
+TITLES: dict[Protocol, str] = {c.protocol: c.label for c in all_codecs()}
 
 
-# PROTOCOL: endpoint path suffixes (registry: ``match_path(path)``, kind ``generate``)
+def _path_only(path: str) -> str:
+    if "://" in path:
+        path = "/" + path.split("://", 1)[1].partition("/")[2]
+    return path.split("#", 1)[0]
+
+
 def protocol_from_path(path: str | None) -> Protocol | None:
-    """The protocol an LLM endpoint path speaks (``/v1/chat/completions``, OpenRouter
-    ``/api/v1/...``, Azure ``/openai/deployments/x/chat/completions?api-version=...``,
-    ``/v1/responses``, ``/v1/messages``); None for anything else (``/messages/count_tokens``,
-    ``/models``, ``/responses/{id}``...)."""
+    """The protocol a generation endpoint path speaks (a full URL is accepted; query kept, since a
+    protocol may read its stream framing there); None for anything else (token counting, model
+    lists, ``/responses/{id}`` ...)."""
     if not path:
         return None
-    p = path.split("?", 1)[0].split("#", 1)[0]
-    if "://" in p:
-        p = "/" + p.split("://", 1)[1].partition("/")[2]
-    p = p.rstrip("/")
-    if p.endswith("/chat/completions"):
-        return Protocol.CHAT
-    if p.endswith("/responses"):
-        return Protocol.RESPONSES
-    if p.endswith("/messages"):
-        return Protocol.ANTHROPIC
-    return None
+    m = match_path(_path_only(path))
+    return m.codec.protocol if m is not None and m.kind == "generate" and m.codec is not None else None
+
+
+def miss_protocol(path: str | None) -> Protocol:
+    """The protocol a replay miss body is written in: the request path's, else the default."""
+    m = match_path(_path_only(path)) if path else None
+    return m.codec.protocol if m is not None and m.codec is not None else DEFAULT_PROTOCOL
 
 
 def looks_like_sse(data: bytes, content_type: str | None = None) -> bool:
@@ -101,79 +91,9 @@ def json_or_none(data: bytes | str | None) -> Any:
         return None
 
 
-# PROTOCOL: request, response and stream shapes (registry: ``sniff_request`` / ``sniff_response`` /
-# ``sniff_stream`` / ``sniff``; ``is_error_body`` is ``get(p).is_error_body``)
-_CHAT_REQ_KEYS = {"max_completion_tokens", "n", "response_format", "stream_options", "logprobs",
-                  "frequency_penalty", "presence_penalty", "logit_bias", "seed", "functions",
-                  "reasoning_effort", "modalities", "audio", "prediction", "web_search_options"}
-_ANTHROPIC_REQ_KEYS = {"system", "stop_sequences", "thinking", "top_k", "anthropic_version", "mcp_servers",
-                       "container", "context_management"}
-_ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking", "document", "image",
-                     "server_tool_use", "web_search_tool_result", "search_result"}
-_CHAT_BLOCKS = {"image_url", "input_audio", "file", "refusal"}
-
-
-def _sniff_request(obj: dict[str, Any]) -> Protocol | None:
-    if "input" in obj or "instructions" in obj or "previous_response_id" in obj or "conversation" in obj:
-        return Protocol.RESPONSES
-    msgs = obj.get("messages")
-    if not isinstance(msgs, list):
-        return None
-    th = obj.get("thinking")
-    if isinstance(th, dict) and not (th.get("type") == "enabled" and "budget_tokens" in th
-                                     or th.get("type") in ("adaptive", "disabled")):
-        return Protocol.CHAT  # OpenAI-compatible providers' own "thinking" switches (Z.ai, ...)
-    if _ANTHROPIC_REQ_KEYS & obj.keys():
-        return Protocol.ANTHROPIC
-    if _CHAT_REQ_KEYS & obj.keys():
-        return Protocol.CHAT
-    for m in msgs:
-        if not isinstance(m, dict):
-            continue
-        if m.get("role") in ("system", "developer", "tool", "function") or "tool_calls" in m:
-            return Protocol.CHAT
-        content = m.get("content")
-        if isinstance(content, list):
-            for b in content:
-                t = b.get("type") if isinstance(b, dict) else None
-                if t in _ANTHROPIC_BLOCKS:
-                    return Protocol.ANTHROPIC
-                if t in _CHAT_BLOCKS or (isinstance(t, str) and t.endswith("_url")):
-                    return Protocol.CHAT
-    tools = obj.get("tools")
-    if isinstance(tools, list) and tools and isinstance(tools[0], dict):
-        t0 = tools[0]
-        if "function" in t0 or t0.get("type") == "function":
-            return Protocol.CHAT
-        if "input_schema" in t0 or "name" in t0:
-            return Protocol.ANTHROPIC
-    # ambiguous (plain text messages): max_tokens is required by Anthropic, optional (and legacy) in Chat
-    return Protocol.ANTHROPIC if "max_tokens" in obj else Protocol.CHAT
-
-
-def _sniff_response(obj: dict[str, Any]) -> Protocol | None:
-    if "choices" in obj or obj.get("object") in ("chat.completion", "chat.completion.chunk"):
-        return Protocol.CHAT
-    if obj.get("object") == "response" or ("output" in obj and "status" in obj):
-        return Protocol.RESPONSES
-    if obj.get("type") in ("message", "error") or "stop_reason" in obj:
-        return Protocol.ANTHROPIC
-    if "error" in obj:
-        return Protocol.CHAT  # an OpenAI-shaped error; any OpenAI protocol reads it the same
-    return None
-
-
 def sniff_sse(data: bytes) -> Protocol | None:
-    head = data[:4000]
-    if b"event: message_start" in head or b'"type":"message_start"' in head or b"event:message_start" in head:
-        return Protocol.ANTHROPIC
-    if b'"type":"response.' in head or b"event: response." in head or b'"type": "response.' in head:
-        return Protocol.RESPONSES
-    if b"chat.completion.chunk" in head or b'"choices"' in head:
-        return Protocol.CHAT
-    if b"event: error" in head or b"event: ping" in head:
-        return Protocol.ANTHROPIC
-    return None
+    c = sniff_stream(data[:4000])
+    return c.protocol if c is not None else None
 
 
 def sniff_protocol(data: bytes | dict[str, Any] | None, *, request: bool | None = None) -> Protocol | None:
@@ -190,91 +110,81 @@ def sniff_protocol(data: bytes | dict[str, Any] | None, *, request: bool | None 
         obj = data
     if not isinstance(obj, dict):
         return None
-    if request is True:
-        return _sniff_request(obj)
-    if request is False:
-        return _sniff_response(obj)
-    looks_request = ("messages" in obj or "input" in obj) and "model" in obj and not (
-        "choices" in obj or "output" in obj or "stop_reason" in obj)
-    return _sniff_request(obj) if looks_request else (_sniff_response(obj) or _sniff_request(obj))
+    c = sniff(obj, request=request)
+    return c.protocol if c is not None else None
 
 
 def is_error_body(obj: Any, protocol: Protocol | None) -> bool:
     """An HTTP error body (any shape), as opposed to a model response."""
     if not isinstance(obj, dict):
         return True
-    if obj.get("type") == "error":
-        return True
-    if protocol is Protocol.ANTHROPIC:
-        return "error" in obj and "content" not in obj
-    if protocol is Protocol.CHAT or protocol is None:
-        return "error" in obj and not obj.get("choices")
-    return "error" in obj and "output" not in obj
-
-
+    return bool(get(protocol or DEFAULT_PROTOCOL).is_error_body(obj))
 
 
 # ----------------------------------------------------------------------------- clients and formats
+def client_protocol_of_headers(headers: Mapping[str, str]) -> Protocol | None:
+    """The protocol whose vendor's client markers are in ``headers`` (None: none)."""
+    c = client_of_headers({k.lower(): v for k, v in headers.items()})
+    return c.protocol if c is not None else None
+
+
 def model_list_client(headers: Mapping[str, str]) -> Protocol | None:
-    """PROTOCOL: which format a model-list request wants (both vendors serve ``GET /v1/models``):
-    Anthropic's when its headers are present, else None (OpenAI's). Registry: ``client_of_headers``."""
-    return Protocol.ANTHROPIC if "anthropic-version" in headers or "x-api-key" in headers else None
+    """Which format a model-list request wants (vendors share ``GET …/models``): the vendor whose
+    client markers are present, else None (the default's)."""
+    return client_protocol_of_headers(headers)
 
 
 def counts_tokens(protocol: Protocol) -> bool:
-    """PROTOCOL: the protocol has a token counting endpoint (registry: ``get(p).endpoints.count_tokens``)."""
-    return protocol is Protocol.ANTHROPIC
+    """The protocol has a token counting endpoint."""
+    return get(protocol).endpoints.count_tokens is not None
 
 
 def fallback_error_frame(protocol: Protocol, message: str) -> bytes:
-    """PROTOCOL: the client's native SSE error frame written by hand, when even the codec fails
-    (registry: ``get(p).error_frame`` is the normal path)."""
-    body: dict[str, Any]
-    if protocol is Protocol.ANTHROPIC:
-        body = {"type": "error", "error": {"type": "api_error", "message": message}}
-        return b"event: error\ndata: " + orjson.dumps(body) + b"\n\n"
-    err = {"message": message, "type": "server_error", "param": None, "code": "server_error"}
-    if protocol is Protocol.RESPONSES:
-        body = {"type": "error", "code": "server_error", "message": message, "param": None,
-                "sequence_number": 0, "error": err}
-        return b"event: error\ndata: " + orjson.dumps(body) + b"\n\n"
-    return b"data: " + orjson.dumps({"error": err}) + b"\n\n"
+    """The client's native SSE error frame when the normal path failed: the codec's frame for a
+    plain ``api_error``; if even that fails, a bare SSE event carrying the message."""
+    try:
+        return get(protocol).error_frame(Error(kind="api_error", message=message, status=500))
+    except Exception:  # noqa: BLE001 - the last resort must not fail
+        return b"data: " + orjson.dumps({"error": {"message": message}}) + b"\n\n"
+
+
+def _upstream_models(obj: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The entries of an upstream model list, whatever the vendor calls the list."""
+    for v in obj.values():
+        if isinstance(v, list) and all(isinstance(m, dict) for m in v):
+            return v
+    return None
+
+
+def _model_id(m: dict[str, Any]) -> str | None:
+    for k in ("id", "name"):
+        v = m.get(k)
+        if isinstance(v, str) and v:
+            return v.removeprefix("models/")
+    return None
 
 
 def convert_models(obj: Any, kind: str, client: Protocol | None, client_names: list[str],
                    requested: str | None) -> dict | None:
-    """PROTOCOL: a model list (or one model) from the upstream's format into the client's
-    (:func:`model_list_client`), with ``client_names`` (the route's model map) added to the list.
-    Registry: ``get(client).model_entry`` / ``model_list``."""
+    """A model list (or one model) from the upstream's format into the client's (``client`` None:
+    the default's), with ``client_names`` (the route's model map) added to the list."""
     if not isinstance(obj, dict):
         return None
-    anthropic_client = client is Protocol.ANTHROPIC
-
-    def one(mid: str, src: dict | None = None) -> dict:
-        src = src or {}
-        if anthropic_client:
-            return {"type": "model", "id": mid, "display_name": src.get("display_name") or mid,
-                    "created_at": src.get("created_at") or "1970-01-01T00:00:00Z"}
-        created = src.get("created")
-        return {"id": mid, "object": "model", "created": created if isinstance(created, int) else 0,
-                "owned_by": src.get("owned_by") or "proxai"}
-
+    c = get(client or DEFAULT_PROTOCOL)
     if kind == "model":
-        return one(requested or str(obj.get("id", "")), obj)
-    data = obj.get("data")
-    if not isinstance(data, list):
+        return c.model_entry(requested or _model_id(obj) or "", obj)
+    data = _upstream_models(obj)
+    if data is None:
         return None
     items: list[dict] = []
     seen: set[str] = set()
     for name in client_names:
         if name not in seen:
             seen.add(name)
-            items.append(one(name))
+            items.append(c.model_entry(name, None))
     for m in data:
-        if isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"] not in seen:
-            seen.add(m["id"])
-            items.append(one(m["id"], m))
-    if anthropic_client:
-        return {"data": items, "has_more": False, "first_id": items[0]["id"] if items else None,
-                "last_id": items[-1]["id"] if items else None}
-    return {"object": "list", "data": items}
+        mid = _model_id(m)
+        if mid is not None and mid not in seen:
+            seen.add(mid)
+            items.append(c.model_entry(mid, m))
+    return c.model_list(items)

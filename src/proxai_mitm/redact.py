@@ -41,6 +41,8 @@ from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from proxai_core.codecs import all_codecs
+
 from .bodies import offload
 from .redact_body import redact_body
 from .scrubber import REDACTED, Redactor
@@ -62,13 +64,11 @@ __all__ = [
 
 _REDACTED_URL = "%3Credacted%3E"
 
-#: Headers whose values are credentials (compared lower-case).
-SECRET_HEADERS = frozenset({
+#: Headers whose values are credentials (compared lower-case): every protocol's key headers and
+#: the usual others.
+SECRET_HEADERS = frozenset({h for c in all_codecs() for h in c.credentials.key_headers}) | frozenset({
     "authorization",
     "proxy-authorization",
-    "x-api-key",
-    "api-key",
-    "x-goog-api-key",
     "anthropic-api-key",
     "openai-api-key",
     "cookie",
@@ -86,8 +86,10 @@ _SECRET_HEADER_NAME = re.compile(
     re.IGNORECASE,
 )
 
-#: Query parameters whose values are credentials (compared lower-case, after unquoting).
-SECRET_PARAMS = frozenset({
+#: Query parameters whose values are credentials (compared lower-case, after unquoting): every
+#: protocol's key parameters and key header names, and the usual others.
+SECRET_PARAMS = frozenset({n for c in all_codecs() for n in (*c.credentials.key_query, *c.credentials.key_headers)
+                           if n != "authorization"}) | frozenset({
     "key",
     "api_key",
     "api-key",
@@ -102,7 +104,6 @@ SECRET_PARAMS = frozenset({
     "secret",
     "client_secret",
     "password",
-    "x-goog-api-key",
     "x-amz-security-token",
     "x-amz-signature",
     "x-amz-credential",

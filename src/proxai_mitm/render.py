@@ -10,6 +10,7 @@ from typing import Any
 
 from proxai_core import Protocol, StopInfo, decode_request
 from proxai_core import neutral as n
+from proxai_core.codecs import get
 
 from .analysis import BodyInfo
 from .protocols import TITLES as _TITLES
@@ -294,71 +295,25 @@ def render_request(obj: dict[str, Any], protocol: Protocol, note: str | None = N
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _raw_part(b: Any) -> list[str]:
-    if isinstance(b, str):
-        return b.split("\n")
-    if not isinstance(b, dict):
-        return [_compact_json(b)]
-    t = b.get("type") or "part"
-    if isinstance(b.get("text"), str):
-        return b["text"].split("\n")
-    if t in ("tool_use", "function_call", "custom_tool_call"):
-        args = b.get("input", b.get("arguments", b.get("input_text", "")))
-        args = args if isinstance(args, str) else json.dumps(args)
-        return [f"→ tool call {b.get('name')} ({b.get('id') or b.get('call_id')})",
-                _indent(_pretty_args(args), "    ")]
-    if t in ("tool_result", "function_call_output", "custom_tool_call_output"):
-        c = b.get("content", b.get("output"))
-        lines = [f"← tool result {b.get('tool_use_id') or b.get('call_id')}:"]
-        for x in (c if isinstance(c, list) else [c]):
-            lines += ["    " + line for line in _raw_part(x)]
-        return lines
-    return [f"[{t}]"]
+#: the lenient view shows at most this much of the body
+_LENIENT_CHARS = 64 * 1024
 
 
 def render_request_lenient(obj: dict[str, Any], protocol: Protocol | None, error: Exception) -> str:
-    """A best-effort rendering of a request the codec rejects (unknown part types, provider extras)."""
+    """A best-effort rendering of a request the codec rejects (unknown part types, provider extras):
+    the facts the registry says where to find, the reader's complaint, then the body as indented JSON."""
     title = _TITLES.get(protocol, "LLM") if protocol else "LLM"
-    facts = [f"model {obj.get('model')}"] if obj.get("model") else []
-    facts.append("stream" if obj.get("stream") else "no stream")
-    lines = [f"{title} request — " + ", ".join(facts),
-             f"(lenient view; the {protocol.value if protocol else 'LLM'} reader said: {error})"]
-    tools = obj.get("tools")
-    if isinstance(tools, list) and tools:
-        names = []
-        for t in tools:
-            if isinstance(t, dict):
-                fn = t["function"] if isinstance(t.get("function"), dict) else {}
-                names.append(str(t.get("name") or fn.get("name") or t.get("type")))
-        lines.append(f"tools ({len(names)}): " + ", ".join(names))
-    lines.append("")
-    for key in ("system", "instructions"):
-        sysv = obj.get(key)
-        if sysv:
-            parts = sysv if isinstance(sysv, list) else [sysv]
-            lines += _block("system", [], None)[:1] + [IND + x for p in parts for x in _raw_part(p)] + [""]
-    msgs = obj.get("messages", obj.get("input"))
-    if isinstance(msgs, str):
-        msgs = [{"role": "user", "content": msgs}]
-    for m in msgs if isinstance(msgs, list) else []:
-        if not isinstance(m, dict):
-            continue
-        role = m.get("role") or m.get("type") or "item"
-        content = m.get("content")
-        body: list[str] = []
-        if content is None and m.get("type") and not m.get("role"):
-            body = _raw_part(m)
-        else:
-            for c in (content if isinstance(content, list) else [content] if content is not None else []):
-                body += _raw_part(c)
-        for tc in m.get("tool_calls") or []:
-            if isinstance(tc, dict):
-                fn = tc.get("function") or {}
-                body += [f"→ tool call {fn.get('name')} ({tc.get('id')})",
-                         _indent(_pretty_args(fn.get("arguments") or ""), "    ")]
-        lines.append(f"── {role} ──")
-        lines += [IND + x for x in body] or [IND + "(empty)"]
-        lines.append("")
+    fields = get(protocol).fields if protocol else None
+    model = obj.get(fields.model) if fields else None
+    facts = [f"model {model}"] if model else []
+    if fields:
+        facts.append("stream" if obj.get(fields.stream) else "no stream")
+    lines = [f"{title} request — " + (", ".join(facts) or "unreadable"),
+             f"(lenient view; the {protocol.value if protocol else 'LLM'} reader said: {error})", ""]
+    text = json.dumps(obj, indent=2, ensure_ascii=False)
+    if len(text) > _LENIENT_CHARS:
+        text = text[:_LENIENT_CHARS] + f"\n… ({len(text) - _LENIENT_CHARS} more characters)"
+    lines.append(text)
     return "\n".join(lines).rstrip() + "\n"
 
 

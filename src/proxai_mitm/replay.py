@@ -358,6 +358,16 @@ class RecordingIndex:
 
 # ----------------------------------------------------------------------------- serving
 def miss_body(method: str, path: str, key: str) -> dict[str, Any]:
+    """A native 404 of the path's protocol (the default's for other paths) naming the key."""
+    from proxai_core.codecs import get
+    from proxai_core.neutral import Error
+
+    from .protocols import miss_protocol
+
     msg = f"proxai replay: no recording matches {method.upper()} {_path_only(path)} (key {key})"
-    return {"type": "error",
-            "error": {"type": "not_found_error", "code": "proxai_replay_miss", "message": msg, "key": key}}
+    body = get(miss_protocol(path)).errors.body(Error(kind="not_found", message=msg, status=404,
+                                                       code="proxai_replay_miss"))
+    err = body.get("error")
+    if isinstance(err, dict):
+        err["key"] = key
+    return body

@@ -21,7 +21,7 @@ from proxai_core import error_stop_info, translate_error
 
 from . import routing
 from .options import check_deferred, lazy_connections, options_error
-from .protocols import DEFAULT_PROTOCOL, REPLAY_MISS_PROTOCOL
+from .protocols import DEFAULT_PROTOCOL, miss_protocol
 from .record import read_body
 from .replay import MISS_HEADER, RecordingIndex, canonical_key
 from .replay_server import ReplayServer
@@ -200,7 +200,8 @@ class Replayer:
             return
         content = read_body(resp) or b""
         state.upstream_text = content.decode("utf-8", "replace")
-        st, native = translate_error(404, content, REPLAY_MISS_PROTOCOL, state.client_protocol or DEFAULT_PROTOCOL)
+        st, native = translate_error(404, content, miss_protocol(flow.request.path),
+                                     state.client_protocol or DEFAULT_PROTOCOL)
         set_body(resp, st, orjson.dumps(native), "application/json")
         resp.headers["x-should-retry"] = "false"
         state.stop = error_stop_info(404, content) if state.kind in ("generate", "count_tokens") else None

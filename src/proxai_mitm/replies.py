@@ -8,7 +8,9 @@ import orjson
 from mitmproxy import http
 from mitmproxy.net.http import status_codes
 
-from proxai_core import Protocol, error_stop_info, translate_error
+from proxai_core import Protocol, error_stop_info
+from proxai_core.errors import native_error as _native
+from proxai_core.neutral import Error
 
 from .protocols import DEFAULT_PROTOCOL
 from .state import FlowState
@@ -16,10 +18,10 @@ from .state import FlowState
 __all__ = ["native_error", "reply", "reply_body", "set_body"]
 
 
-def native_error(status: int, etype: str, message: str, protocol: Protocol | None) -> tuple[int, dict]:
-    """A native error body of the client's protocol (Anthropic-style input, any output)."""
-    proto = protocol or DEFAULT_PROTOCOL
-    return translate_error(status, {"type": "error", "error": {"type": etype, "message": message}}, proto, proto)
+def native_error(status: int, kind: str, message: str, protocol: Protocol | None) -> tuple[int, dict]:
+    """A native error body of the client's protocol; ``kind`` is a neutral error kind
+    (``invalid_request``, ``authentication``, ``api_error``, ...)."""
+    return _native(Error(kind=kind, message=message, status=status), protocol or DEFAULT_PROTOCOL)
 
 
 def set_body(resp: http.Response, status: int, content: bytes, content_type: str) -> None:
@@ -32,10 +34,10 @@ def set_body(resp: http.Response, status: int, content: bytes, content_type: str
     resp.content = content
 
 
-def reply(flow: http.HTTPFlow, state: FlowState, status: int, etype: str, message: str,
+def reply(flow: http.HTTPFlow, state: FlowState, status: int, kind: str, message: str,
           extra_headers: dict[str, str] | None = None) -> None:
     """Answer the client with its native error; the flow never reaches the upstream."""
-    st, body = native_error(status, etype, message, state.client_protocol)
+    st, body = native_error(status, kind, message, state.client_protocol)
     reply_body(flow, state, st, body, extra_headers)
 
 

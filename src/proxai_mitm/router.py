@@ -18,6 +18,7 @@ import orjson
 from mitmproxy import http
 
 from proxai_core import TranslationError, dumps, error_response, error_stop_info, translate_request
+from proxai_core.codecs import get
 
 from . import routing
 from .bodies import BodyError, codings, decode, offload, too_large_reply
@@ -81,7 +82,7 @@ class Router:
             return
         state = FlowState("websocket", ep.protocol, route.protocol, route=route.name, translated=True)
         set_state(flow, state)
-        reply(flow, state, 426, "invalid_request_error",
+        reply(flow, state, 426, "invalid_request",
               "proxai: WebSocket transport is not available on a translated route; use HTTP streaming (SSE)",
               extra_headers={"connection": "close", "upgrade": "websocket"})
 
@@ -138,7 +139,7 @@ class Router:
     def _generate(self, flow: http.HTTPFlow, ep: routing.Endpoint, parsed: Body) -> None:
         req = flow.request
         raw, body, jerr = parsed
-        model = _model(body)
+        model = ep.model_id or _model(body)
         path = req.path.partition("?")[0]
         route = self.options.routes.find(req.host, path, model)
         client = ep.protocol
@@ -146,8 +147,8 @@ class Router:
         if route is None:
             if routing.looks_like_llm(body):
                 set_state(flow, FlowState("generate", client, client, None, client_body=body,
-                                          client_stream=bool(body.get("stream")), client_model=model,
-                                          endpoint=ep, secrets=own_secrets(req.headers, None)))
+                                          client_stream=_stream(ep, body), client_model=model,
+                                          endpoint=ep, secrets=own_secrets(req.headers, None, req.path)))
             return
         if body is _INVALID and "json" not in req.headers.get("content-type", "").lower() \
                 and raw.lstrip()[:1] not in (b"{", b"["):
@@ -155,22 +156,22 @@ class Router:
         is_obj = isinstance(body, dict)
         state = FlowState("generate", client, route.protocol, route.name, client_text=_text(raw),
                           client_body=body if is_obj else None,
-                          client_stream=bool(body.get("stream")) if is_obj else False,
+                          client_stream=_stream(ep, body) if is_obj else bool(ep.stream),
                           client_model=model, translated=route.protocol is not client, endpoint=ep,
-                          secrets=own_secrets(req.headers, route))
+                          secrets=own_secrets(req.headers, route, req.path))
         set_state(flow, state)
         if body is _INVALID:
-            return reply(flow, state, 400, "invalid_request_error", f"request body is not valid JSON: {jerr}")
+            return reply(flow, state, 400, "invalid_request", f"request body is not valid JSON: {jerr}")
         if not is_obj:
-            return reply(flow, state, 400, "invalid_request_error", "request body must be a JSON object")
-        sniffed = routing.sniff_protocol(body)
+            return reply(flow, state, 400, "invalid_request", "request body must be a JSON object")
+        sniffed = routing.sniff_protocol(body, client)
         if sniffed is not None and sniffed is not client:
-            return reply(flow, state, 400, "invalid_request_error",
+            return reply(flow, state, 400, "invalid_request",
                          f"this looks like a {sniffed.value} request body, but {path} expects {client.value}")
 
         def payload() -> bytes | None:
             try:
-                up = translate_request(body, client, route.protocol, warnings=state.warnings)
+                up = translate_request(body, client, route.protocol, warnings=state.warnings, path=req.path)
             except Exception as exc:
                 if not isinstance(exc, (TranslationError, ValueError, TypeError, KeyError, AttributeError)):
                     logger.exception("proxai: translate_request failed")
@@ -179,18 +180,21 @@ class Router:
                 return None
             if up is body:
                 up = dict(body)
+            in_url = get(route.protocol).endpoints.path_for is not None
+            if in_url:
+                up.pop("model", None)  # the model travels in the URL
             mapped = route.models.map(_model(up) or model)
-            if mapped:
+            if mapped and not in_url:
                 up["model"] = mapped
-            state.upstream_model = _model(up)
+            state.upstream_model = (mapped or model) if in_url else _model(up)
             return self._encode(flow, state, up)
 
-        self.forward(flow, state, ep, route, payload)
+        self.forward(flow, state, ep, route, payload, upstream_stream=state.client_stream)
 
     def _count_tokens(self, flow: http.HTTPFlow, ep: routing.Endpoint, parsed: Body) -> None:
         req = flow.request
         raw, body, jerr = parsed
-        model = _model(body)
+        model = ep.model_id or _model(body)
         route = self.options.routes.find(req.host, req.path.partition("?")[0], model, alt_paths=ep.generate_paths)
         if route is None:
             return
@@ -198,10 +202,10 @@ class Router:
         state = FlowState("count_tokens", ep.protocol, route.protocol, route.name, client_text=_text(raw),
                           client_body=body if is_obj else None, client_model=model, endpoint=ep,
                           translated=route.protocol is not ep.protocol,
-                          secrets=own_secrets(req.headers, route))
+                          secrets=own_secrets(req.headers, route, req.path))
         set_state(flow, state)
         if not is_obj:
-            return reply(flow, state, 400, "invalid_request_error",
+            return reply(flow, state, 400, "invalid_request",
                          f"request body is not a valid JSON object{': ' + jerr if jerr else ''}")
         if not counts_tokens(route.protocol):
             # OpenAI protocols have no token counting endpoint: an honest local estimate
@@ -232,7 +236,8 @@ class Router:
         if route is None:
             return
         state = FlowState(ep.kind, model_list_client(req.headers), route.protocol, route.name,
-                          client_model=ep.model_id, endpoint=ep, secrets=own_secrets(req.headers, route))
+                          client_model=ep.model_id, endpoint=ep,
+                          secrets=own_secrets(req.headers, route, req.path))
         state.extra = {"model_id": ep.model_id}
         set_state(flow, state)
         state.upstream_model = route.models.map(ep.model_id) if ep.model_id else None
@@ -240,21 +245,23 @@ class Router:
 
     # ------------------------------------------------------------------------- the retarget sequence
     def forward(self, flow: http.HTTPFlow, state: FlowState, ep: routing.Endpoint, route: Route,
-                payload: Callable[[], bytes | None] | None, *, model_id: str | None = None) -> None:
+                payload: Callable[[], bytes | None] | None, *, model_id: str | None = None,
+                upstream_stream: bool = False) -> None:
         """Send a routed request to its upstream: target URL, credential (or a native 401), body
         (``payload`` returns the bytes, or None after answering the client), headers."""
         req = flow.request
-        scheme, host, port, up_path = routing.upstream_target(
-            ep, route.protocol, route.base_url, scheme=req.scheme, host=req.host, port=req.port, model_id=model_id)
-        same_host = host.lower() == req.host.lower() and port == req.port
-        key, kerr = self._key(route, same_host, req.headers, host)
-        if kerr:
-            return reply(flow, state, 401, "authentication_error", kerr)
         content = None
         if payload is not None:
-            content = payload()
+            content = payload()  # sets the upstream model
             if content is None:
                 return None
+        scheme, host, port, up_path = routing.upstream_target(
+            ep, route.protocol, route.base_url, scheme=req.scheme, host=req.host, port=req.port,
+            model_id=model_id or state.upstream_model, stream=upstream_stream)
+        same_host = host.lower() == req.host.lower() and port == req.port
+        key, kerr = self._key(route, same_host, req.headers, host, req.path)
+        if kerr:
+            return reply(flow, state, 401, "authentication", kerr)
         retarget(flow, scheme, host, port, up_path)
         routing.rewrite_headers(req.headers, client=state.client_protocol, target=route.protocol,
                                 same_host=same_host, key=key, upstream_host=host, body=content is not None)
@@ -273,7 +280,8 @@ class Router:
             reply_body(flow, state, status, native)
             return None
 
-    def _key(self, route: Route, same_host: bool, headers: Any, host: str) -> tuple[str | None, str | None]:
+    def _key(self, route: Route, same_host: bool, headers: Any, host: str,
+             path: str = "") -> tuple[str | None, str | None]:
         """The credential to send upstream, or an error text (401) naming the variable."""
         if route.api_key_env:
             value = os.environ.get(route.api_key_env)
@@ -285,7 +293,7 @@ class Router:
             return None, (f"proxai: the upstream key is missing: environment variable {route.api_key_env} "
                           f"({where}) is not set in mitmproxy's environment")
         if same_host:
-            return routing.client_credential(headers), None
+            return routing.client_credential(headers, path.partition("?")[2]), None
         if self.replay_only():
             return REPLAY_PLACEHOLDER_KEY, None
         hint = "proxai_key_env" if route.name == "default" else f"target.api_key_env in route {route.name!r}"
@@ -295,10 +303,11 @@ class Router:
 
 
 
-def own_secrets(headers: Any, route: Route | None) -> tuple[str, ...]:
-    """The flow's own secrets: the client's credential and the key injected for the route."""
+def own_secrets(headers: Any, route: Route | None, path: str = "") -> tuple[str, ...]:
+    """The flow's own secrets: the client's credential (header or query) and the key injected for
+    the route."""
     out = []
-    cred = routing.client_credential(headers)
+    cred = routing.client_credential(headers, path.partition("?")[2])
     if cred and len(cred) >= 8:
         out.append(cred)
     if route is not None and route.api_key_env:
@@ -322,6 +331,14 @@ def parse_body(raw: bytes, content_encoding: str | None, limit: int) -> Body | B
         return data, orjson.loads(data), None
     except orjson.JSONDecodeError as e:
         return data, _INVALID, str(e)
+
+
+def _stream(ep: routing.Endpoint, body: Any) -> bool:
+    """The client's stream flag: the URL's where the protocol keeps it there, else the body's."""
+    if ep.stream is not None:
+        return ep.stream
+    field = get(ep.protocol).fields.stream if ep.protocol is not None else None
+    return bool(body.get(field)) if field and isinstance(body, dict) else False
 
 
 def _model(body: Any) -> str | None:

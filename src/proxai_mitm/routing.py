@@ -9,33 +9,26 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 from proxai_core import Protocol
+from proxai_core.codecs import Codec, all_codecs, foreign_headers, get, match_path
+from proxai_core.codecs.base import SNIFF_CONTENT
 
 from .config import BaseURL
 
 __all__ = [
-    "ENDPOINT_PATH",
     "FORWARD_HEADERS",
     "Endpoint",
     "forwardable",
     "client_credential",
-    "is_azure_host",
+    "credential_query",
     "recognize",
     "rewrite_headers",
     "sniff_protocol",
     "upstream_target",
 ]
 
-#: generation endpoint of each protocol (after the version prefix)
-ENDPOINT_PATH = {
-    Protocol.CHAT: "/chat/completions",
-    Protocol.RESPONSES: "/responses",
-    Protocol.ANTHROPIC: "/messages",
-}
-_SUFFIXES = tuple((s, p) for p, s in ENDPOINT_PATH.items())
-_COUNT_TOKENS = "/messages/count_tokens"
-_MODEL_ONE = re.compile(r"^(.*)/models/([^/]+)$")
 _VERSIONED = re.compile(r"/v\d+(?:alpha|beta)?\d*$")
 
 
@@ -44,8 +37,9 @@ class Endpoint:
     """A recognized LLM endpoint.
 
     kind: ``generate`` | ``count_tokens`` | ``models`` (list) | ``model`` (one, ``model_id``).
-    ``protocol`` is the client's protocol (None for model lists: both OpenAI and Anthropic serve
-    ``GET /v1/models``; the format is chosen from the request headers).
+    ``protocol`` is the client's protocol (None for model lists: vendors share ``GET …/models``;
+    the format is chosen from the request headers). Protocols that name the model and the method
+    in the URL give ``model_id`` (the model), ``stream`` (None: the body says) and ``sse``.
     """
 
     kind: str
@@ -54,84 +48,121 @@ class Endpoint:
     query: str = ""
     model_id: str | None = None
     websocket: bool = False
+    stream: bool | None = None
+    sse: bool = True
+    #: the path after ``prefix`` (query excluded)
+    tail: str = ""
+
+    @property
+    def path(self) -> str:
+        """The client's request path (query included)."""
+        return self.prefix + self.tail + (f"?{self.query}" if self.query else "")
 
     @property
     def generate_paths(self) -> tuple[str, ...]:
         """The generation paths that share this endpoint's prefix (route matching of aux endpoints)."""
-        if self.kind == "count_tokens":
-            return (self.prefix + "/messages",)
-        return tuple(self.prefix + s for s, _ in _SUFFIXES)
+        if self.kind == "count_tokens" and self.protocol is not None:
+            return (self.prefix + _generate_path(get(self.protocol), self.model_id, False),)
+        return tuple(self.prefix + _generate_path(c, self.model_id, False) for c in all_codecs())
+
+
+def _generate_path(c: Codec, model: str | None, stream: bool) -> str:
+    """The generation path of a codec after the version prefix (query included)."""
+    path_for = c.endpoints.path_for
+    return path_for(model or "", stream) if path_for is not None else c.endpoints.generate
 
 
 def recognize(method: str, path: str, headers: Mapping[str, str] | None = None) -> Endpoint | None:
-    """Recognize by method and path suffix. The JSON body is checked by the caller."""
+    """Recognize by method and path (the registry's ``match_path``). The JSON body is checked by
+    the caller."""
+    method = method.upper()
+    if method not in ("GET", "POST"):
+        return None
     p, _, q = path.partition("?")
+    ws = method == "GET" and (headers or {}).get("upgrade", "").lower() == "websocket"
+    m = match_path(path, method, websocket=ws)
+    if m is None:
+        return None
     if len(p) > 1:
         p = p.rstrip("/")
-    method = method.upper()
-    if method == "POST":
-        if p.endswith(_COUNT_TOKENS):
-            return Endpoint("count_tokens", Protocol.ANTHROPIC, p[: -len(_COUNT_TOKENS)], q)
-        for suffix, proto in _SUFFIXES:
-            if p.endswith(suffix):
-                return Endpoint("generate", proto, p[: -len(suffix)], q)
+    return Endpoint(m.kind, m.codec.protocol if m.codec is not None else None, m.prefix, q, m.model_id,
+                    ws, m.stream, m.sse, p[len(m.prefix):])
+
+
+def sniff_protocol(body: Mapping[str, Any], client: Protocol | None = None) -> Protocol | None:
+    """The protocol a request body is clearly written in, when that is not ``client``'s (for
+    "wrong protocol" 400s). Only content-level evidence or stronger counts, and only when the
+    client's own protocol sees no such evidence."""
+    best: tuple[Any, int, Codec] | None = None
+    own = None
+    for i, c in enumerate(all_codecs()):
+        e = c.sniff_request(dict(body))
+        if e is None:
+            continue
+        if c.protocol is client:
+            own = e
+        if best is None or (e, -i) > (best[0], -best[1]):
+            best = (e, i, c)
+    if best is None or best[0][0] < SNIFF_CONTENT:
         return None
-    if method == "GET":
-        upgrade = (headers or {}).get("upgrade", "")
-        if upgrade.lower() == "websocket":
-            if p.endswith("/responses"):
-                return Endpoint("generate", Protocol.RESPONSES, p[: -len("/responses")], q, websocket=True)
-            return None
-        if p.endswith("/models"):
-            return Endpoint("models", None, p[: -len("/models")], q)
-        m = _MODEL_ONE.match(p)
-        if m and m.group(2):
-            return Endpoint("model", None, m.group(1), q, model_id=m.group(2))
-    return None
-
-
-def sniff_protocol(body: Mapping[str, Any]) -> Protocol | None:
-    """A best guess of which protocol a request body is written in (for "wrong protocol" 400s).
-
-    Only decisive shapes count: ``input`` without ``messages`` is Responses; ``messages`` with a
-    top-level ``system`` or ``max_tokens`` + content blocks typed ``tool_use``/``tool_result`` is
-    Anthropic; a ``messages`` list with a ``system``/``developer``/``tool`` role is Chat.
-    """
-    has_input = "input" in body
-    msgs = body.get("messages")
-    if has_input and msgs is None:
-        return Protocol.RESPONSES
-    if not isinstance(msgs, list):
+    if client is not None and own is not None and own[0] >= SNIFF_CONTENT:
         return None
-    roles = {m.get("role") for m in msgs if isinstance(m, dict) and isinstance(m.get("role"), str)}
-    if roles & {"system", "developer", "tool", "function"}:
-        return Protocol.CHAT
-    for m in msgs:
-        content = m.get("content") if isinstance(m, dict) else None
-        if isinstance(content, list):
-            for b in content:
-                if isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result", "thinking"):
-                    return Protocol.ANTHROPIC
-                if isinstance(b, dict) and b.get("type") in ("image_url", "input_audio"):
-                    return Protocol.CHAT
-    return None
+    return best[2].protocol
 
 
 def looks_like_llm(body: Any) -> bool:
-    return isinstance(body, dict) and ("model" in body or "messages" in body or "input" in body)
+    """A JSON object some protocol would read as a request (a model field, or a codec's evidence)."""
+    if not isinstance(body, dict):
+        return False
+    return any(c.fields.model in body for c in all_codecs()) or any(
+        c.sniff_request(body) is not None for c in all_codecs())
 
 
-def _base_prefix(base: BaseURL) -> tuple[str, str | None]:
+def _base_prefix(base: BaseURL, target: Codec) -> tuple[str, str | None]:
     """(prefix, explicit endpoint path or None) of a base URL."""
     bp = base.path
-    for suffix, _ in _SUFFIXES:
-        if bp.endswith(suffix):
-            return bp[: -len(suffix)], bp
-    if bp.endswith(_COUNT_TOKENS):
-        return bp[: -len(_COUNT_TOKENS)], None
+    for c in all_codecs():
+        g = c.endpoints.generate
+        if g.startswith("/") and bp.endswith(g):
+            return bp[: -len(g)], bp
+    for c in all_codecs():
+        ct = c.endpoints.count_tokens
+        if ct and ct.startswith("/") and bp.endswith(ct):
+            return bp[: -len(ct)], None
     if _VERSIONED.search(bp) or "/deployments/" in bp:
         return bp, None
-    return bp + "/v1", None
+    return bp + target.endpoints.default_prefix, None
+
+
+def _key_query_names() -> frozenset[str]:
+    return frozenset(n for c in all_codecs() for n in c.credentials.key_query)
+
+
+def credential_query(query: str) -> str | None:
+    """A key carried in the URL query (a protocol's ``key_query`` parameter), or None."""
+    if not query:
+        return None
+    names = _key_query_names()
+    for k, v in parse_qsl(query, keep_blank_values=True):
+        if k in names and v.strip():
+            return v.strip()
+    return None
+
+
+def _strip_credentials(query: str) -> str:
+    """The query without credential parameters (they move to the target's own header)."""
+    if not query:
+        return query
+    names = _key_query_names()
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if not any(k in names for k, _ in pairs):
+        return query
+    return urlencode([(k, v) for k, v in pairs if k not in names])
+
+
+def _join_query(*parts: str) -> str:
+    q = "&".join(p for p in parts if p)
+    return f"?{q}" if q else ""
 
 
 def upstream_target(
@@ -143,62 +174,75 @@ def upstream_target(
     host: str,
     port: int,
     model_id: str | None = None,
+    stream: bool = False,
 ) -> tuple[str, str, int, str]:
     """(scheme, host, port, path-with-query) the routed request goes to.
 
     ``base`` None keeps scheme/host/port and the client's path prefix (reverse mode, gateways).
-    With a base URL: its path is the prefix, ``/v1`` is added unless it already ends in a version
-    segment (``/v1``, ``/api/v1``, ``/v1beta``) or names an Azure deployment; a base URL that
-    already ends in the protocol's endpoint (``…/responses``) is used as it is.
+    With a base URL: its path is the prefix; the target's version prefix (``/v1``) is added
+    unless it already ends in a version segment (``/v1``, ``/api/v1``, ``/v1beta``) or names an
+    Azure deployment; a base URL that already ends in the protocol's endpoint is used as it is.
+    ``model_id`` / ``stream``: the upstream model and stream flag, for targets that keep them in
+    the URL. Credential query parameters never travel (the key goes into the target's header).
     """
+    tc = get(target)
+    client = get(ep.protocol) if ep.protocol is not None else None
     if base is None:
-        prefix, explicit, query = ep.prefix, None, ep.query
+        prefix, explicit = ep.prefix, None
+        # a URL-keyed client's query holds its framing and credentials: rebuilt for the target
+        query = "" if client is not None and client.endpoints.parse_path is not None and client is not tc \
+            else ep.query
     else:
         scheme, host, port = base.scheme, base.host, base.port
-        prefix, explicit = _base_prefix(base)
+        prefix, explicit = _base_prefix(base, tc)
         query = base.query
+    query = _strip_credentials(query)
+    model = model_id or ep.model_id
     if ep.kind == "generate":
-        path = explicit if explicit and explicit.endswith(ENDPOINT_PATH[target]) else prefix + ENDPOINT_PATH[target]
-    elif ep.kind == "count_tokens":
-        path = prefix + _COUNT_TOKENS
+        if client is tc and tc.endpoints.parse_path is not None and base is None and model == ep.model_id:
+            path, extra = prefix + ep.tail, ""  # the same URL-keyed protocol, same model: as the client wrote it
+        else:
+            gen = _generate_path(tc, model, stream)
+            path, _, extra = gen.partition("?")
+            if explicit and explicit.endswith(path):
+                path = explicit
+            else:
+                path = prefix + path
+        return scheme, host, port, path + _join_query(extra, query)
+    if ep.kind == "count_tokens":
+        ct = tc.endpoints.count_tokens or ""
+        if tc.endpoints.path_for is not None:  # ":countTokens" follows the model's path
+            base_path = _generate_path(tc, model, False).partition("?")[0]
+            path = prefix + base_path.rpartition(":")[0] + ct
+        else:
+            path = prefix + ct
     elif ep.kind == "models":
-        path = prefix + "/models"
+        path = prefix + tc.endpoints.models
     else:
-        path = prefix + "/models/" + (model_id or ep.model_id or "")
-    return scheme, host, port, path + (f"?{query}" if query else "")
+        path = prefix + tc.endpoints.models + "/" + (model or "")
+    return scheme, host, port, path + _join_query(query)
 
 
-def is_azure_host(host: str) -> bool:
-    h = host.lower()
-    return h.endswith((".openai.azure.com", ".cognitiveservices.azure.com", ".services.ai.azure.com"))
+def _key_headers() -> tuple[str, ...]:
+    out: list[str] = []
+    for c in all_codecs():
+        for h in c.credentials.key_headers:
+            if h not in out:
+                out.append(h)
+    return tuple(out)
 
 
-def client_credential(headers: Mapping[str, str]) -> str | None:
-    auth = headers.get("authorization", "")
-    if auth[:7].lower() == "bearer " and auth[7:].strip():
-        return auth[7:].strip()
-    for name in ("x-api-key", "api-key"):
-        v = headers.get(name)
-        if v:
+def client_credential(headers: Mapping[str, str], query: str = "") -> str | None:
+    """The client's key: a bearer token, a protocol's key header, or a key query parameter."""
+    for name in _key_headers():
+        v = headers.get(name, "")
+        if name == "authorization":
+            if v[:7].lower() == "bearer " and v[7:].strip():
+                return v[7:].strip()
+        elif v:
             return v.strip()
-    return None
+    return credential_query(query)
 
-
-#: headers that carry or identify the client's account: dropped even toward the same host when the
-#: credential is replaced
-_ACCOUNT_HEADERS = (
-    "authorization",
-    "x-api-key",
-    "api-key",
-    "x-goog-api-key",
-    "cookie",
-    "openai-organization",
-    "openai-project",
-    "chatgpt-account-id",
-    "anthropic-organization-id",
-)
-_ANTHROPIC_ONLY = ("anthropic-version", "anthropic-beta", "anthropic-dangerous-direct-browser-access")
-_OPENAI_ONLY = ("openai-beta", "openai-organization", "openai-project", "chatgpt-account-id")
 
 #: what crosses to another host than the client addressed: framing, content negotiation, the
 #: SDKs' harmless self-description and the target protocol's version headers. Everything else
@@ -207,22 +251,21 @@ FORWARD_HEADERS = frozenset({
     "host", "content-type", "content-length", "accept", "accept-language", "user-agent",
     "idempotency-key", "x-request-id",
 })
-_FORWARD_BY_TARGET = {
-    Protocol.ANTHROPIC: frozenset(_ANTHROPIC_ONLY),
-    Protocol.CHAT: frozenset({"openai-beta"}),
-    Protocol.RESPONSES: frozenset({"openai-beta"}),
-}
 #: the official SDKs' platform headers (x-stainless-lang, -os, -arch, -runtime, -retry-count, ...)
 _FORWARD_PREFIXES = ("x-stainless-",)
+
+
+def _forward_by_target(target: Protocol) -> frozenset[str]:
+    """The target protocol's own harmless headers (its vendor's and protocol's, never an account's)."""
+    cr = get(target).credentials
+    return frozenset({*cr.vendor_headers, *cr.protocol_headers, *cr.default_headers}) - frozenset(
+        {*cr.account_headers, *cr.key_headers})
 
 
 def forwardable(name: str, target: Protocol) -> bool:
     """May this request header go to a host the client did not address?"""
     n = name.lower()
-    return n in FORWARD_HEADERS or n in _FORWARD_BY_TARGET.get(target, ()) or n.startswith(_FORWARD_PREFIXES)
-
-
-ANTHROPIC_VERSION = "2023-06-01"
+    return n in FORWARD_HEADERS or n in _forward_by_target(target) or n.startswith(_FORWARD_PREFIXES)
 
 
 def rewrite_headers(
@@ -241,30 +284,21 @@ def rewrite_headers(
     the one it addressed); None sends none. Toward another host only :func:`forwardable` headers
     are kept (an allowlist), so no credential-bearing header can cross whatever its name.
     """
-    for h in ("authorization", "x-api-key", "api-key"):
+    tc = get(target)
+    for h in _key_headers():
         headers.pop(h, None)
     if not same_host:
+        allowed = _forward_by_target(target)
         for h in {n.lower() for n in headers.keys()}:
-            if not forwardable(h, target):
+            if not (h in FORWARD_HEADERS or h in allowed or h.startswith(_FORWARD_PREFIXES)):
                 headers.pop(h, None)
-    if target is Protocol.ANTHROPIC:
-        if client is not Protocol.ANTHROPIC:
-            for h in _OPENAI_ONLY:
-                headers.pop(h, None)
-        if key:
-            headers["x-api-key"] = key
-        if "anthropic-version" not in headers:
-            headers["anthropic-version"] = ANTHROPIC_VERSION
-    else:
-        for h in _ANTHROPIC_ONLY:
-            headers.pop(h, None)
-        if client is not target:
-            headers.pop("openai-beta", None)
-        if key:
-            if is_azure_host(upstream_host):
-                headers["api-key"] = key
-            else:
-                headers["authorization"] = f"Bearer {key}"
+    for h in foreign_headers(get(client) if client is not None else None, tc):
+        headers.pop(h, None)
+    if key:
+        tc.credentials.inject(headers, key, upstream_host)
+    for name, value in tc.credentials.default_headers.items():
+        if name not in headers:
+            headers[name] = value
     headers["accept-encoding"] = "identity"
     if body:
         headers.pop("content-encoding", None)

@@ -61,6 +61,18 @@ class FlowState:
     keep_upstream: bool = False
 
     @property
+    def client_path(self) -> str | None:
+        """The client's request path (where URL-keyed protocols keep the model and framing)."""
+        ep = self.endpoint
+        return ep.path if ep is not None else None
+
+    @property
+    def client_sse(self) -> bool:
+        """The client's stream is SSE (False: its protocol's other framing, e.g. a JSON array)."""
+        ep = self.endpoint
+        return True if ep is None else bool(ep.sse)
+
+    @property
     def model(self) -> str | None:
         if self.client_model and self.upstream_model and self.client_model != self.upstream_model:
             return f"{self.client_model} → {self.upstream_model}"

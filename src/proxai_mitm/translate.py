@@ -20,10 +20,11 @@ from proxai_core import (
     error_stop_info,
     stop_of_error,
 )
+from proxai_core.codecs import get
 from proxai_core.neutral import Error
 
 from .bodies import BodyError, codings, offload
-from .complete import decode_or_error, finish_error, observe_body, translate_body, unreadable
+from .complete import decode_or_error, finish_error, observe_body, stream_type, translate_body, unreadable
 from .idle import IdleWatch
 from .modellist import finish_models
 from .options import RouteOptions, check_deferred, options_error
@@ -71,6 +72,14 @@ def plan(state: FlowState, resp: http.Response) -> str:
     return "to_stream" if state.client_stream else "json"
 
 
+def _streamed(state: FlowState, resp: http.Response) -> bool:
+    """A stream on the wire: SSE, or a streamed request whose protocol has its own stream framing."""
+    if _SSE in resp.headers.get("content-type", "").lower():
+        return True
+    up = state.upstream_protocol
+    return state.client_stream and up is not None and get(up).stream_reader is not None
+
+
 class Translator:
     """Runs the planned translation of each LLM flow's response (see the module docstring)."""
 
@@ -111,8 +120,7 @@ class Translator:
             state.upstream_headers = [(k, v) for k, v in resp.headers.items(multi=True)
                                       if not k.lower().startswith("x-proxai-replay")]
         if state.translation == "stream" or (state.translation == "observe" and state.kind == "generate"
-                                             and _SSE in resp.headers.get("content-type", "").lower()
-                                             and resp.status_code < 300):
+                                             and resp.status_code < 300 and _streamed(state, resp)):
             self._install_stream(flow, state, resp)
 
     def _install_stream(self, flow: http.HTTPFlow, state: FlowState, resp: http.Response) -> None:
@@ -120,7 +128,7 @@ class Translator:
         assert client is not None and upstream is not None
         passthrough = upstream is client
         try:
-            translator = StreamTranslator(upstream, client, state.client_body)
+            translator = StreamTranslator(upstream, client, state.client_body, path=state.client_path)
         except Exception as exc:  # noqa: BLE001 - a missing codec must not break the flow
             logger.error("proxai: cannot create the stream translator: %s", exc)
             state.warnings.append(f"stream translator unavailable: {exc}")
@@ -140,7 +148,7 @@ class Translator:
         h = resp.headers
         for name in ("content-length", "content-encoding", "content-md5", "etag"):
             h.pop(name, None)
-        h["content-type"] = "text/event-stream; charset=utf-8"
+        h["content-type"] = stream_type(state)
         h["cache-control"] = "no-cache"
         if flow.request.http_version == "HTTP/1.1":
             h["transfer-encoding"] = "chunked"

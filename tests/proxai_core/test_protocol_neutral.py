@@ -18,13 +18,18 @@ from proxai_core.codecs import all_codecs
 from proxai_core.stop import StopKey, StopReason
 
 #: packages whose modules must be protocol-neutral outside their ``codecs`` subpackage
-SCANNED_PACKAGES: tuple[str, ...] = ("proxai_core",)
+SCANNED_PACKAGES: tuple[str, ...] = ("proxai_core", "proxai_mitm")
 
 #: (module path relative to its package, category or value) -> why that module may spell it
 ALLOWED: dict[tuple[str, str], str] = {
     ("protocol.py", "protocol name"): "the Protocol enum is the registry's list",
     ("stop.py", "stop value"): "the seed's raw-value table classifies every provider's values, neutrally",
     ("stop.py", "context_length_exceeded"): "a raw value of the seed's table",
+    # proxai_mitm: names of its own that happen to equal a wire value
+    ("analysis.py", "max_output_tokens"): "the neutral Request field's name in the compact view",
+    ("report.py", "stop"): "the flow record's own field",
+    ("state.py", "stop"): "the flow record's own field",
+    ("streaming.py", "failed"): "an attribute name of the stream handler",
 }
 
 #: neutral vocabulary (error kinds, stop reasons and keys): never a protocol fact

@@ -6,6 +6,7 @@ import pytest
 from mitmproxy import http
 
 from proxai_core import Protocol
+from proxai_core.codecs import get
 from proxai_mitm import routing
 
 #: credential-bearing headers of providers, gateways and proxies (and two harmless-looking names)
@@ -44,14 +45,18 @@ def test_other_host_keeps_only_the_allowlist(target):
     values = " ".join(h.values())
     assert "secret-value" not in values and "second-value" not in values
     for name in h.keys():
-        assert routing.forwardable(name, target) or name.lower() in ("x-api-key", "authorization",
-                                                                     "accept-encoding"), name
+        # besides the allowlist: the injected key in the target's own header, and ours
+        assert routing.forwardable(name, target) or name.lower() in (
+            *get(target).credentials.key_headers, "accept-encoding"), name
     for k, v in HARMLESS.items():
         if k != "content-type":
             assert h[k] == v
     if target is Protocol.ANTHROPIC:
         assert h["x-api-key"] == "injected-key-123" and h["anthropic-beta"] == "tools-2024"
         assert "openai-beta" not in h
+    elif target is Protocol.GEMINI:
+        assert h["x-goog-api-key"] == "injected-key-123" and "authorization" not in h
+        assert "anthropic-beta" not in h and "anthropic-version" not in h and "openai-beta" not in h
     else:
         assert h["authorization"] == "Bearer injected-key-123"
         assert "anthropic-beta" not in h and "anthropic-version" not in h

@@ -17,6 +17,7 @@ from proxai_mitm.protocols import (
     protocol_from_path,
     sniff_protocol,
 )
+from tests.conftest import sse_events
 
 
 @pytest.mark.parametrize("path, proto", [
@@ -36,15 +37,16 @@ def test_every_protocol_has_names():
 def test_model_list_client_and_token_counting():
     assert model_list_client({"anthropic-version": "2023-06-01"}) is Protocol.ANTHROPIC
     assert model_list_client({"authorization": "Bearer x"}) is None
-    assert [p for p in Protocol if counts_tokens(p)] == [Protocol.ANTHROPIC]
+    assert [p for p in Protocol if counts_tokens(p)] == [Protocol.ANTHROPIC, Protocol.GEMINI]
+    assert model_list_client({"x-goog-api-key": "k"}) is Protocol.GEMINI
 
 
 @pytest.mark.parametrize("proto", list(Protocol))
 def test_fallback_error_frame_is_one_sse_event_naming_the_message(proto):
     frame = fallback_error_frame(proto, "boom")
-    assert frame.endswith(b"\n\n") and frame.count(b"\n\n") == 1
-    data = json.loads(frame.split(b"data: ", 1)[1])
-    assert "boom" in json.dumps(data)
+    events = sse_events(frame)
+    assert events and frame.endswith((b"\n\n", b"\r\n\r\n"))  # complete events, the client's own frame
+    assert "boom" in json.dumps(json.loads(events[0][1]))
 
 
 def test_convert_models_in_the_clients_format():
