@@ -615,6 +615,7 @@ def _encode_messages(req: Request, w: list[str]) -> tuple[list[dict[str, Any]], 
                 if c is Refusal:
                     content.append({"type": "refusal", "refusal": p.text})  # type: ignore[union-attr]
                     continue
+                it: dict[str, Any] | None
                 if c is ToolCall:
                     it = _tool_call(p)  # type: ignore[arg-type]
                 elif c is Reasoning:
