@@ -204,6 +204,23 @@ def test_defect2_responses_failed_mid_stream_to_anthropic():
     assert len(errs) == 1 and errs[0]["error"]["type"] == "rate_limit_error"
 
 
+@pytest.mark.parametrize("error,a_type", [
+    ({"type": "error", "code": "rate_limit_exceeded", "message": "slow down", "param": None}, "rate_limit_error"),
+    ({"type": "error", "code": "invalid_api_key", "message": "bad key", "param": None}, "authentication_error"),
+    ({"type": "error", "error": {"type": "invalid_request_error", "code": "model_not_found", "message": "no"}},
+     "not_found_error"),
+], ids=["flat-rate_limit", "flat-invalid_api_key", "nested-model_not_found"])
+def test_defect2_responses_error_event_mid_stream_to_anthropic(error, a_type):
+    r = {"id": "resp_1", "object": "response", "created_at": 1, "model": "m", "output": []}
+    events = [("response.created", {"type": "response.created", "sequence_number": 0,
+                                    "response": dict(r, status="in_progress")}),
+              ("error", dict(error, sequence_number=1))]
+    tr = StreamTranslator(R, A)
+    out = tr.feed(sse(events)) + tr.close()
+    errs = _anthropic_error_events(out)
+    assert len(errs) == 1 and errs[0]["error"]["type"] == a_type
+
+
 @pytest.mark.parametrize("etype,code", [("overloaded_error", "overloaded"), ("authentication_error", "invalid_api_key"),
                                         ("not_found_error", "not_found")])
 def test_defect2_anthropic_error_mid_stream_to_openai_clients(etype, code):

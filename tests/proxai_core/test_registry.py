@@ -63,6 +63,7 @@ def test_a_codec_keeps_the_module_attributes(c: Codec):
     ("/v1/responses", "generate", "responses", "/v1"),
     ("/v1/messages", "generate", "anthropic", "/v1"),
     ("/v1/messages/count_tokens", "count_tokens", "anthropic", "/v1"),
+    ("https://openrouter.ai/api/v1/chat/completions?x=1", "generate", "chat", "/api/v1"),
 ])
 def test_match_path_post(path, kind, name, prefix):
     m = match_path(path)

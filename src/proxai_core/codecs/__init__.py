@@ -102,10 +102,12 @@ def _suffixes() -> list[tuple[str, str, Codec]]:
 
 
 def match_path(path: str, method: str = "POST", *, websocket: bool = False) -> PathMatch | None:
-    """The endpoint a path (query and trailing slash ignored) names: POST generation and
+    """The endpoint a path or URL (query and trailing slash ignored) names: POST generation and
     token-counting endpoints (longest suffix wins); GET model list / one model; a GET websocket
     upgrade of a generation endpoint served as a websocket."""
     p = path.split("?", 1)[0].split("#", 1)[0]
+    if "://" in p:  # a whole URL (stored flows): its path
+        p = "/" + p.split("://", 1)[1].partition("/")[2]
     if len(p) > 1:
         p = p.rstrip("/")
     if method.upper() == "GET" and websocket:

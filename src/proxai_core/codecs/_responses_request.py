@@ -571,98 +571,90 @@ class _Dropped:
         self.opaque: list[str] = []
 
 
-def _user_items(m: Message, mi: int, items: list[dict[str, Any]], dropped: _Dropped, w: list[str]) -> None:
-    buf: list[dict[str, Any]] = []
-    for p in m.parts:
-        c = p.__class__
-        if c is Text:
-            buf.append({"type": "input_text", "text": p.text})  # type: ignore[union-attr]
-            continue
-        if c is Image or c is Document:
-            buf.append(_input_part(p))  # type: ignore[arg-type]
-            continue
-        if buf and (c is ToolResult or c is Opaque):
-            items.append({"type": "message", "role": "user", "content": buf})
-            buf = []
-        if c is ToolResult:
-            items.append(_tool_result(p, w))  # type: ignore[arg-type]
-        elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
-            items.append(p.raw)  # type: ignore[union-attr]
-        elif c is Opaque:
-            dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
-        else:
-            w.append(f"messages[{mi}]: {p.type} part in a user message dropped")
-    if buf:
-        items.append({"type": "message", "role": "user", "content": buf})
-
-
-def _assistant_items(m: Message, mi: int, items: list[dict[str, Any]], dropped: _Dropped, w: list[str]) -> bool:
-    """The assistant message's items; True when a reasoning item was replayed."""
-    start = len(items)
-    had_reasoning = False
-    content: list[dict[str, Any]] = []
-    for p in m.parts:
-        c = p.__class__
-        if c is Text:
-            cits = p.citations  # type: ignore[union-attr]
-            content.append({"type": "output_text", "text": p.text,  # type: ignore[union-attr]
-                            "annotations": citations_to_annotations(cits, p.text, w) if cits else []})  # type: ignore[union-attr]
-            continue
-        if c is Refusal:
-            content.append({"type": "refusal", "refusal": p.text})  # type: ignore[union-attr]
-            continue
-        if c is Reasoning:
-            it = _reasoning_item(p)  # type: ignore[arg-type]
-            if it is None:
-                dropped.reasoning += 1
-                continue
-            had_reasoning = True
-        elif c is ToolCall:
-            it = _tool_call(p)  # type: ignore[arg-type]
-        elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
-            it = p.raw  # type: ignore[union-attr]
-        elif c is Opaque:
-            dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
-            continue
-        elif c is ToolResult:
-            it = _tool_result(p, w)  # type: ignore[arg-type]
-        else:
-            w.append(f"messages[{mi}]: {p.type} part in an assistant message dropped")
-            continue
-        # an item of its own: the message so far goes first
-        if content:
-            items.append({"type": "message", "role": "assistant", "content": content})
-            content = []
-        items.append(it)
-    if content:
-        items.append({"type": "message", "role": "assistant", "content": content})
-    # lesson #32: a reasoning item must be followed by the item it produced
-    while len(items) > start and items[-1].get("type") == "reasoning":
-        items.pop()
-        w.append(f"messages[{mi}]: reasoning item without a following output item dropped")
-    return had_reasoning
-
-
 def _encode_messages(req: Request, w: list[str]) -> tuple[list[dict[str, Any]], bool]:
+    """The input items, message by message (one loop: per-message calls cost more than the items)."""
     items: list[dict[str, Any]] = []
     dropped = _Dropped()
     had_reasoning = False
+    append = items.append
     for mi, m in enumerate(req.messages):
         role = m.role
         if role == "user":
-            _user_items(m, mi, items, dropped, w)
+            buf: list[dict[str, Any]] = []
+            for p in m.parts:
+                c = p.__class__
+                if c is Text:
+                    buf.append({"type": "input_text", "text": p.text})  # type: ignore[union-attr]
+                    continue
+                if c is Image or c is Document:
+                    buf.append(_input_part(p))  # type: ignore[arg-type]
+                    continue
+                if buf and (c is ToolResult or c is Opaque):
+                    append({"type": "message", "role": "user", "content": buf})
+                    buf = []
+                if c is ToolResult:
+                    append(_tool_result(p, w))  # type: ignore[arg-type]
+                elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
+                    append(p.raw)  # type: ignore[union-attr]
+                elif c is Opaque:
+                    dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
+                else:
+                    w.append(f"messages[{mi}]: {p.type} part in a user message dropped")
+            if buf:
+                append({"type": "message", "role": "user", "content": buf})
         elif role == "assistant":
-            if _assistant_items(m, mi, items, dropped, w):
-                had_reasoning = True
+            start = len(items)
+            content: list[dict[str, Any]] = []
+            for p in m.parts:
+                c = p.__class__
+                if c is Text:
+                    cits = p.citations  # type: ignore[union-attr]
+                    content.append({"type": "output_text", "text": p.text,  # type: ignore[union-attr]
+                                    "annotations": citations_to_annotations(cits, p.text, w) if cits else []})  # type: ignore[union-attr]
+                    continue
+                if c is Refusal:
+                    content.append({"type": "refusal", "refusal": p.text})  # type: ignore[union-attr]
+                    continue
+                it: dict[str, Any] | None
+                if c is ToolCall:
+                    it = _tool_call(p)  # type: ignore[arg-type]
+                elif c is Reasoning:
+                    it = _reasoning_item(p)  # type: ignore[arg-type]
+                    if it is None:
+                        dropped.reasoning += 1
+                        continue
+                    had_reasoning = True
+                elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
+                    it = p.raw  # type: ignore[union-attr]
+                elif c is Opaque:
+                    dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
+                    continue
+                elif c is ToolResult:
+                    it = _tool_result(p, w)  # type: ignore[arg-type]
+                else:
+                    w.append(f"messages[{mi}]: {p.type} part in an assistant message dropped")
+                    continue
+                # an item of its own: the message so far goes first
+                if content:
+                    append({"type": "message", "role": "assistant", "content": content})
+                    content = []
+                append(it)
+            if content:
+                append({"type": "message", "role": "assistant", "content": content})
+            elif len(items) > start and items[-1].get("type") == "reasoning":
+                # lesson #32: a reasoning item must be followed by the item it produced
+                while len(items) > start and items[-1].get("type") == "reasoning":
+                    items.pop()
+                    w.append(f"messages[{mi}]: reasoning item without a following output item dropped")
         else:  # system / developer inside the conversation
-            content = []
+            sys_content = []
             for p in m.parts:
                 if p.__class__ is Text:
-                    content.append({"type": "input_text", "text": p.text})  # type: ignore[union-attr]
+                    sys_content.append({"type": "input_text", "text": p.text})  # type: ignore[union-attr]
                 else:
                     w.append(f"messages[{mi}]: {p.type} part in a {role} message dropped")
-            if content:
-                items.append({"type": "message", "role": role, "content": content})
+            if sys_content:
+                append({"type": "message", "role": role, "content": sys_content})
     if dropped.reasoning:
         w.append(f"{dropped.reasoning} reasoning part(s) not issued by OpenAI Responses dropped "
                  "(their continuity payload cannot be forwarded)")

@@ -547,6 +547,18 @@ class StreamDecoder:
                     self._tool_fragment(tc)
 
     def _tool_fragment(self, tc: dict[str, Any]) -> None:
+        # most fragments continue the last call: its index and its next arguments, nothing else
+        # (call.key == index means _calls_by_index[index] is that call: what the lookup below finds)
+        call = self._last_call
+        if call is not None and call.started and len(tc) == 2 and tc.get("index") == call.key:
+            fn = tc.get("function")
+            if type(fn) is dict and len(fn) == 1:
+                frag = fn.get("arguments")
+                if type(frag) is str:
+                    if frag:
+                        call.args.append(frag)
+                        self._out.append(Delta(call.idx, "arguments", frag))
+                    return
         key = tc.get("index")
         if not isinstance(key, (int, str)):
             key = None
