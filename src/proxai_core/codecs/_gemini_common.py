@@ -71,7 +71,9 @@ _ENV_HEAD = base64.b64encode(_ENV_PREFIX[:9]).decode()
 
 
 def pack_signature(payload: dict[str, Any]) -> str:
-    return base64.b64encode(_ENV_PREFIX + orjson.dumps(payload)).decode("ascii")
+    from ..jsonutil import dumps
+
+    return base64.b64encode(_ENV_PREFIX + dumps(payload)).decode("ascii")
 
 
 def is_packed_signature(sig: str) -> bool:
