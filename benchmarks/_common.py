@@ -45,3 +45,23 @@ def write_section(doc: Path, name: str, text: str, title: str) -> None:
     else:
         body = body.rstrip() + "\n\n" + block + "\n"
     doc.write_text(body)
+
+
+def machine() -> str:
+    """The machine a run was on, for the figures' heading: CPU count and model, OS, Python build."""
+    import os
+    import platform
+    import sys
+
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = " " + line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    opt = __import__("sysconfig").get_config_var("CONFIG_ARGS") or ""
+    build = "optimized build" if "--enable-optimizations" in opt else "build without PGO/LTO"
+    return (f"{os.cpu_count()} CPUs{model} ({platform.system()} {platform.release()}), Python "
+            f"{sys.version.split()[0]} ({build}), shared with other work")

@@ -48,7 +48,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import orjson  # noqa: E402
-from benchmarks._common import write_section  # noqa: E402
+from benchmarks._common import machine, write_section  # noqa: E402
 
 from proxai_core import Protocol, translate_request  # noqa: E402
 
@@ -377,8 +377,7 @@ def main() -> None:
             inputs.append((d, "recorded", (FIX / rel).read_bytes()))
     peers = list(PEER_MODULES)
     lines = [f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: `{Path(sys.executable).name} "
-             f"benchmarks/request_translation.py --reps {args.reps}`, Python {sys.version.split()[0]}, "
-             f"{os.cpu_count()} CPUs (shared with other work); " + ", ".join(f"{k} {v}" for k, v in versions.items())
+             f"benchmarks/request_translation.py --reps {args.reps}` on {machine()}; " + ", ".join(f"{k} {v}" for k, v in versions.items())
              + ". µs (CPU) per request: median (min–max); × = median of the per-round ratios to bare orjson "
              "decode + encode of the same body (target ≤ 4 in every direction); **ProxAI / peer** = median of the "
              "per-round ratios (< 1: ProxAI faster). Built-in = a 6-turn conversation with system prompt, two "

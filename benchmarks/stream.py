@@ -33,7 +33,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 FIX = ROOT.parent / "shared" / "fixtures"
 
 import orjson  # noqa: E402
-from benchmarks._common import write_section  # noqa: E402
+from benchmarks._common import machine, write_section  # noqa: E402
 
 from proxai_core import Protocol, StreamTranslator  # noqa: E402
 
@@ -271,8 +271,7 @@ def main() -> None:
         sys.exit("../shared/fixtures is required")
     peer_names = list(PEERS)
     lines = [f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: `{Path(sys.executable).name} "
-             f"benchmarks/stream.py --reps {args.reps}`, Python {sys.version.split()[0]}, {os.cpu_count()} CPUs "
-             f"(shared with other work){peer_versions()}. µs (CPU) per upstream event: median (min–max); "
+             f"benchmarks/stream.py --reps {args.reps}` on {machine()}{peer_versions()}. µs (CPU) per upstream event: median (min–max); "
              "× = median of the per-round ratios to bare orjson (decode + encode + framing of the same "
              "payloads) — target ≤ 3 from every source.",
              "\n### Stream translation, all six directions, with the peers on the same streams\n",

@@ -23,15 +23,13 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.lib.streaming.responses._responses import ResponseStreamState
 
 from proxai_core import Protocol
-from proxai_core.sse import SSEReader
+from proxai_core.codecs import get
+from tests.conftest import FIXTURES, PROTOCOLS, sse_events
 
 from . import sdk_gemini
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
-
 A, C, R, G = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES, Protocol.GEMINI
-PROTOCOLS = (C, R, A, G)
-DIRS = {C: "chat", R: "responses", A: "anthropic", G: "gemini"}
+DIRS = {p: get(p).name for p in PROTOCOLS}
 
 _anthropic_event = pydantic.TypeAdapter(at.RawMessageStreamEvent)
 _anthropic_beta_event = pydantic.TypeAdapter(atb.BetaRawMessageStreamEvent)
@@ -167,11 +165,6 @@ def summarize_response(protocol: Protocol, body: dict) -> Summary:
 
 
 # ----------------------------------------------------------------------------- streams
-def sse_events(data: bytes) -> list[tuple[str | None, str]]:
-    r = SSEReader()
-    return r.feed(data) + r.close()
-
-
 class StreamError(Exception):
     pass
 

@@ -1,4 +1,5 @@
-"""ProxAI translator core: a neutral model, three protocol codecs, StopInfo. Never imports mitmproxy."""
+"""ProxAI translator core: a neutral model, one codec per protocol (``codec(protocol)``, ``all_codecs()``),
+StopInfo. Never imports mitmproxy."""
 
 from .api import (
     ResponseResult,
@@ -16,6 +17,7 @@ from .api import (
     translate_response,
     translate_response_result,
 )
+from .codecs import Codec, all_codecs, codec
 from .context import ClientContext, build_context, short_tool_name
 from .errors import TranslationError
 from .jsonutil import dumps
@@ -24,6 +26,9 @@ from .stop import GENERIC_CONTENT_FILTER_REFUSAL, StopInfo, StopReason, classify
 
 __all__ = [
     "Protocol",
+    "Codec",
+    "codec",
+    "all_codecs",
     "StopInfo",
     "StopReason",
     "classify_stop",

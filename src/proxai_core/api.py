@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
 from . import neutral as n
 from .codecs import codec
+from .codecs.base import StreamDecoder, StreamEncoder
 from .collect import Collector, response_to_events
 from .context import ClientContext, build_context
 from .errors import TranslationError, native_error, parse_error, translation_error_response
@@ -257,11 +259,13 @@ def error_stop_info(status: int, body: bytes | str | dict | None) -> StopInfo:
 _Delta, _Start, _BlockStart, _BlockEnd = n.Delta, n.Start, n.BlockStart, n.BlockEnd
 _Stop, _ErrorEvent = n.Stop, n.ErrorEvent
 _INTERRUPTED = StopReason.INTERRUPTED
+DecoderFactory = Callable[[list[str]], StreamDecoder]
+EncoderFactory = Callable[[ClientContext, list[str]], StreamEncoder]
 #: (source, target) -> (decoder class, encoder class; None: the same protocol, passed through)
-_STREAM_PAIRS: dict[tuple[Protocol, Protocol], tuple[Any, Any]] = {}
+_STREAM_PAIRS: dict[tuple[Protocol, Protocol], tuple[DecoderFactory, EncoderFactory | None]] = {}
 
 
-def _stream_pair(source: Protocol, target: Protocol) -> tuple[Any, Any]:
+def _stream_pair(source: Protocol, target: Protocol) -> tuple[DecoderFactory, EncoderFactory | None]:
     pair = _STREAM_PAIRS[source, target] = (codec(source).StreamDecoder,
                                             None if source is target else codec(target).StreamEncoder)
     return pair
@@ -313,7 +317,8 @@ class StreamTranslator:
         dec_cls, enc_cls = _STREAM_PAIRS.get((self.source, self.target)) or _stream_pair(self.source, self.target)
         self._dec = dec_cls(self.warnings)
         self._pass = enc_cls is None
-        self._enc = None if enc_cls is None else enc_cls(self._ctx, self.warnings)
+        # (pass-through never encodes: no encoder is built, and every use is behind self._pass)
+        self._enc: StreamEncoder = cast(StreamEncoder, None) if enc_cls is None else enc_cls(self._ctx, self.warnings)
         self._terminal = False
         self._dead = False  # the client stream already ended (error frame sent)
         # custom tools carried as functions: index -> buffered JSON arguments
@@ -332,10 +337,11 @@ class StreamTranslator:
             return b""
         if self._pass:
             events, blobs = self._reader.feed_raw(chunk)
-            return self._forward(events, blobs, False)
+            return self._forward(events, blobs, False) if blobs else b""
         if self._terminal:
             return b""
-        return self._translate(self._reader.feed(chunk))
+        read = self._reader.feed(chunk)
+        return self._translate(read) if read else b""  # (empty: a read in the middle of a long event)
 
     def close(self) -> bytes:
         if self.closed:
@@ -392,8 +398,9 @@ class StreamTranslator:
             except Exception as exc:
                 evs = self._failed(exc)
             for ev in evs:
-                if type(ev) is _Delta and self._fast:
-                    out.append(self._enc.encode(ev))
+                t = type(ev)
+                if self._fast and (t is _Delta or t is _BlockStart or t is _BlockEnd):
+                    out.append(self._enc.encode(ev))  # nothing to observe, no names to restore
                 else:
                     self._slow(ev, data, out)
             if self._terminal:
@@ -443,8 +450,8 @@ class StreamTranslator:
     def _slow(self, ev: n.Event, data: str, out: list[bytes]) -> None:
         t = type(ev)
         if t is not _BlockStart and t is not _BlockEnd:  # (blocks: nothing to observe)
-            if t is _Start and not ev.id:
-                ev.id = _content_id(data)  # deterministic ids when the upstream gave none
+            if t is _Start and not cast(n.Start, ev).id:
+                cast(n.Start, ev).id = _content_id(data)  # deterministic ids when the upstream gave none
             self._observe(ev)
         if self._restore:
             for ev2 in self._glue(ev):
@@ -458,21 +465,25 @@ class StreamTranslator:
         t = type(ev)  # neutral events are never subclassed: identity checks
         if t is _Delta or t is _BlockStart or t is _BlockEnd:
             return
+        # (identity checks do not narrow for the type checker: each branch casts, at no cost)
         if t is _Stop:
-            self.stop = ev.stop
+            self.stop = cast(n.Stop, ev).stop
         elif t is n.UsageEvent:
-            self.usage = ev.usage if self.usage is None else self.usage.merge(ev.usage)
+            u = cast(n.UsageEvent, ev).usage
+            self.usage = u if self.usage is None else self.usage.merge(u)
         elif t is n.End:
             self._terminal = True
             if self.stop is None:
                 self.stop = classify_stop(None)
         elif t is _Start:
-            self.model = ev.model
-            if ev.usage is not None:
-                self.usage = ev.usage if self.usage is None else self.usage.merge(ev.usage)
+            st = cast(n.Start, ev)
+            self.model = st.model
+            if st.usage is not None:
+                self.usage = st.usage if self.usage is None else self.usage.merge(st.usage)
         elif t is _ErrorEvent:
-            self.error = ev.error
-            self.stop = stop_of_error(ev.error)
+            err = cast(n.ErrorEvent, ev).error
+            self.error = err
+            self.stop = stop_of_error(err)
             self._terminal = True
 
     def _glue(self, ev: n.Event) -> list[n.Event]:
@@ -514,10 +525,10 @@ class StreamTranslator:
         if t is _Delta:
             out.append(self._enc.encode(ev))
             return
-        if (t is _Stop and ev.stop.reason is _INTERRUPTED
+        if (t is _Stop and cast(n.Stop, ev).stop.reason is _INTERRUPTED
                 and not codec(self.target).capabilities.interrupted_is_status):
             # seed 003: an interrupted upstream turn reaches the client as its native error
-            ev = n.ErrorEvent(error_of_interrupted_stop(ev.stop))
+            ev = n.ErrorEvent(error_of_interrupted_stop(cast(n.Stop, ev).stop))
             self._dead = True
             self._fast = False
         elif t is n.ErrorEvent:

@@ -85,7 +85,7 @@ def _text_of_non_json(body: bytes) -> str:
     return text[:500]
 
 
-def parse_error(status: int | None, body: bytes | str | dict | None) -> Error:
+def parse_error(status: int | None, body: bytes | str | dict[str, Any] | None) -> Error:
     """Read an upstream error body of any shape into a neutral :class:`Error`."""
     obj: Any = body
     if isinstance(body, (bytes, bytearray, str)):

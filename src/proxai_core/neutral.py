@@ -25,6 +25,9 @@ Role = Literal["system", "developer", "user", "assistant"]
 
 
 # ----------------------------------------------------------------------------- parts
+#: what a tool call is: a function (JSON arguments) or a custom tool (free text input)
+ToolKind = Literal["function", "custom"]
+
 @dataclass(slots=True)
 class Text:
     text: str

@@ -4,6 +4,9 @@ from enum import StrEnum
 
 
 class Protocol(StrEnum):
+    """The protocols ProxAI speaks: the codec registry's list. Member ``X`` is served by the ``CODEC``
+    of ``proxai_core/codecs/<x>.py``; adding a protocol adds one member here and that module."""
+
     CHAT = "openai_chat_completions"
     RESPONSES = "openai_responses"
     ANTHROPIC = "anthropic_messages"

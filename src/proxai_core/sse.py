@@ -8,6 +8,7 @@ raw bytes of the events it completed, so a pass-through never forwards a half ev
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import orjson
 
@@ -38,10 +39,6 @@ class SSEReader:
         self._idle = True  # nothing of the above pending
         self._only_line = False  # only an unfinished line pending (_raw, reading raw, is that line)
 
-    def feed(self, chunk: bytes) -> list[SSEEvent]:
-        """The events this read completes."""
-        return self._read(chunk, None)  # type: ignore[return-value]
-
     def close(self) -> list[SSEEvent]:
         """At end of stream: an event cut before its blank line is handed over as it is."""
         return self._close(None)  # type: ignore[return-value]
@@ -56,8 +53,10 @@ class SSEReader:
         blobs: list[bytes] = []
         return self._close(blobs), blobs
 
-    def _read(self, chunk: bytes, blobs: list[bytes] | None) -> list[SSEEvent | None]:
-        if self._only_line:  # a long line (a long event) arriving in many reads
+    def _read(self, chunk: bytes, blobs: list[bytes] | None = None) -> list[Any]:
+        """The events this read completes (``feed``); with ``blobs`` (``feed_raw``), also None
+        entries where the bytes handed over complete no event, and each entry's raw bytes."""
+        if not self._idle and self._only_line:  # a long line (a long event) arriving in many reads
             if chunk.find(b"\n") < 0 and chunk.find(b"\r") < 0:
                 self._line.append(chunk)
                 if blobs is not None:
@@ -203,8 +202,11 @@ class SSEReader:
         self._idle = not (data or pieces or self._pending_cr or self._raw) and event is None
         return out
 
+    feed = _read  # (no wrapper call: this runs once per upstream read)
+
     def _close(self, blobs: list[bytes] | None) -> list[SSEEvent | None]:
         if self._line:  # a last line without its line end (its bytes are in _raw already)
+            self._only_line = False  # (its raw bytes stay: they are handed over below)
             self._read(b"\n", None)
         data, event, raw = self._data, self._event, b"".join(self._raw)
         self._data, self._event, self._raw, self._pending_cr, self._idle = [], None, [], False, True

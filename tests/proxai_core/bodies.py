@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tests.conftest import sse  # noqa: F401  (the shared SSE builder, re-exported)
+
 
 def anthropic_msg(content: list[dict], stop_reason: str | None, *, stop_details: dict | None = None,
                   stop_sequence: str | None = None, usage: dict | None = None) -> dict:
@@ -58,16 +60,6 @@ def r_call(name: str, args: dict, call_id: str = "call_1") -> dict:
 
 
 # ----------------------------------------------------------------------------- SSE builders
-def sse(events: list[tuple[str | None, Any]]) -> bytes:
-    out = b""
-    for name, obj in events:
-        data = obj if isinstance(obj, str) else json.dumps(obj)
-        if name:
-            out += f"event: {name}\n".encode()
-        out += f"data: {data}\n\n".encode()
-    return out
-
-
 def anthropic_stream(blocks: list[tuple[str, Any]], stop_reason: str | None, *,
                      stop_details: dict | None = None, stop_sequence: str | None = None,
                      end: bool = True) -> bytes:

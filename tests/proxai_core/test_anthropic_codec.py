@@ -50,10 +50,10 @@ from proxai_core.neutral import (
     Message as NMessage,
 )
 from proxai_core.protocol import Protocol
-from proxai_core.sse import SSEReader
 from proxai_core.stop import GENERIC_CONTENT_FILTER_REFUSAL, StopInfo, StopReason, classify_stop
+from tests.conftest import fixture_dir, sse_events
 
-FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "anthropic"
+FIXTURES = fixture_dir(A.CODEC.protocol)
 HAVE_FIXTURES = FIXTURES.is_dir()
 needs_fixtures = pytest.mark.skipif(not HAVE_FIXTURES, reason="../shared/fixtures is absent")
 
@@ -94,11 +94,6 @@ def validate_message(body: dict[str, Any]) -> Any:
 
 def validate_params(body: dict[str, Any]) -> None:
     _PARAMS.validate_python({k: v for k, v in body.items() if k != "stream"})
-
-
-def sse_events(raw: bytes) -> list[tuple[str | None, str]]:
-    r = SSEReader()
-    return r.feed(raw) + r.close()
 
 
 def accumulate(raw: bytes, *, first_message_only: bool = True) -> Any:

@@ -182,3 +182,29 @@ def test_recorded_parallel_tool_call_streams(path, target):
         out, _t = _translate(raw, target, chunk)
         _assert_serial(_opens_and_closes(target, out))
         assert accumulate_stream(target, out).tool_calls == src.tool_calls
+
+
+def test_parallel_calls_cut_by_max_tokens_anthropic():
+    """The first call is whole, the second cut: block 0 closes, block 1 stays open (as Anthropic does)."""
+    out, t = _translate(chat_stream([("first", ['{"a": 1}']), ("second", ['{"b": [1, '])], finish="length"), A)
+    assert _opens_and_closes(A, out) == [("open", 0), ("close", 0), ("open", 1)]
+    s = accumulate_stream(A, out)
+    assert s.stop == "max_tokens"
+    assert s.tool_calls[0] == ("first", {"a": 1})
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_custom_tool_call_in_parallel_is_held_not_lost(target):
+    """A custom call's input is free text (it never 'ends early'): a call after it waits for its end."""
+    raw = b"".join(_enc_event(e) for e in [
+        _chunk({"role": "assistant", "content": None}),
+        _chunk({"tool_calls": [{"index": 0, "id": "call_p", "type": "custom",
+                                "custom": {"name": "apply_patch", "input": "*** Begin"}}]}),
+        _tc(1, '{"x": 1}', "call_f", "fn"),
+        _chunk({"tool_calls": [{"index": 0, "custom": {"input": " Patch"}}]}),
+        _chunk({}, "tool_calls"), "[DONE]"])
+    out, _t = _translate(raw, target)
+    _assert_serial(_opens_and_closes(target, out))
+    s = accumulate_stream(target, out)
+    first = ("apply_patch", {"input": "*** Begin Patch"}) if target is A else ("apply_patch", "*** Begin Patch")
+    assert s.tool_calls == [first, ("fn", {"x": 1})]

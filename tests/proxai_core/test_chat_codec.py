@@ -58,9 +58,9 @@ from proxai_core.neutral import (
 from proxai_core.protocol import Protocol
 from proxai_core.sse import SSEReader
 from proxai_core.stop import GENERIC_CONTENT_FILTER_REFUSAL, StopInfo, StopReason, classify_stop
+from tests.conftest import FIXTURES, fixture_dir
 
-FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
-CHAT_DIR = FIXTURES / "chat"
+CHAT_DIR = fixture_dir(chat.CODEC.protocol)
 
 _NONSTREAM = pydantic.TypeAdapter(CompletionCreateParamsNonStreaming)
 _STREAM = pydantic.TypeAdapter(CompletionCreateParamsStreaming)

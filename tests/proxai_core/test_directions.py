@@ -10,6 +10,7 @@ import pytest
 
 from proxai_core import Protocol, TranslationError, decode_request, translate_request
 from proxai_core import neutral as n
+from tests.conftest import DIRECTIONS as ALL_DIRECTIONS
 
 from ..sdk import validate_request
 
@@ -120,7 +121,7 @@ ANTHROPIC_REQ = {
 }
 
 REQS = {C: CHAT_REQ, R: RESPONSES_REQ, A: ANTHROPIC_REQ}
-DIRECTIONS = [(s, t) for s in (C, R, A) for t in (C, R, A) if s is not t]
+DIRECTIONS = list(ALL_DIRECTIONS)
 
 
 def _parts(req: n.Request, kind):

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 
 import anthropic.types
 import pytest
 from openai.types.shared import ErrorObject
 
 from proxai_core import Protocol, StreamTranslator, translate_error, translate_response_result
-from proxai_core.errors import TranslationError, translation_error_response
-from tests.conftest import fixture_dir, needs_fixtures, sse, sse_events
+from proxai_core.codecs import get
+from proxai_core.errors import TranslationError, kind_for_status, translation_error_response
+from proxai_core.neutral import Error
+from tests.conftest import FIXTURES, PROTOCOLS, fixture_dir, needs_fixtures, sse, sse_events
 
 A, C, R = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES
 
@@ -42,7 +45,7 @@ ANTHROPIC_ERRORS = [
 @pytest.mark.parametrize("status,etype,a_status,o_status", ANTHROPIC_ERRORS, ids=[e[1] for e in ANTHROPIC_ERRORS])
 def test_anthropic_error_to_each_client(status, etype, a_status, o_status):
     body = json.dumps({"type": "error", "error": {"type": etype, "message": "boom"}}).encode()
-    for target in (A, C, R):
+    for target in PROTOCOLS:
         st, out = translate_error(status, body, A, target)
         _check_native(target, out)
         if target is A:
@@ -92,7 +95,7 @@ def test_openrouter_error_with_numeric_code():
 
 
 def test_translation_error_is_a_native_400_never_500():
-    for target in (A, C, R):
+    for target in PROTOCOLS:
         st, out = translation_error_response(TranslationError("n: only one choice", field="n"), target)
         assert st == 400
         _check_native(target, out)
@@ -201,6 +204,23 @@ def test_defect2_responses_failed_mid_stream_to_anthropic():
     assert len(errs) == 1 and errs[0]["error"]["type"] == "rate_limit_error"
 
 
+@pytest.mark.parametrize("error,a_type", [
+    ({"type": "error", "code": "rate_limit_exceeded", "message": "slow down", "param": None}, "rate_limit_error"),
+    ({"type": "error", "code": "invalid_api_key", "message": "bad key", "param": None}, "authentication_error"),
+    ({"type": "error", "error": {"type": "invalid_request_error", "code": "model_not_found", "message": "no"}},
+     "not_found_error"),
+], ids=["flat-rate_limit", "flat-invalid_api_key", "nested-model_not_found"])
+def test_defect2_responses_error_event_mid_stream_to_anthropic(error, a_type):
+    r = {"id": "resp_1", "object": "response", "created_at": 1, "model": "m", "output": []}
+    events = [("response.created", {"type": "response.created", "sequence_number": 0,
+                                    "response": dict(r, status="in_progress")}),
+              ("error", dict(error, sequence_number=1))]
+    tr = StreamTranslator(R, A)
+    out = tr.feed(sse(events)) + tr.close()
+    errs = _anthropic_error_events(out)
+    assert len(errs) == 1 and errs[0]["error"]["type"] == a_type
+
+
 @pytest.mark.parametrize("etype,code", [("overloaded_error", "overloaded"), ("authentication_error", "invalid_api_key"),
                                         ("not_found_error", "not_found")])
 def test_defect2_anthropic_error_mid_stream_to_openai_clients(etype, code):
@@ -234,3 +254,29 @@ def test_defect2_recorded_openai_errors_to_anthropic(name, a_status, a_type):
         pytest.fail(f"recording {name} missing from ../shared/fixtures")
     st, out = translate_error(a_status, f.read_bytes(), C, A)
     assert (st, out["error"]["type"]) == (a_status, a_type)
+
+
+def _recorded_errors() -> list:
+    idx = FIXTURES / "INDEX.tsv"
+    if not idx.is_file():
+        return [pytest.param(None, None, marks=pytest.mark.skip(reason="../shared/fixtures absent"))]
+    out = []
+    for line in idx.read_text(encoding="utf-8").splitlines()[1:]:
+        cols = line.split("\t")
+        m = re.search(r"http-(\d+)", cols[3]) if len(cols) > 3 else None
+        if m and cols[1] in {get(p).name for p in PROTOCOLS}:
+            out.append(pytest.param(cols[0], int(m.group(1)), id=cols[0].split("/", 1)[1][:60]))
+    return out
+
+
+@pytest.mark.parametrize("name,status", _recorded_errors())
+def test_defect2_every_recorded_error_keeps_a_status_consistent_type_for_every_client(name, status):
+    f = FIXTURES / name
+    source = get(name.split("/", 1)[0]).protocol
+    for target in PROTOCOLS:
+        st, out = translate_error(status, f.read_bytes(), source, target)
+        _check_native(target, out)
+        assert st == status, (target, st)
+        if target is A:  # the type is the one Anthropic gives this status
+            assert out["error"]["type"] == get(A).errors.body(Error(kind=kind_for_status(status), message=""))[
+                "error"]["type"], (name, out)

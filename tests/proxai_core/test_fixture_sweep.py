@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -22,13 +21,14 @@ from proxai_core import (
     translate_response_result,
 )
 from proxai_core.errors import parse_error
+from tests.conftest import ROOT
 
 from ..sdk import FIXTURES, PROTOCOLS, fixture_files, summarize_response, validate_response
 from .semantics import assert_same_semantics, summary_from_neutral
 
 pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason="../shared/fixtures absent")
 
-MAPPING_DOC = Path(__file__).resolve().parents[2] / "docs" / "mapping.md"
+MAPPING_DOC = ROOT / "docs" / "mapping.md"
 
 
 def _rejected_section() -> str:

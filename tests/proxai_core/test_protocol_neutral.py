@@ -69,17 +69,40 @@ def _codec_modules() -> set[str]:
     return names | {f"_{n}_common" for n in names} | {f"_{n}_request" for n in names}
 
 
+def _keys(tree: ast.AST) -> set[int]:
+    """ids of string constants used as a key (dict display key, subscript, ``.get``/``.pop``/
+    ``.setdefault`` name, ``__slots__`` entry): a stop value there is a field name (``meta["stop"]``),
+    not a stop."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__slots__"
+                                                for t in node.targets):
+            out.update(id(c) for c in ast.walk(node.value))
+        elif isinstance(node, ast.Dict):
+            out.update(id(k) for k in node.keys if k is not None)
+        elif isinstance(node, ast.Subscript):
+            out.add(id(node.slice))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("get", "pop", "setdefault") and node.args):
+            out.add(id(node.args[0]))
+    return out
+
+
 def scan_source(source: str, where: str, rel: str, facts: dict[str, str]) -> list[Finding]:
     members = set(Protocol.__members__)
     modules = _codec_modules()
+    tree = ast.parse(source)
+    keys = _keys(tree)
     found: list[Finding] = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(tree):
         line = f"{where}:{getattr(node, 'lineno', 0)}"
         if isinstance(node, ast.Attribute) and node.attr in members and (
                 isinstance(node.value, ast.Name) and node.value.id == "Protocol"):
             found.append(Finding(line, f"names Protocol.{node.attr}"))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in facts:
             category = facts[node.value]
+            if category == "stop value" and id(node) in keys:
+                continue
             if (rel, category) not in ALLOWED and (rel, node.value) not in ALLOWED:
                 found.append(Finding(line, f"spells the {category} {node.value!r}"))
         elif isinstance(node, ast.ImportFrom):
@@ -118,7 +141,8 @@ def test_no_module_outside_the_codecs_knows_a_protocol(package):
     ("H = ('anthropic-version', 'x')", "header"),
     ("E = {'overloaded_error': 529}", "error type"),
     ("P = '/chat/completions'", "endpoint"),
-    ("S = {'max_tokens': 1}", "stop value"),
+    ("ok = reason in ('max_tokens', 'x')", "stop value"),
+    ("if finish == 'tool_calls': pass", "stop value"),
     ("from .codecs import chat", "codec module"),
     ("from proxai_core.codecs._anthropic_common import ENDPOINTS", "codec module"),
     ("import proxai_core.codecs.responses", "codec module"),
@@ -130,7 +154,8 @@ def test_the_scan_finds_protocol_knowledge(snippet, what):
 
 def test_the_scan_accepts_registry_questions():
     src = ("from .codecs import get, all_codecs\n"
-           "def f(p):\n    return get(p).capabilities.custom_tools and 'overloaded' and 'end_turn'\n")
+           "def f(p, meta):\n    return get(p).capabilities.custom_tools and 'overloaded' and 'end_turn'"
+           " and meta['stop'] and meta.get('stop') and {'stop': 1}\n")
     assert scan_source(src, "snippet", "snippet.py", _facts()) == []
 
 

@@ -47,10 +47,10 @@ from proxai_core.neutral import (
     UsageEvent,
 )
 from proxai_core.protocol import Protocol
-from proxai_core.sse import SSEReader
 from proxai_core.stop import GENERIC_CONTENT_FILTER_REFUSAL, StopInfo, StopReason, classify_stop
+from tests.conftest import fixture_dir, sse_events
 
-FIX = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "responses"
+FIX = fixture_dir(R.CODEC.protocol)
 HAVE_FIX = FIX.is_dir()
 needs_fix = pytest.mark.skipif(not HAVE_FIX, reason="../shared/fixtures absent")
 
@@ -139,11 +139,6 @@ def validate(body: dict, source: dict | None = None) -> None:
         for item in body["output"]:
             if item.get("type") not in _OWN_ITEM_TYPES:
                 assert item in source.get("output", []), "a hosted item changed on the way"
-
-
-def sse_events(data: bytes) -> list[tuple[str | None, str]]:
-    r = SSEReader()
-    return r.feed(data) + r.close()
 
 
 def decode_stream(data: bytes, w: list[str] | None = None) -> list[Any]:

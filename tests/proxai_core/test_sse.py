@@ -168,4 +168,13 @@ def test_events_follow_the_rules_however_the_bytes_are_split(raw, cuts):
     blobs += b
     assert [e for e in evs if e is not None] == _reference(raw)
     assert raw.startswith(b"".join(blobs))
+    if e:  # an event cut at the end: handed over with all the bytes that were left
+        assert b"".join(blobs) == raw
     assert len(evs) == len(blobs)
+
+
+def test_a_cut_event_read_raw_in_pieces_is_handed_over_with_its_bytes():
+    r = SSEReader()
+    assert r.feed_raw(b'data: {"a":') == ([], [])
+    assert r.feed_raw(b'"b') == ([], [])
+    assert r.close_raw() == ([(None, '{"a":"b')], [b'data: {"a":"b'])

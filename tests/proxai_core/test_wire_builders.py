@@ -76,3 +76,19 @@ def test_responses_delta_frames(v):
     assert out[-1] == frame("response.reasoning_summary_text.delta", {
         "type": "response.reasoning_summary_text.delta", "sequence_number": enc._seq - 1, "item_id": "rs_1",
         "output_index": 0, "summary_index": 0, "delta": v})
+
+
+@pytest.mark.parametrize("finish", [None, "stop", "tool_calls", "length"])
+def test_chat_chunk(finish):
+    from proxai_core.codecs import chat as ch
+    from proxai_core.context import ClientContext
+    from proxai_core.neutral import Start
+    from proxai_core.protocol import Protocol
+
+    enc = ch.StreamEncoder(ClientContext(Protocol.CHAT, model='m "é"'), [])
+    enc._begin(Start("chatcmpl-1", None, None, 1700000000))
+    for delta in ({"content": "x"}, {"content": VALUES[3]}, {}, {"tool_calls": [{"index": 0, "function": {
+            "arguments": VALUES[4]}}]}):
+        assert enc._chunk(delta, finish) == frame(None, {
+            "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1700000000, "model": 'm "é"',
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})

@@ -1,20 +1,21 @@
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
+from proxai_core.codecs import all_codecs
+from tests.conftest import FIXTURES  # noqa: F401  (kept name for these tests)
 
 
 def codecs_available() -> bool:
-    try:
-        import proxai_core.codecs.anthropic
-        import proxai_core.codecs.chat
-        import proxai_core.codecs.responses  # noqa: F401
-    except Exception:  # noqa: BLE001
-        return False
+    """Every registered codec imports; an import failure raises (it must fail tests, never skip)."""
+    all_codecs()
     return True
 
 
-needs_codecs = pytest.mark.skipif(not codecs_available(), reason="proxai_core codecs not importable yet")
+@pytest.fixture(scope="session")
+def codecs_loaded() -> None:
+    codecs_available()
+
+
+#: (kept name) the codecs are required, never a reason to skip
+needs_codecs = pytest.mark.usefixtures("codecs_loaded")

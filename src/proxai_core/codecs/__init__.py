@@ -102,10 +102,12 @@ def _suffixes() -> list[tuple[str, str, Codec]]:
 
 
 def match_path(path: str, method: str = "POST", *, websocket: bool = False) -> PathMatch | None:
-    """The endpoint a path (query and trailing slash ignored) names: POST generation and
+    """The endpoint a path or URL (query and trailing slash ignored) names: POST generation and
     token-counting endpoints (longest suffix wins); GET model list / one model; a GET websocket
     upgrade of a generation endpoint served as a websocket."""
     p = path.split("?", 1)[0].split("#", 1)[0]
+    if "://" in p:  # a whole URL (stored flows): its path
+        p = "/" + p.split("://", 1)[1].partition("/")[2]
     if len(p) > 1:
         p = p.rstrip("/")
     if method.upper() == "GET" and websocket:
@@ -143,13 +145,13 @@ def client_of_headers(headers: Mapping[str, str]) -> Codec | None:
 
 def foreign_headers(client: Codec | None, target: Codec) -> frozenset[str]:
     """Headers of a client request (``client`` None: unknown) that must not reach ``target``: every
-    other vendor's headers, and protocol-only headers when the client's protocol is translated."""
+    other vendor's headers, and protocol-only headers unless the client speaks the target protocol."""
     drop: set[str] = set()
     for c in all_codecs():
         cr = c.credentials
         if cr.vendor != target.credentials.vendor:
             drop.update(cr.vendor_headers, cr.protocol_headers, cr.default_headers)
-        if client is not target and (client is None or c is client):
+        if client is not target:
             drop.update(cr.protocol_headers)
     return frozenset(drop)
 

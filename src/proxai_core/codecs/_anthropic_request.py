@@ -316,16 +316,29 @@ def _system(v: Any) -> list[Text]:
 
 def _tools(v: Any, req: Request) -> None:
     server: list[dict[str, Any]] = []
-    for k, t in enumerate(req_list(v, "tools")):
-        tt = req_obj(t, "tools", k).get("type")
+    if v.__class__ is not list:
+        raise expected("an array", v, "tools")
+    for k, t in enumerate(v):
+        if t.__class__ is not dict:
+            raise expected("an object", t, "tools", k)
+        tt = t.get("type")
         if tt is None or tt == "custom":
             name = t.get("name")
+            desc = t.get("description")
+            schema = t.get("input_schema")
+            strict = t.get("strict")
+            cc = t.get("cache_control")
             if name.__class__ is not str:
                 raise expected("a string", name, "tools", k, "name")
-            req.tools.append(Tool(name, opt_str(t.get("description"), "tools", k, "description"),
-                                  opt_obj(t.get("input_schema"), "tools", k, "input_schema"), "function",
-                                  opt_bool(t.get("strict"), "tools", k, "strict"), None,
-                                  opt_obj(t.get("cache_control"), "tools", k, "cache_control")))
+            if desc is not None and desc.__class__ is not str:
+                raise expected("a string", desc, "tools", k, "description")
+            if schema is not None and schema.__class__ is not dict:
+                raise expected("an object", schema, "tools", k, "input_schema")
+            if strict is not None and strict.__class__ is not bool:
+                raise expected("a boolean", strict, "tools", k, "strict")
+            if cc is not None and cc.__class__ is not dict:
+                raise expected("an object", cc, "tools", k, "cache_control")
+            req.tools.append(Tool(name, desc, schema, "function", strict, None, cc))
         elif tt.__class__ is str:
             opt_str(t.get("name"), "tools", k, "name")
             server.append(t)
@@ -420,7 +433,9 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         raise expected("an object", body, "body")
     get = body.get
     req = Request()
-    req.model = opt_str(get("model"), "model")
+    v = get("model")
+    if v is not None:
+        req.model = v if v.__class__ is str else opt_str(v, "model")
     msgs = get("messages")
     if msgs.__class__ is not list:
         raise expected("an array", msgs, "messages")
@@ -441,10 +456,17 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
             out.append(Message(role, [_block(b, warnings, i, j) for j, b in enumerate(content)]))
         else:
             raise expected("a string or an array of content blocks", content, "messages", i, "content")
-    req.max_output_tokens = opt_int(get("max_tokens"), "max_tokens")
-    req.temperature = opt_num(get("temperature"), "temperature")
-    # Anthropic streams always carry usage
-    req.stream = req.include_usage = bool(opt_bool(get("stream"), "stream"))
+    # (inline type checks on the usual fields; the getters raise on a mismatch)
+    v = get("max_tokens")
+    if v is not None:
+        req.max_output_tokens = v if v.__class__ is int else opt_int(v, "max_tokens")
+    v = get("temperature")
+    if v is not None:
+        req.temperature = v if v.__class__ is float or v.__class__ is int else opt_num(v, "temperature")
+    v = get("stream")
+    if v is not None:
+        # Anthropic streams always carry usage
+        req.stream = req.include_usage = v if v.__class__ is bool else bool(opt_bool(v, "stream"))
     v = get("tools")
     if v is not None:
         _tools(v, req)
@@ -723,7 +745,7 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
             if c is Text:
                 if not p.text:  # type: ignore[union-attr]
                     continue  # Anthropic rejects empty text blocks
-                role = mrole
+                role: str = mrole
                 b = p.text if not p.citations and not p.cache_control else _enc_text(p, warnings)  # type: ignore
             elif c is ToolCall:
                 role, b = "assistant", _enc_tool_call(p, i, j, warnings)  # type: ignore[arg-type]

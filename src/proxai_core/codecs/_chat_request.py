@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -23,6 +23,7 @@ from ..neutral import (
     Message,
     Opaque,
     OutputFormat,
+    Part,
     Reasoning,
     ReasoningConfig,
     Refusal,
@@ -87,7 +88,7 @@ def _decode_image(part: dict, *path: str | int) -> Image:
     if iu.__class__ is str:
         url, detail = iu, None
     else:
-        req_obj(iu, *path, "image_url")
+        iu = req_obj(iu, *path, "image_url")
         url = req_str(iu.get("url"), *path, "image_url", "url")
         detail = opt_str(iu.get("detail"), *path, "image_url", "detail")
     du = _parse_data_url(url)
@@ -296,7 +297,7 @@ def _decode_messages(msgs: Any, req: Request, warnings: list[str]) -> None:
                 continue
             leading = tool_turn = False
             name = m.get("name")
-            out.append(Message(role, texts, name if name.__class__ is str else None))
+            out.append(Message(role, cast("list[Part]", texts), name if name.__class__ is str else None))
         elif role == "function":
             fail("legacy role 'function' cannot be translated; use tool messages with tool_call_id",
                  "messages", i, "role")
@@ -307,17 +308,25 @@ def _decode_messages(msgs: Any, req: Request, warnings: list[str]) -> None:
 
 
 def _decode_tools(tools: Any, req: Request, key: str = "tools") -> None:
-    for i, t in enumerate(req_list(tools, key)):
-        ttype = req_obj(t, key, i).get("type", "function")
+    if tools.__class__ is not list:
+        raise expected("an array", tools, key)
+    for i, t in enumerate(tools):
+        if t.__class__ is not dict:
+            raise expected("an object", t, key, i)
+        ttype = t.get("type", "function")
         if ttype == "function":
-            fn = req_obj(t.get("function"), key, i, "function")
+            fn = t.get("function")
+            if fn.__class__ is not dict:
+                raise expected("an object", fn, key, i, "function")
             name = fn.get("name")
             if name.__class__ is not str:
                 raise expected("a string", name, key, i, "function", "name")
+            params = fn.get("parameters")
+            if params is not None and params.__class__ is not dict:
+                raise expected("an object", params, key, i, "function", "parameters")
             desc = fn.get("description")
             strict = fn.get("strict")
-            req.tools.append(Tool(name, desc if desc.__class__ is str else None,
-                                  opt_obj(fn.get("parameters"), key, i, "function", "parameters"), "function",
+            req.tools.append(Tool(name, desc if desc.__class__ is str else None, params, "function",
                                   strict if strict.__class__ is bool else None, None, t.get("cache_control")))
         elif ttype == "custom":
             c = req_obj(t.get("custom"), key, i, "custom")
@@ -430,7 +439,9 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
     get = body.get
     rare = not body.keys() <= _USUAL
     req = Request()
-    req.model = opt_str(get("model"), "model")
+    v = get("model")
+    if v is not None:
+        req.model = v if v.__class__ is str else opt_str(v, "model")
     if rare:
         n = opt_int(get("n"), "n")
         if n is not None and n > 1:
@@ -458,19 +469,33 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
                 req.tool_choice = _named_choice({"type": "function", "function": fc}, "function_call")
             else:
                 req.tool_choice = _decode_tool_choice(fc, "function_call")
-    req.parallel_tool_calls = opt_bool(get("parallel_tool_calls"), "parallel_tool_calls")
-    mct = opt_int(get("max_completion_tokens"), "max_completion_tokens")
-    mt = opt_int(get("max_tokens"), "max_tokens")
-    req.max_output_tokens = mct if mct is not None else mt
-    req.temperature = opt_num(get("temperature"), "temperature")
+    # (inline type checks on the usual fields; the getters raise on a mismatch)
+    v = get("parallel_tool_calls")
+    if v is not None:
+        req.parallel_tool_calls = v if v.__class__ is bool else opt_bool(v, "parallel_tool_calls")
+    v = get("max_completion_tokens")
+    if v is not None:
+        req.max_output_tokens = v if v.__class__ is int else opt_int(v, "max_completion_tokens")
+    v = get("max_tokens")
+    if v is not None:
+        mt = v if v.__class__ is int else opt_int(v, "max_tokens")
+        if req.max_output_tokens is None:
+            req.max_output_tokens = mt
+    v = get("temperature")
+    if v is not None:
+        req.temperature = v if v.__class__ is float or v.__class__ is int else opt_num(v, "temperature")
     v = get("response_format")
     if v is not None:
         req.output_format = _decode_response_format(v)
-    req.stream = bool(opt_bool(get("stream"), "stream"))
-    so = opt_obj(get("stream_options"), "stream_options")
-    if so is not None:
-        req.include_usage = bool(so.get("include_usage"))
-    req.user = opt_str(get("user"), "user")
+    v = get("stream")
+    if v is not None:
+        req.stream = v if v.__class__ is bool else bool(opt_bool(v, "stream"))
+    v = get("stream_options")
+    if v is not None:
+        req.include_usage = bool(req_obj(v, "stream_options").get("include_usage"))
+    v = get("user")
+    if v is not None:
+        req.user = v if v.__class__ is str else opt_str(v, "user")
     if rare:
         _decode_rare(body, req)
     read_tail(body, req, warnings, _TAIL)
@@ -564,11 +589,11 @@ def _document_part(doc: Document, path: str) -> dict[str, Any]:
         mt = doc.media_type or "application/pdf"
         if mt.startswith("text/"):
             try:
-                text = base64.b64decode(doc.data or "", validate=False).decode("utf-8")
+                decoded: str | None = base64.b64decode(doc.data or "", validate=False).decode("utf-8")
             except (binascii.Error, UnicodeDecodeError, ValueError):
-                text = None
-            if text is not None:
-                return {"type": "text", "text": f"{doc.title}\n\n{text}" if doc.title else text}
+                decoded = None
+            if decoded is not None:
+                return {"type": "text", "text": f"{doc.title}\n\n{decoded}" if doc.title else decoded}
         f: dict[str, Any] = {"file_data": f"data:{mt};base64,{doc.data or ''}",
                              "filename": doc.filename or doc.title or
                              ("document.pdf" if mt == "application/pdf" else "document")}

@@ -169,14 +169,6 @@ def _parts(c: list[Any], key: str, i: int, field: str) -> list[Part]:
     return out
 
 
-def _content(c: Any, key: str, i: int) -> list[Part]:
-    if c.__class__ is str:
-        return [Text(c)]
-    if c.__class__ is not list:
-        raise expected("a string or an array of content parts", c, key, i, "content")
-    return _parts(c, key, i, "content")
-
-
 def _tool_output(out: Any, key: str, i: int) -> list[Text | Image | Document]:
     if out.__class__ is str:
         return [Text(out)] if out else []
@@ -200,7 +192,7 @@ def _texts(v: Any, *path: str | int) -> list[str]:
 
 def _reasoning(item: dict[str, Any], key: str, i: int, w: list[str]) -> Reasoning:
     enc = opt_str(item.get("encrypted_content"), key, i, "encrypted_content")
-    if rz.is_packed(enc):
+    if enc is not None and rz.is_packed(enc):
         payload = rz.unpack(enc)
         if payload is None:
             w.append(f"{key}[{i}].encrypted_content: damaged proxai envelope, reasoning kept without continuity")
@@ -241,7 +233,13 @@ def _decode_input(inp: Any, w: list[str], key: str = "input") -> list[Message]:
             role = item.get("role")
             if role not in _ROLES:
                 fail(f"unknown role {role!r}", key, i, "role")
-            parts = _content(item.get("content"), key, i)
+            c = item.get("content")
+            if c.__class__ is str:
+                parts: list[Part] = [Text(c)]
+            elif c.__class__ is list:
+                parts = _parts(c, key, i, "content")
+            else:
+                raise expected("a string or an array of content parts", c, key, i, "content")
             if role != "assistant":
                 msgs.append(Message(role, parts))
                 group = None
@@ -299,8 +297,12 @@ def _decode_tools(tools: Any, req: Request) -> None:
     if tools is None:
         return
     server: list[dict[str, Any]] = []
-    for i, t in enumerate(req_list(tools, "tools")):
-        tt = req_obj(t, "tools", i).get("type")
+    if tools.__class__ is not list:
+        raise expected("an array", tools, "tools")
+    for i, t in enumerate(tools):
+        if t.__class__ is not dict:
+            raise expected("an object", t, "tools", i)
+        tt = t.get("type")
         if tt == "function" or tt == "custom":
             req.tools.append(_tool(t, tt, "tools", i))
         elif tt == "namespace":
@@ -328,11 +330,20 @@ def _decode_tools(tools: Any, req: Request) -> None:
 
 def _tool(t: dict[str, Any], tt: str, *path: str | int) -> Tool:
     """A function or custom tool definition."""
-    name = req_str(t.get("name"), *path, "name")
-    description = opt_str(t.get("description"), *path, "description")
+    name = t.get("name")
+    description = t.get("description")
+    if name.__class__ is not str:
+        raise expected("a string", name, *path, "name")
+    if description is not None and description.__class__ is not str:
+        raise expected("a string", description, *path, "description")
     if tt == "function":
-        return Tool(name=name, description=description, parameters=opt_obj(t.get("parameters"), *path, "parameters"),
-                    strict=opt_bool(t.get("strict"), *path, "strict"))
+        params = t.get("parameters")
+        strict = t.get("strict")
+        if params is not None and params.__class__ is not dict:
+            raise expected("an object", params, *path, "parameters")
+        if strict is not None and strict.__class__ is not bool:
+            raise expected("a boolean", strict, *path, "strict")
+        return Tool(name, description, params, "function", strict)
     return Tool(name=name, description=description, kind="custom", format=opt_obj(t.get("format"), *path, "format"))
 
 
@@ -409,8 +420,11 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         raise expected("an object", body, "body")
     w = warnings
     req = Request()
-    req.model = opt_str(body.get("model"), "model")
-    instr = body.get("instructions")
+    get = body.get
+    v = get("model")
+    if v is not None:
+        req.model = v if v.__class__ is str else opt_str(v, "model")
+    instr = get("instructions")
     if instr is not None:
         if instr.__class__ is str:
             if instr:
@@ -422,21 +436,43 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
                         req.system.append(p)
         else:
             raise expected("a string or an array of items", instr, "instructions")
-    req.messages = _decode_input(body.get("input"), w)
-    _decode_tools(body.get("tools"), req)
-    _decode_tool_choice(body.get("tool_choice"), req)
-    req.parallel_tool_calls = opt_bool(body.get("parallel_tool_calls"), "parallel_tool_calls")
-    req.max_output_tokens = opt_int(body.get("max_output_tokens"), "max_output_tokens")
-    req.temperature = opt_num(body.get("temperature"), "temperature")
-    req.top_p = opt_num(body.get("top_p"), "top_p")
-    _decode_reasoning(body.get("reasoning"), req)
-    _decode_text(body.get("text"), req)
-    req.stream = bool(opt_bool(body.get("stream"), "stream"))
-    sid = opt_str(body.get("safety_identifier"), "safety_identifier")
-    user = opt_str(body.get("user"), "user")
-    req.user = sid or user
-    if user is not None and sid is not None and user != sid:
-        req.extra["user"] = user
+    req.messages = _decode_input(get("input"), w)
+    # (inline type checks on the usual fields; the getters raise on a mismatch)
+    v = get("tools")
+    if v is not None:
+        _decode_tools(v, req)
+    v = get("tool_choice")
+    if v is not None:
+        _decode_tool_choice(v, req)
+    v = get("parallel_tool_calls")
+    if v is not None:
+        req.parallel_tool_calls = v if v.__class__ is bool else opt_bool(v, "parallel_tool_calls")
+    v = get("max_output_tokens")
+    if v is not None:
+        req.max_output_tokens = v if v.__class__ is int else opt_int(v, "max_output_tokens")
+    v = get("temperature")
+    if v is not None:
+        req.temperature = v if v.__class__ is float or v.__class__ is int else opt_num(v, "temperature")
+    v = get("top_p")
+    if v is not None:
+        req.top_p = v if v.__class__ is float or v.__class__ is int else opt_num(v, "top_p")
+    v = get("reasoning")
+    if v is not None:
+        _decode_reasoning(v, req)
+    v = get("text")
+    if v is not None:
+        _decode_text(v, req)
+    v = get("stream")
+    if v is not None:
+        req.stream = v if v.__class__ is bool else bool(opt_bool(v, "stream"))
+    sid = get("safety_identifier")
+    user = get("user")
+    if sid is not None or user is not None:
+        sid = opt_str(sid, "safety_identifier")
+        user = opt_str(user, "user")
+        req.user = sid or user
+        if user is not None and sid is not None and user != sid:
+            req.extra["user"] = user
     read_tail(body, req, w, _TAIL)
     return req
 
@@ -535,98 +571,90 @@ class _Dropped:
         self.opaque: list[str] = []
 
 
-def _user_items(m: Message, mi: int, items: list[dict[str, Any]], dropped: _Dropped, w: list[str]) -> None:
-    buf: list[dict[str, Any]] = []
-    for p in m.parts:
-        c = p.__class__
-        if c is Text:
-            buf.append({"type": "input_text", "text": p.text})  # type: ignore[union-attr]
-            continue
-        if c is Image or c is Document:
-            buf.append(_input_part(p))  # type: ignore[arg-type]
-            continue
-        if buf and (c is ToolResult or c is Opaque):
-            items.append({"type": "message", "role": "user", "content": buf})
-            buf = []
-        if c is ToolResult:
-            items.append(_tool_result(p, w))  # type: ignore[arg-type]
-        elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
-            items.append(p.raw)  # type: ignore[union-attr]
-        elif c is Opaque:
-            dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
-        else:
-            w.append(f"messages[{mi}]: {p.type} part in a user message dropped")
-    if buf:
-        items.append({"type": "message", "role": "user", "content": buf})
-
-
-def _assistant_items(m: Message, mi: int, items: list[dict[str, Any]], dropped: _Dropped, w: list[str]) -> bool:
-    """The assistant message's items; True when a reasoning item was replayed."""
-    start = len(items)
-    had_reasoning = False
-    content: list[dict[str, Any]] = []
-    for p in m.parts:
-        c = p.__class__
-        if c is Text:
-            cits = p.citations  # type: ignore[union-attr]
-            content.append({"type": "output_text", "text": p.text,  # type: ignore[union-attr]
-                            "annotations": citations_to_annotations(cits, p.text, w) if cits else []})  # type: ignore[union-attr]
-            continue
-        if c is Refusal:
-            content.append({"type": "refusal", "refusal": p.text})  # type: ignore[union-attr]
-            continue
-        if c is Reasoning:
-            it = _reasoning_item(p)  # type: ignore[arg-type]
-            if it is None:
-                dropped.reasoning += 1
-                continue
-            had_reasoning = True
-        elif c is ToolCall:
-            it = _tool_call(p)  # type: ignore[arg-type]
-        elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
-            it = p.raw  # type: ignore[union-attr]
-        elif c is Opaque:
-            dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
-            continue
-        elif c is ToolResult:
-            it = _tool_result(p, w)  # type: ignore[arg-type]
-        else:
-            w.append(f"messages[{mi}]: {p.type} part in an assistant message dropped")
-            continue
-        # an item of its own: the message so far goes first
-        if content:
-            items.append({"type": "message", "role": "assistant", "content": content})
-            content = []
-        items.append(it)
-    if content:
-        items.append({"type": "message", "role": "assistant", "content": content})
-    # lesson #32: a reasoning item must be followed by the item it produced
-    while len(items) > start and items[-1].get("type") == "reasoning":
-        items.pop()
-        w.append(f"messages[{mi}]: reasoning item without a following output item dropped")
-    return had_reasoning
-
-
 def _encode_messages(req: Request, w: list[str]) -> tuple[list[dict[str, Any]], bool]:
+    """The input items, message by message (one loop: per-message calls cost more than the items)."""
     items: list[dict[str, Any]] = []
     dropped = _Dropped()
     had_reasoning = False
+    append = items.append
     for mi, m in enumerate(req.messages):
         role = m.role
         if role == "user":
-            _user_items(m, mi, items, dropped, w)
+            buf: list[dict[str, Any]] = []
+            for p in m.parts:
+                c = p.__class__
+                if c is Text:
+                    buf.append({"type": "input_text", "text": p.text})  # type: ignore[union-attr]
+                    continue
+                if c is Image or c is Document:
+                    buf.append(_input_part(p))  # type: ignore[arg-type]
+                    continue
+                if buf and (c is ToolResult or c is Opaque):
+                    append({"type": "message", "role": "user", "content": buf})
+                    buf = []
+                if c is ToolResult:
+                    append(_tool_result(p, w))  # type: ignore[arg-type]
+                elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
+                    append(p.raw)  # type: ignore[union-attr]
+                elif c is Opaque:
+                    dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
+                else:
+                    w.append(f"messages[{mi}]: {p.type} part in a user message dropped")
+            if buf:
+                append({"type": "message", "role": "user", "content": buf})
         elif role == "assistant":
-            if _assistant_items(m, mi, items, dropped, w):
-                had_reasoning = True
+            start = len(items)
+            content: list[dict[str, Any]] = []
+            for p in m.parts:
+                c = p.__class__
+                if c is Text:
+                    cits = p.citations  # type: ignore[union-attr]
+                    content.append({"type": "output_text", "text": p.text,  # type: ignore[union-attr]
+                                    "annotations": citations_to_annotations(cits, p.text, w) if cits else []})  # type: ignore[union-attr]
+                    continue
+                if c is Refusal:
+                    content.append({"type": "refusal", "refusal": p.text})  # type: ignore[union-attr]
+                    continue
+                it: dict[str, Any] | None
+                if c is ToolCall:
+                    it = _tool_call(p)  # type: ignore[arg-type]
+                elif c is Reasoning:
+                    it = _reasoning_item(p)  # type: ignore[arg-type]
+                    if it is None:
+                        dropped.reasoning += 1
+                        continue
+                    had_reasoning = True
+                elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
+                    it = p.raw  # type: ignore[union-attr]
+                elif c is Opaque:
+                    dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
+                    continue
+                elif c is ToolResult:
+                    it = _tool_result(p, w)  # type: ignore[arg-type]
+                else:
+                    w.append(f"messages[{mi}]: {p.type} part in an assistant message dropped")
+                    continue
+                # an item of its own: the message so far goes first
+                if content:
+                    append({"type": "message", "role": "assistant", "content": content})
+                    content = []
+                append(it)
+            if content:
+                append({"type": "message", "role": "assistant", "content": content})
+            elif len(items) > start and items[-1].get("type") == "reasoning":
+                # lesson #32: a reasoning item must be followed by the item it produced
+                while len(items) > start and items[-1].get("type") == "reasoning":
+                    items.pop()
+                    w.append(f"messages[{mi}]: reasoning item without a following output item dropped")
         else:  # system / developer inside the conversation
-            content = []
+            sys_content = []
             for p in m.parts:
                 if p.__class__ is Text:
-                    content.append({"type": "input_text", "text": p.text})  # type: ignore[union-attr]
+                    sys_content.append({"type": "input_text", "text": p.text})  # type: ignore[union-attr]
                 else:
                     w.append(f"messages[{mi}]: {p.type} part in a {role} message dropped")
-            if content:
-                items.append({"type": "message", "role": role, "content": content})
+            if sys_content:
+                append({"type": "message", "role": role, "content": sys_content})
     if dropped.reasoning:
         w.append(f"{dropped.reasoning} reasoning part(s) not issued by OpenAI Responses dropped "
                  "(their continuity payload cannot be forwarded)")

@@ -14,7 +14,8 @@ See :mod:`proxai_core.codecs.base` for the contract. Choices documented here:
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import orjson
 
@@ -564,6 +565,7 @@ _DELTAS = {
 # ============================================================================= stream encode
 class _Out:
     __slots__ = ("a", "buf", "head", "kind", "part", "scan", "sent", "sig")
+    scan: JsonObjectScanner  # (set when a tool block's input starts)
 
     def __init__(self, a: int, kind: str, part: Any = None):
         self.a = a  # Anthropic block index (-1: not yet emitted)
@@ -732,7 +734,8 @@ class StreamEncoder:
                 elif type(ev) is BlockEnd:
                     out.append(self._end_block(ev))
                 else:
-                    out.append(self.encode_delta((ev.index, ev.kind, ev.value)))
+                    d = cast(Delta, ev)
+                    out.append(self.encode_delta((d.index, d.kind, d.value)))
         return b"".join(out)
 
     def _late(self, i: int, v: str) -> bytes:
@@ -1042,7 +1045,7 @@ class StreamEncoder:
 
 
 # per-class dispatch: no bound-method table built per stream
-_HANDLERS = {
+_HANDLERS: dict[type, Callable[[StreamEncoder, Any], bytes]] = {
     Start: StreamEncoder._start,
     BlockStart: StreamEncoder._block_start,
     Delta: lambda self, ev: self.encode_delta((ev.index, ev.kind, ev.value)),

@@ -42,6 +42,7 @@ from ..neutral import (
     Stop,
     Text,
     ToolCall,
+    ToolKind,
     Usage,
     UsageEvent,
 )
@@ -104,7 +105,9 @@ def _citations(annotations: Any) -> list[dict[str, Any]] | None:
                     c[dst] = v
             out.append(c)
         elif t == "file":
-            f = a.get("file") if isinstance(a.get("file"), dict) else {}
+            f = a.get("file")
+            if not isinstance(f, dict):
+                f = {}
             out.append({"type": "file", "filename": f.get("name"), "raw": a})
         else:
             out.append({"type": str(t), "raw": a})
@@ -371,7 +374,7 @@ class _Call:
         self.idx = -1
         self.id = cid
         self.name = name
-        self.kind = kind
+        self.kind: ToolKind = "custom" if kind == "custom" else "function"
         self.args: list[str] = []
         self.started = False
         self.pending: list[str] = []
@@ -469,11 +472,6 @@ class StreamDecoder:
         return idx
 
     # ------------------------------------------------------------------ delta fields
-    def _on_content(self, v: Any, delta: dict) -> None:
-        if v and type(v) is str:
-            self._produced = True
-            self._out.append(Delta(self._seq_idx if self._seq_kind == _TEXT else self._open_seq(_TEXT), "text", v))
-
     def _on_refusal(self, v: Any, delta: dict) -> None:
         if v and type(v) is str:
             self._refusal.append(v)
@@ -496,7 +494,9 @@ class StreamDecoder:
                 continue
             idx = self._open_seq(_REASONING)
             already = "".join(self._reasoning_text)
-            visible = payload.get("text") if isinstance(payload.get("text"), str) else ""
+            visible = payload.get("text")
+            if not isinstance(visible, str):
+                visible = ""
             if visible.startswith(already) and len(visible) > len(already):
                 self._out.append(Delta(idx, "reasoning", visible[len(already):]))
             self._out.append(BlockEnd(idx, unpacked(payload)))
@@ -547,6 +547,18 @@ class StreamDecoder:
                     self._tool_fragment(tc)
 
     def _tool_fragment(self, tc: dict[str, Any]) -> None:
+        # most fragments continue the last call: its index and its next arguments, nothing else
+        # (call.key == index means _calls_by_index[index] is that call: what the lookup below finds)
+        call = self._last_call
+        if call is not None and call.started and len(tc) == 2 and tc.get("index") == call.key:
+            fn = tc.get("function")
+            if type(fn) is dict and len(fn) == 1:
+                frag = fn.get("arguments")
+                if type(frag) is str:
+                    if frag:
+                        call.args.append(frag)
+                        self._out.append(Delta(call.idx, "arguments", frag))
+                    return
         key = tc.get("index")
         if not isinstance(key, (int, str)):
             key = None
@@ -694,8 +706,7 @@ class StreamDecoder:
             self._start(obj)  # Azure's prompt-filter chunk (no id, no model, no choices) waits
         if choices and type(choices) is not list:
             self.warnings.append("Chat stream chunk whose choices is not a list: its choices ignored")
-            choices = None
-        if choices:
+        elif choices:
             for ch in choices:
                 if type(ch) is not dict:
                     continue
@@ -707,14 +718,22 @@ class StreamDecoder:
                 delta = ch.get("delta")
                 if delta and type(delta) is dict:
                     if self._finish_seen:
-                        if not self._late_warned and any(delta.get(k) for k in _DELTA_HANDLERS):
+                        if not self._late_warned and any(delta.get(k) for k in _DELTA_FIELDS):
                             self._late_warned = True
                             self.warnings.append("content after finish_reason ignored")
                     else:
                         for k, v in delta.items():
-                            h = _DELTA_HANDLERS.get(k)
-                            if h is not None and v is not None:
-                                h(self, v, delta)
+                            if v is None:
+                                continue
+                            if k == "content":  # (most deltas: no handler call)
+                                if v and type(v) is str:
+                                    self._produced = True
+                                    out.append(Delta(self._seq_idx if self._seq_kind == _TEXT
+                                                     else self._open_seq(_TEXT), "text", v))
+                            else:
+                                h = _DELTA_HANDLERS.get(k)
+                                if h is not None:
+                                    h(self, v, delta)
                 fr = ch.get("finish_reason")
                 if fr:
                     self._on_finish(fr, ch)
@@ -754,8 +773,7 @@ class StreamDecoder:
 
 
 # delta field -> handler (per class: no bound-method table built per stream)
-_DELTA_HANDLERS = {
-    "content": StreamDecoder._on_content,
+_DELTA_HANDLERS = {  # ("content" is read in feed itself)
     "refusal": StreamDecoder._on_refusal,
     "reasoning_content": StreamDecoder._on_reasoning_content,
     "reasoning": StreamDecoder._on_reasoning,
@@ -764,6 +782,7 @@ _DELTA_HANDLERS = {
     "function_call": StreamDecoder._on_function_call,
     "annotations": StreamDecoder._on_annotations,
 }
+_DELTA_FIELDS = ("content", *_DELTA_HANDLERS)
 
 
 # ============================================================================= stream encode
@@ -810,9 +829,16 @@ class StreamEncoder:
         return self._chunk({"role": "assistant", "content": ""})
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        """The one builder of a choice chunk (test_wire_builders checks it against frame())."""
         tail = b',"finish_reason":null}]}\n\n' if finish is None else \
-            b',"finish_reason":"' + finish.encode() + b'"}]}\n\n'
+            b',"finish_reason":' + orjson.dumps(finish) + b'}]}\n\n'
         return self._prefix + orjson.dumps(delta) + tail
+
+    def _args_chunk(self, b: _Out, value: str) -> bytes:
+        """A tool call's argument (or custom input) fragment."""
+        if b.tool_kind == "custom":
+            return self._chunk({"tool_calls": [{"index": b.chat_index, "custom": {"input": value}}]})
+        return self._chunk({"tool_calls": [{"index": b.chat_index, "function": {"arguments": value}}]})
 
     # ------------------------------------------------------------------ events
     def encode(self, ev: Event) -> bytes:
@@ -854,9 +880,7 @@ class StreamEncoder:
             if k != "arguments":
                 return b""
             b.args_sent = True
-            if b.tool_kind == "custom":
-                return self._chunk({"tool_calls": [{"index": b.chat_index, "custom": {"input": ev.value}}]})
-            return self._chunk({"tool_calls": [{"index": b.chat_index, "function": {"arguments": ev.value}}]})
+            return self._args_chunk(b, ev.value)
         if b.kind == "text" and k == "text":
             self._content_sent = b.args_sent = True
             return self._chunk({"content": ev.value})
@@ -927,9 +951,7 @@ class StreamEncoder:
                 args = "{}"  # a tool call with no arguments at all: valid JSON for the client
             if not args:
                 return b""
-            if b.tool_kind == "custom":
-                return self._chunk({"tool_calls": [{"index": b.chat_index, "custom": {"input": args}}]})
-            return self._chunk({"tool_calls": [{"index": b.chat_index, "function": {"arguments": args}}]})
+            return self._args_chunk(b, args)
         if b.kind == "reasoning":
             if not isinstance(final, Reasoning):
                 return b""

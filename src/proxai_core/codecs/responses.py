@@ -20,7 +20,7 @@ Decisions worth knowing (see also the codec brief):
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -46,6 +46,7 @@ from ..neutral import (
     Stop,
     Text,
     ToolCall,
+    ToolKind,
     Usage,
     UsageEvent,
 )
@@ -219,7 +220,7 @@ def _own_reasoning_id(p: Reasoning) -> str | None:
 
 def _is_own(p: Reasoning) -> bool:
     op = p.opaque
-    return bool(op) and op.get("protocol") == PROTOCOL
+    return op is not None and op.get("protocol") == PROTOCOL
 
 
 def _response_shell(rid: str, model: str | None, created: int, status: str, output: list[Any],
@@ -298,6 +299,8 @@ def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> 
     w = warnings
     base = id_base(resp.id)
     err = resp.extra.get("error")
+    incomplete: dict[str, Any] | None
+    error: dict[str, Any] | None
     if isinstance(err, Error):
         status, incomplete, error = "failed", None, response_error_object(err)
     else:
@@ -590,9 +593,9 @@ class StreamDecoder:
             if st.kind == "message":
                 self._part(st, _ci(obj), "text" if pt == "output_text" else "refusal", out)
         elif pt == "reasoning_text":
-            st = self._lookup(obj)
-            if st is not None and st.kind == "reasoning":
-                self._sep(st, _ci(obj), "text", out)
+            rst = self._lookup(obj)
+            if rst is not None and rst.kind == "reasoning":
+                self._sep(rst, _ci(obj), "text", out)
         return out
 
     def _text_delta(self, obj: dict[str, Any]) -> list[Event]:
@@ -853,7 +856,8 @@ class StreamDecoder:
             else:
                 st.closed = True
                 if st.kind in ("function", "custom"):
-                    out.append(BlockEnd(idx, ToolCall(st.call_id, st.name, st.final or "", st.kind, st.id)))
+                    out.append(BlockEnd(idx, ToolCall(st.call_id, st.name, st.final or "", cast(ToolKind, st.kind),
+                                                      st.id)))
                 else:
                     out.append(BlockEnd(idx))
         self._open.clear()
@@ -869,7 +873,7 @@ class StreamDecoder:
         if not isinstance(status, str):
             status = "incomplete" if obj.get("type") == "response.incomplete" else "completed"
         has_tools = self._has_tools
-        refusal = "".join(self._refusal) if self._refusal else ""
+        refusal: str | None = "".join(self._refusal) if self._refusal else ""
         produced = self._produced
         output = resp.get("output")
         if isinstance(output, list) and output:

@@ -1,0 +1,173 @@
+"""The codec registry answers every protocol question (get, paths, headers, errors, sniffing, model
+lists) so nothing outside ``codecs/`` needs to know a protocol."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import pytest
+
+from proxai_core import Protocol
+from proxai_core.codecs import (
+    Codec,
+    all_codecs,
+    client_of_headers,
+    codec,
+    foreign_headers,
+    get,
+    match_path,
+    sniff,
+    sniff_request,
+    sniff_response,
+    sniff_stream,
+)
+from proxai_core.codecs.base import SNIFF_HINT
+from proxai_core.neutral import Error
+from tests.conftest import PROTOCOLS, fixture_dir, needs_fixtures
+
+CHAT, RESPONSES, ANTHROPIC = get("chat"), get("responses"), get("anthropic")
+
+
+def test_every_protocol_has_exactly_one_codec():
+    assert [c.protocol for c in all_codecs()] == list(Protocol)
+    assert PROTOCOLS == tuple(Protocol)
+    for c in all_codecs():
+        assert get(c.protocol) is c is get(c.protocol.value) is get(c.name) is codec(c.protocol)
+    assert len({c.name for c in all_codecs()}) == len(all_codecs())
+
+
+def test_unknown_protocol_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown protocol 'gemini'.*openai_chat_completions"):
+        get("gemini")
+
+
+@pytest.mark.parametrize("c", all_codecs(), ids=lambda c: c.name)
+def test_a_codec_keeps_the_module_attributes(c: Codec):
+    for attr in ("decode_request", "encode_request", "decode_response", "encode_response", "StreamDecoder",
+                 "StreamEncoder", "error_frame"):
+        assert callable(getattr(c, attr))
+    assert c.label and c.name and c.endpoints.generate.startswith("/")
+    assert set(c.errors.statuses) >= {"invalid_request", "authentication", "billing", "permission", "not_found",
+                                      "request_too_large", "rate_limit", "api_error", "timeout", "overloaded",
+                                      "interrupted"}
+
+
+@pytest.mark.parametrize("path,kind,name,prefix", [
+    ("/v1/chat/completions", "generate", "chat", "/v1"),
+    ("/api/v1/chat/completions/", "generate", "chat", "/api/v1"),
+    ("/openai/deployments/x/chat/completions?api-version=2024", "generate", "chat", "/openai/deployments/x"),
+    ("/v1/responses", "generate", "responses", "/v1"),
+    ("/v1/messages", "generate", "anthropic", "/v1"),
+    ("/v1/messages/count_tokens", "count_tokens", "anthropic", "/v1"),
+    ("https://openrouter.ai/api/v1/chat/completions?x=1", "generate", "chat", "/api/v1"),
+])
+def test_match_path_post(path, kind, name, prefix):
+    m = match_path(path)
+    assert m is not None and (m.kind, m.codec.name if m.codec else None, m.prefix) == (kind, name, prefix)
+
+
+def test_match_path_get_and_websocket():
+    assert match_path("/v1/models", "GET") == match_path("/v1/models/", "GET")
+    m = match_path("/v1/models", "GET")
+    assert m is not None and (m.kind, m.codec, m.prefix) == ("models", None, "/v1")
+    m = match_path("/v1/models/gpt-4o", "GET")
+    assert m is not None and (m.kind, m.model_id, m.prefix) == ("model", "gpt-4o", "/v1")
+    m = match_path("/v1/responses", "GET", websocket=True)
+    assert m is not None and m.codec is RESPONSES
+    assert match_path("/v1/chat/completions", "GET", websocket=True) is None
+    assert match_path("/v1/responses/resp_1") is None
+    assert match_path("/v1/embeddings") is None
+
+
+def test_headers_and_credentials():
+    assert client_of_headers({"x-api-key": "k"}) is ANTHROPIC
+    assert client_of_headers({"authorization": "Bearer k"}) is None
+    drop = foreign_headers(CHAT, ANTHROPIC)
+    assert {"openai-beta", "openai-organization", "openai-project"} <= drop
+    assert "anthropic-version" not in drop
+    drop = foreign_headers(ANTHROPIC, CHAT)
+    assert {"anthropic-version", "anthropic-beta", "openai-beta"} <= drop and "openai-organization" not in drop
+    assert "openai-beta" in foreign_headers(RESPONSES, CHAT)
+    assert "openai-beta" not in foreign_headers(RESPONSES, RESPONSES)
+    assert "anthropic-beta" not in foreign_headers(ANTHROPIC, ANTHROPIC)
+    assert "openai-beta" in foreign_headers(None, CHAT)
+    h: dict[str, str] = {}
+    CHAT.credentials.inject(h, "k", "api.openai.com")
+    assert h == {"authorization": "Bearer k"}
+    h = {}
+    RESPONSES.credentials.inject(h, "k", "x.openai.azure.com")
+    assert h == {"api-key": "k"}
+    h = {}
+    ANTHROPIC.credentials.inject(h, "k", "api.anthropic.com")
+    assert h == {"x-api-key": "k"} and ANTHROPIC.credentials.default_headers["anthropic-version"]
+
+
+def test_model_lists():
+    a = ANTHROPIC.model_list([ANTHROPIC.model_entry("m1", None)])
+    assert a["data"][0]["type"] == "model" and a["first_id"] == "m1" and a["has_more"] is False
+    o = CHAT.model_list([CHAT.model_entry("m1", {"created": 5, "owned_by": "x"})])
+    assert o == {"object": "list", "data": [{"id": "m1", "object": "model", "created": 5, "owned_by": "x"}]}
+
+
+@pytest.mark.parametrize("c", all_codecs(), ids=lambda c: c.name)
+def test_error_status_follows_the_kind(c: Codec):
+    for kind, status in c.errors.statuses.items():
+        assert c.error_status(Error(kind=kind, message="x")) == status
+        assert c.error_response(Error(kind=kind, message="x"))[1]
+    for st in c.errors.foreign_statuses:
+        assert c.error_status(Error(kind="overloaded", message="x", status=st)) != st
+
+
+@pytest.mark.parametrize("c", all_codecs(), ids=lambda c: c.name)
+def test_ids_are_deterministic(c: Codec):
+    assert c.response_id("abc") == c.response_id("abc") and "abc" in c.response_id("abc")
+
+
+def test_sniff_hand_written_bodies():
+    assert sniff_request({"model": "m", "input": "hi"}) is RESPONSES
+    assert sniff_request({"model": "m", "messages": [{"role": "system", "content": "s"}]}) is CHAT
+    assert sniff_request({"model": "m", "system": "s", "messages": []}) is ANTHROPIC
+    assert sniff_request({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}) is ANTHROPIC
+    assert sniff_request({"model": "m", "messages": [{"role": "user", "content": "hi"}]}) is CHAT
+    assert sniff_request({"model": "m", "thinking": {"type": "enabled"}, "messages": []}) is CHAT
+    assert sniff_request({"model": "m"}) is None
+    assert sniff_response({"error": {"message": "x"}}) is CHAT
+    assert sniff_response({"type": "error", "error": {"type": "x"}}) is ANTHROPIC
+    assert sniff_response({"object": "response", "status": "completed", "output": []}) is RESPONSES
+    assert sniff_stream(b"event: message_start\ndata: {}\n\n") is ANTHROPIC
+    assert sniff_stream(b'data: {"object":"chat.completion.chunk"}\n\n') is CHAT
+    assert sniff_stream(b'event: response.created\ndata: {"type":"response.created"}\n\n') is RESPONSES
+    assert sniff({"model": "m", "input": "x"}) is RESPONSES
+    assert CHAT.is_error_body({"error": {}}) and not CHAT.is_error_body({"choices": [{}], "error": None})
+    assert ANTHROPIC.is_error_body({"type": "error", "error": {}})
+    assert not RESPONSES.is_error_body({"status": "failed", "output": [], "error": {"code": "x"}})
+
+
+@needs_fixtures
+@pytest.mark.parametrize("c", all_codecs(), ids=lambda c: c.name)
+def test_sniff_recognizes_every_recording(c: Codec):
+    d = fixture_dir(c.protocol)
+    wrong: list[str] = []
+    for f in sorted(d.iterdir()):
+        raw = f.read_bytes()
+        if f.name.endswith(".request.json"):
+            obj = orjson.loads(raw)
+            got = sniff(obj, request=True)
+            ev = got.sniff_request(obj) if got is not None else None
+            if got is not c and ev is not None and ev[0] <= SNIFF_HINT:
+                continue  # plain text messages (+ max_tokens): the shape alone cannot tell
+        elif f.suffix == ".sse":
+            got = sniff_stream(raw[:4000])
+        elif f.suffix == ".json":
+            obj = json.loads(raw)
+            if not isinstance(obj, dict):
+                continue
+            got = sniff(obj, request=False)
+            if got is not c and c.is_error_body(obj):
+                continue  # an OpenAI-shaped error reads the same in either OpenAI protocol
+        else:
+            continue
+        if got is not c:
+            wrong.append(f"{f.name}: {got}")
+    assert not wrong, "\n".join(wrong[:20])
