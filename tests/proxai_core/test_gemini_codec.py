@@ -87,6 +87,8 @@ def test_the_url_names_model_method_and_framing():
                    "streamGenerateContent?alt=sse")
     assert (m.codec.name, m.prefix, m.model_id, m.stream) == (
         "gemini", "/v1/projects/p1/locations/us-central1/publishers/google", "gemini-3-pro-preview", True)
+    m = match_path("https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent?key=x")
+    assert (m.codec.name, m.prefix, m.model_id, m.stream) == ("gemini", "/v1beta", "gemini-2.5-flash", False)
     assert match_path("/v1beta/models", "GET").kind == "models"
     assert match_path("/v1beta/models/gemini-2.5-flash", "GET").model_id == "gemini-2.5-flash"
     # the other protocols still match by their fixed paths

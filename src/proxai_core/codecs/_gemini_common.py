@@ -71,7 +71,9 @@ _ENV_HEAD = base64.b64encode(_ENV_PREFIX[:9]).decode()
 
 
 def pack_signature(payload: dict[str, Any]) -> str:
-    return base64.b64encode(_ENV_PREFIX + orjson.dumps(payload)).decode("ascii")
+    from ..jsonutil import dumps
+
+    return base64.b64encode(_ENV_PREFIX + dumps(payload)).decode("ascii")
 
 
 def is_packed_signature(sig: str) -> bool:
@@ -101,7 +103,9 @@ _MODELS = re.compile(r"^/v1(?:alpha|beta\d*|\d*)?(?:/projects/[^/]+/locations/[^
 
 
 def parse_endpoint(path: str) -> PathFacts | None:
-    """The Gemini endpoint a request path names (query included), or None when it names none."""
+    """The Gemini endpoint a request path or whole URL names (query included), or None."""
+    if "://" in path:  # a whole URL (stored flows): its path
+        path = "/" + path.split("://", 1)[1].partition("/")[2]
     p, _, query = path.partition("?")
     m = _PATH.match(p)
     if m is None:

@@ -241,6 +241,12 @@ def _parts(parts: list[Any], path: str, role: str, turn: int, ids: _CallIds, war
     out: list[Any] = []
     calls = 0
     for k, p in enumerate(parts):
+        if p.__class__ is dict and len(p) == 1:  # the usual part: plain text
+            t = p.get("text")
+            if t.__class__ is str:
+                if t:
+                    out.append(Text(t))
+                continue
         pp = f"{path}[{k}]"
         p = _obj(p, pp)
         sig = p.get("thoughtSignature")
@@ -437,14 +443,20 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         contents = [contents]
     ids = _CallIds()
     for i, c in enumerate(_list(contents, "contents")):
-        c = _obj(c, f"contents[{i}]")
+        if c.__class__ is not dict or len(c) != 2:
+            c = _obj(c, f"contents[{i}]")
         role = c.get("role", "user")
-        if role not in ("user", "model", "function"):
+        if role != "user" and role != "model" and role != "function":
             raise _fail(f"contents[{i}].role", f"expected 'user' or 'model', got {role!r}")
-        parts = _parts(_list(c.get("parts", []), f"contents[{i}].parts"), f"contents[{i}].parts",
-                       role, i, ids, warnings)
+        raw_parts = c.get("parts", [])
+        if raw_parts.__class__ is not list:
+            raw_parts = _list(raw_parts, f"contents[{i}].parts")
+        parts = _parts(raw_parts, f"contents[{i}].parts", role, i, ids, warnings)
         if role != "model":
             req.messages.append(Message("user", parts))
+            continue
+        if not any(p.__class__ is ToolResult for p in parts):
+            req.messages.append(Message("assistant", parts))
             continue
         # a function the server ran (server-side MCP) is answered inside the model turn: its
         # result becomes a user turn of its own, where every other protocol puts results
@@ -510,9 +522,12 @@ def _enc_media(p: Image | Document, path: str, warnings: list[str]) -> dict[str,
 
 
 def _tool_response(p: ToolResult, name: str, path: str, warnings: list[str]) -> dict[str, Any]:
-    texts = [c.text for c in p.content if isinstance(c, Text)]
-    media = [c for c in p.content if isinstance(c, (Image, Document))]
-    text = "".join(texts)
+    content = p.content
+    if len(content) == 1 and content[0].__class__ is Text:  # the usual result: one text
+        text, media = content[0].text, []  # type: ignore[union-attr]
+    else:
+        text = "".join(c.text for c in content if isinstance(c, Text))
+        media = [c for c in content if isinstance(c, (Image, Document))]
     resp: dict[str, Any]
     if p.is_error:
         resp = {"error": text}
@@ -562,7 +577,9 @@ def _content(msg: Message, i: int, names: dict[str, str], warnings: list[str]) -
     model = msg.role == "assistant"
     first_call = True
     for j, p in enumerate(msg.parts):
-        path = f"messages[{i}].parts[{j}]"
+        if p.__class__ is Text and pending is None:  # the usual part
+            parts.append({"text": p.text})  # type: ignore[union-attr]
+            continue
         if isinstance(p, Reasoning):
             op = p.opaque
             if not model:
@@ -610,13 +627,13 @@ def _content(msg: Message, i: int, names: dict[str, str], warnings: list[str]) -
         elif isinstance(p, ToolResult):
             rname = names.get(p.call_id)
             if rname is None:
-                raise _fail(f"{path}.call_id", f"no earlier tool call has the id {p.call_id!r} (Gemini names "
+                raise _fail(f"messages[{i}].parts[{j}].call_id", f"no earlier tool call has the id {p.call_id!r} (Gemini names "
                             "the function in every function response)")
-            parts.append(_tool_response(p, rname, path, warnings))
+            parts.append(_tool_response(p, rname, f"messages[{i}].parts[{j}]", warnings))
         elif isinstance(p, Refusal):
             parts.append({"text": p.text})
         elif isinstance(p, (Image, Document)):
-            parts.append(_enc_media(p, path, warnings))
+            parts.append(_enc_media(p, f"messages[{i}].parts[{j}]", warnings))
         elif isinstance(p, Opaque):
             if p.protocol == PROTOCOL:
                 parts.append(p.raw)

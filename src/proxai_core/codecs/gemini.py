@@ -501,6 +501,11 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], strings: dict[str, b
 
 
 # ============================================================================= stream decode
+#: keys of a chunk / candidate that the fast path knows carry nothing else to read
+_PLAIN_CHUNK = frozenset({"candidates", "usageMetadata", "modelVersion", "responseId", "createTime"})
+_PLAIN_CAND = frozenset({"content", "index"})
+
+
 class _Call:
     """A function call being read: its arguments may arrive in pieces (Vertex ``partialArgs``)."""
 
@@ -539,6 +544,7 @@ class StreamDecoder:
         self._finish: tuple[Any, Any, Any] | None = None
         self._id = ""
         self._usage: Usage | None = None
+        self._raw_usage: Any = None  # the latest usageMetadata (it repeats in every chunk)
 
     def feed(self, event: str | None, data: str) -> list[Event]:
         if self.done:
@@ -547,8 +553,25 @@ class StreamDecoder:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
             raise MalformedEvent(f"invalid JSON in a Gemini stream chunk ({exc})") from None
-        if not isinstance(obj, dict):
+        if obj.__class__ is not dict:
             raise MalformedEvent("a Gemini stream chunk that is not an object")
+        # the usual chunk: one more piece of the open text, nothing else to read
+        if self._kind == "text" and self._finish is None:
+            cands = obj.get("candidates")
+            if cands.__class__ is list and len(cands) == 1:
+                cand = cands[0]
+                if cand.__class__ is dict and _PLAIN_CAND.issuperset(cand):
+                    content = cand.get("content")
+                    parts = content.get("parts") if content.__class__ is dict else None
+                    if parts.__class__ is list and len(parts) == 1:
+                        p = parts[0]
+                        if p.__class__ is dict and len(p) == 1:
+                            text = p.get("text")
+                            if text.__class__ is str and text and _PLAIN_CHUNK.issuperset(obj):
+                                u = obj.get("usageMetadata")
+                                if u is not None:
+                                    self._raw_usage = u
+                                return [Delta(self._open, "text", text)]
         return self.chunk(obj)
 
     def chunk(self, obj: dict[str, Any]) -> list[Event]:
@@ -576,7 +599,7 @@ class StreamDecoder:
                 for p in parts:
                     if isinstance(p, dict):
                         self._part(p, out)
-            cits = _citations(cand)
+            cits = _citations(cand) if "citationMetadata" in cand or "groundingMetadata" in cand else None
             if cits:
                 self._cits = (self._cits or []) + cits
             finish = cand.get("finishReason")
@@ -592,19 +615,26 @@ class StreamDecoder:
             if block is not None:
                 self._stop = block
         u = obj.get("usageMetadata")
+        if u is not None:
+            self._raw_usage = u
+        return out
+
+    def _usage_event(self, out: list[Event]) -> None:
+        """The usage so far (cumulative: only the latest counts), once it is needed."""
+        u = self._raw_usage
         if isinstance(u, dict):
             usage = usage_from_wire(u)
             if usage is not None and usage != self._usage:
                 self._usage = usage
                 out.append(UsageEvent(usage))
-        return out
 
     def finish(self) -> list[Event]:
         if self.done:
             return []
         self.done = True
+        out: list[Event] = []
+        self._usage_event(out)
         if self._finish is not None or self._stop is not None:
-            out: list[Event] = []
             self._end_call(out)
             self._flush(out)
             self._close(out)
@@ -615,7 +645,8 @@ class StreamDecoder:
             out.append(Stop(stop))  # type: ignore[arg-type]
             out.append(End())
             return out
-        return [ErrorEvent(Error(kind="interrupted", message=_INTERRUPTED, status=502))]
+        out.append(ErrorEvent(Error(kind="interrupted", message=_INTERRUPTED, status=502)))
+        return out
 
     # ---- parts
     def _alloc(self) -> int:
@@ -824,7 +855,7 @@ class StreamEncoder:
             part["thoughtSignature"] = self._pending
             self._pending = None
         self._meta()
-        return self._frame(b'{"candidates":[{"content":{"role":"model","parts":[' + orjson.dumps(part)
+        return self._frame(b'{"candidates":[{"content":{"role":"model","parts":[' + dumps(part)
                            + b']},"index":0}]' + self._tail)
 
     def encode(self, ev: Event) -> bytes:
@@ -884,7 +915,9 @@ class StreamEncoder:
         if o.kind == "refusal":
             self._refusal.append(v)
         self._text_sent = True
-        return self._chunk({"text": v})
+        if self._pending is not None or self._tail == b"}":
+            return self._chunk({"text": v})
+        return self._frame(_TEXT_HEAD + orjson.dumps(v) + _TEXT_MID + self._tail)
 
     def _thought(self, o: _Out, v: str) -> bytes:
         o.buf.append(v)
@@ -1001,7 +1034,7 @@ class StreamEncoder:
                                     "index": 0}
             if message:
                 cand["finishMessage"] = message
-            out.append(self._frame(b'{"candidates":[' + orjson.dumps(cand) + b'],"usageMetadata":' + usage
+            out.append(self._frame(b'{"candidates":[' + dumps(cand) + b'],"usageMetadata":' + usage
                                    + self._tail))
         out.append(self._end_frame())
         self.done = True
@@ -1011,6 +1044,9 @@ class StreamEncoder:
         self.done = True
         return self._frame(orjson.dumps(error_body(ev.error))) + self._end_frame()
 
+
+_TEXT_HEAD = b'{"candidates":[{"content":{"role":"model","parts":[{"text":'
+_TEXT_MID = b'}]},"index":0}]'
 
 _HANDLERS = {
     Start: StreamEncoder._start,
