@@ -20,12 +20,12 @@ from mitmproxy import http
 from proxai_core import TranslationError, dumps, error_response, error_stop_info, translate_request
 
 from . import routing
-from .bodies import BodyError, codings, decode, offload, too_large_reply
+from .bodies import DEFAULT_LIMIT, BodyError, codings, decode, offload, too_large_reply
 from .config import Route
 from .modellist import estimate_tokens
 from .options import RouteOptions
 from .protocols import DEFAULT_PROTOCOL, counts_tokens, model_list_client
-from .record import safe_body_limit
+from .record import LIMIT_OPTIONS, safe_body_limit
 from .replies import reply, reply_body
 from .state import FlowState, get_state, set_state
 
@@ -64,6 +64,11 @@ class Router:
         self.options = options
         #: replay answers every upstream request: no key is needed (nothing leaves the machine)
         self.replay_only = replay_only
+        self.body_limit = DEFAULT_LIMIT
+
+    def configure(self, updated: set[str]) -> None:
+        if updated & LIMIT_OPTIONS:
+            self.body_limit = safe_body_limit()  # read once: an option lookup costs a copy
 
     # ------------------------------------------------------------------------- hooks
     def requestheaders(self, flow: http.HTTPFlow) -> None:
@@ -97,10 +102,10 @@ class Router:
         raw, ce = req.raw_content or b"", req.headers.get("content-encoding")
         if codings(ce) or len(raw) > THREAD_BYTES:
             return self._handle_off_loop(flow, ep, raw, ce)  # only this flow waits for its body
-        return self._handle(flow, ep, parse_body(raw, ce, safe_body_limit()))
+        return self._handle(flow, ep, parse_body(raw, ce, self.body_limit))
 
     async def _handle_off_loop(self, flow: http.HTTPFlow, ep: routing.Endpoint, raw: bytes, ce: str) -> None:
-        body = await offload(parse_body, raw, ce, safe_body_limit())
+        body = await offload(parse_body, raw, ce, self.body_limit)
         self._handle(flow, ep, body)
 
     def _handle(self, flow: http.HTTPFlow, ep: routing.Endpoint, body: Body | BodyError | None) -> None:
@@ -108,7 +113,7 @@ class Router:
             if isinstance(body, BodyError):
                 if not self.options.routes and not codings(flow.request.headers.get("content-encoding")):
                     return  # nothing to translate and nothing inflated: a big plain body passes untouched
-                self._bad_body(flow, ep, body)
+                bad_body(flow, ep, body)
             elif ep.kind == "generate":
                 self._generate(flow, ep, body)
             elif ep.kind == "count_tokens":
@@ -124,17 +129,6 @@ class Router:
             reply(flow, state, 500, "api_error", f"proxai failed to handle the request: {exc}")
 
     # ------------------------------------------------------------------------- endpoints
-    @staticmethod
-    def _bad_body(flow: http.HTTPFlow, ep: routing.Endpoint, exc: BodyError) -> None:
-        """A body over the cap (native 413) or not decodable (native 400): answered, never inflated."""
-        state = FlowState(ep.kind, ep.protocol, ep.protocol, None, endpoint=ep,
-                          warnings=[f"request body not read: {exc}"])
-        set_state(flow, state)
-        flow.response = too_large_reply(exc, ep.protocol, request=True)
-        state.synthetic = True
-        state.translation = "synthetic"
-        state.stop = error_stop_info(flow.response.status_code, flow.response.content or b"")
-
     def _generate(self, flow: http.HTTPFlow, ep: routing.Endpoint, parsed: Body) -> None:
         req = flow.request
         raw, body, jerr = parsed
@@ -183,7 +177,7 @@ class Router:
             if mapped:
                 up["model"] = mapped
             state.upstream_model = _model(up)
-            return self._encode(flow, state, up)
+            return encode_body(flow, state, up)
 
         self.forward(flow, state, ep, route, payload)
 
@@ -221,7 +215,7 @@ class Router:
             if mapped:
                 up["model"] = mapped
             state.upstream_model = mapped
-            return self._encode(flow, state, up)
+            return encode_body(flow, state, up)
 
         self.forward(flow, state, ep, route, payload)
 
@@ -262,17 +256,6 @@ class Router:
             req.content = content
         return None
 
-    @staticmethod
-    def _encode(flow: http.HTTPFlow, state: FlowState, up: dict[str, Any]) -> bytes | None:
-        try:
-            return dumps(up)  # falls back to the stdlib past orjson's 254 levels
-        except (TranslationError, TypeError) as exc:
-            err = exc if isinstance(exc, TranslationError) else TranslationError(
-                f"body: the request cannot be re-encoded ({exc})", field="body")
-            status, native = error_response(err, state.client_protocol or DEFAULT_PROTOCOL)
-            reply_body(flow, state, status, native)
-            return None
-
     def _key(self, route: Route, same_host: bool, headers: Any, host: str) -> tuple[str | None, str | None]:
         """The credential to send upstream, or an error text (401) naming the variable."""
         if route.api_key_env:
@@ -293,6 +276,28 @@ class Router:
                       f"addressed, so the client's credentials are not forwarded; set {hint} to the name "
                       f"of an environment variable holding the upstream key")
 
+
+
+def bad_body(flow: http.HTTPFlow, ep: routing.Endpoint, exc: BodyError) -> None:
+    """A body over the cap (native 413) or not decodable (native 400): answered, never inflated."""
+    state = FlowState(ep.kind, ep.protocol, ep.protocol, None, endpoint=ep,
+                      warnings=[f"request body not read: {exc}"])
+    set_state(flow, state)
+    flow.response = too_large_reply(exc, ep.protocol, request=True)
+    state.synthetic = True
+    state.translation = "synthetic"
+    state.stop = error_stop_info(flow.response.status_code, flow.response.content or b"")
+
+
+def encode_body(flow: http.HTTPFlow, state: FlowState, up: dict[str, Any]) -> bytes | None:
+    try:
+        return dumps(up)  # falls back to the stdlib past orjson's 254 levels
+    except (TranslationError, TypeError) as exc:
+        err = exc if isinstance(exc, TranslationError) else TranslationError(
+            f"body: the request cannot be re-encoded ({exc})", field="body")
+        status, native = error_response(err, state.client_protocol or DEFAULT_PROTOCOL)
+        reply_body(flow, state, status, native)
+        return None
 
 
 def own_secrets(headers: Any, route: Route | None) -> tuple[str, ...]:
