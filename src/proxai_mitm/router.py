@@ -24,7 +24,14 @@ from .bodies import DEFAULT_LIMIT, BodyError, codings, decode, offload, too_larg
 from .config import Route
 from .modellist import estimate_tokens
 from .options import RouteOptions
-from .protocols import DEFAULT_PROTOCOL, counts_tokens, model_list_client
+from .protocols import (
+    DEFAULT_PROTOCOL,
+    counts_tokens,
+    model_list_client,
+    request_model,
+    request_stream,
+    set_request_model,
+)
 from .record import LIMIT_OPTIONS, safe_body_limit
 from .replies import reply, reply_body
 from .state import FlowState, get_state, set_state
@@ -132,7 +139,7 @@ class Router:
     def _generate(self, flow: http.HTTPFlow, ep: routing.Endpoint, parsed: Body) -> None:
         req = flow.request
         raw, body, jerr = parsed
-        model = _model(body)
+        model = request_model(body)
         path = req.path.partition("?")[0]
         route = self.options.routes.find(req.host, path, model)
         client = ep.protocol
@@ -140,7 +147,7 @@ class Router:
         if route is None:
             if routing.looks_like_llm(body):
                 set_state(flow, FlowState("generate", client, client, None, client_body=body,
-                                          client_stream=bool(body.get("stream")), client_model=model,
+                                          client_stream=request_stream(body), client_model=model,
                                           endpoint=ep, secrets=own_secrets(req.headers, None)))
             return
         if body is _INVALID and "json" not in req.headers.get("content-type", "").lower() \
@@ -149,7 +156,7 @@ class Router:
         is_obj = isinstance(body, dict)
         state = FlowState("generate", client, route.protocol, route.name, client_text=_text(raw),
                           client_body=body if is_obj else None,
-                          client_stream=bool(body.get("stream")) if is_obj else False,
+                          client_stream=request_stream(body),
                           client_model=model, translated=route.protocol is not client, endpoint=ep,
                           secrets=own_secrets(req.headers, route))
         set_state(flow, state)
@@ -173,10 +180,10 @@ class Router:
                 return None
             if up is body:
                 up = dict(body)
-            mapped = route.models.map(_model(up) or model)
+            mapped = route.models.map(request_model(up) or model)
             if mapped:
-                up["model"] = mapped
-            state.upstream_model = _model(up)
+                set_request_model(up, mapped)
+            state.upstream_model = request_model(up)
             return encode_body(flow, state, up)
 
         self.forward(flow, state, ep, route, payload)
@@ -184,7 +191,7 @@ class Router:
     def _count_tokens(self, flow: http.HTTPFlow, ep: routing.Endpoint, parsed: Body) -> None:
         req = flow.request
         raw, body, jerr = parsed
-        model = _model(body)
+        model = request_model(body)
         route = self.options.routes.find(req.host, req.path.partition("?")[0], model, alt_paths=ep.generate_paths)
         if route is None:
             return
@@ -213,7 +220,7 @@ class Router:
             up = dict(body)
             mapped = route.models.map(model)
             if mapped:
-                up["model"] = mapped
+                set_request_model(up, mapped)
             state.upstream_model = mapped
             return encode_body(flow, state, up)
 
@@ -327,8 +334,3 @@ def parse_body(raw: bytes, content_encoding: str | None, limit: int) -> Body | B
         return data, orjson.loads(data), None
     except orjson.JSONDecodeError as e:
         return data, _INVALID, str(e)
-
-
-def _model(body: Any) -> str | None:
-    model = body.get("model") if isinstance(body, dict) else None
-    return model if isinstance(model, str) else None
