@@ -14,6 +14,7 @@ from proxai_core.neutral import Error
 
 from . import routing
 from .complete import observe_body
+from .protocols import request_model, request_stream
 from .record import FlowRecord, read_body
 from .state import FlowState, get_state, set_state
 
@@ -58,10 +59,9 @@ def offline_state(flow: http.HTTPFlow) -> FlowState | None:
         body = None
     if not routing.looks_like_llm(body):
         return None
-    model = body.get("model")
     state = FlowState("generate", ep.protocol, ep.protocol, None, client_body=body, endpoint=ep,
-                      client_stream=bool(body.get("stream")), translation="observe",
-                      client_model=model if isinstance(model, str) else None)
+                      client_stream=request_stream(body), translation="observe",
+                      client_model=request_model(body))
     set_state(flow, state)
     resp = flow.response
     try:
@@ -85,5 +85,4 @@ def _model_of(body: bytes | None) -> str | None:
         obj = orjson.loads(body or b"")
     except orjson.JSONDecodeError:
         return None
-    model = obj.get("model") if isinstance(obj, dict) else None
-    return model if isinstance(model, str) else None
+    return request_model(obj)

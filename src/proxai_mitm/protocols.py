@@ -14,7 +14,15 @@ from typing import Any
 import orjson
 
 from proxai_core import Protocol
-from proxai_core.codecs import all_codecs, client_of_headers, get, match_path, sniff, sniff_stream
+from proxai_core.codecs import (
+    all_codecs,
+    client_of_headers,
+    get,
+    match_path,
+    sniff,
+    sniff_response,
+    sniff_stream,
+)
 from proxai_core.neutral import Error
 
 __all__ = [
@@ -26,11 +34,15 @@ __all__ = [
     "counts_tokens",
     "fallback_error_frame",
     "is_error_body",
+    "looks_like_response",
     "json_or_none",
     "looks_like_sse",
     "miss_protocol",
     "model_list_client",
     "protocol_from_path",
+    "request_model",
+    "request_stream",
+    "set_request_model",
     "sniff_protocol",
     "sniff_sse",
 ]
@@ -119,6 +131,44 @@ def is_error_body(obj: Any, protocol: Protocol | None) -> bool:
     if not isinstance(obj, dict):
         return True
     return bool(get(protocol or DEFAULT_PROTOCOL).is_error_body(obj))
+
+
+# ----------------------------------------------------------------------------- request fields
+def _fields(protocol: Protocol | None, attr: str) -> list[str]:
+    """Where ``protocol`` (None: any protocol) keeps a request fact (``model``, ``stream``)."""
+    codecs = (get(protocol),) if protocol is not None else all_codecs()
+    out: list[str] = []
+    for c in codecs:
+        name = getattr(c.fields, attr)
+        if name and name not in out:
+            out.append(name)
+    return out
+
+
+def request_model(body: Any, protocol: Protocol | None = None) -> str | None:
+    """The model a request body names (protocols that keep it in the URL: see routing.Endpoint)."""
+    if not isinstance(body, dict):
+        return None
+    for f in _fields(protocol, "model"):
+        model = body.get(f)
+        if isinstance(model, str):
+            return model
+    return None
+
+
+def request_stream(body: Any, protocol: Protocol | None = None) -> bool:
+    if not isinstance(body, dict):
+        return False
+    return any(bool(body.get(f)) for f in _fields(protocol, "stream"))
+
+
+def set_request_model(body: dict[str, Any], model: str, protocol: Protocol | None = None) -> None:
+    body[_fields(protocol, "model")[0]] = model
+
+
+def looks_like_response(obj: dict[str, Any]) -> bool:
+    """A stored JSON body that is a response or an error, not a request."""
+    return sniff_response(obj) is not None or any(c.is_error_body(obj) for c in all_codecs())
 
 
 # ----------------------------------------------------------------------------- clients and formats

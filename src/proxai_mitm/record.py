@@ -28,7 +28,7 @@ from .bodies import DEFAULT_LIMIT, BodyError, body_limit, decode
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["METADATA_KEY", "read_body", "safe_body_limit", "SCHEMA_VERSION", "FlowRecord", "ReplayRecord", "StopRecord", "Truncation",
+__all__ = ["LIMIT_OPTIONS", "METADATA_KEY", "read_body", "safe_body_limit", "SCHEMA_VERSION", "FlowRecord", "ReplayRecord", "StopRecord", "Truncation",
            "UsageRecord"]
 
 METADATA_KEY = "proxai"
@@ -236,6 +236,10 @@ def read_body(msg: Any) -> bytes | None:
         return decode(raw, msg.headers.get("content-encoding"), safe_body_limit())
     except BodyError:
         return raw
+
+
+#: the options the body cap depends on (addons re-read it in ``configure`` when one changes)
+LIMIT_OPTIONS = frozenset({"proxai_body_limit", "body_size_limit"})
 
 
 def safe_body_limit() -> int:

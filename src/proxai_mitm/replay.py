@@ -32,6 +32,9 @@ from typing import Any
 
 import orjson
 
+from proxai_core.codecs import all_codecs
+
+from .protocols import request_stream
 from .record import FlowRecord, read_body
 
 logger = logging.getLogger(__name__)
@@ -48,19 +51,11 @@ __all__ = [
     "wants_stream",
 ]
 
-#: Top-level request fields that do not change the answer (removed before hashing).
-VOLATILE_FIELDS = frozenset({
-    "stream",
-    "stream_options",
-    "metadata",
-    "user",
-    "safety_identifier",
-    "prompt_cache_key",
-    "prompt_cache_retention",
-    "store",
-    "include",
-    "service_tier",
-})
+#: top-level request fields that do not change the answer (removed before hashing), in any protocol:
+#: every codec's stream flag, stream options and volatile fields
+VOLATILE_FIELDS = frozenset(
+    f for c in all_codecs()
+    for f in (c.fields.stream, c.fields.stream_options, *c.fields.volatile) if f)
 
 MISS_HEADER = "x-proxai-replay"
 
@@ -140,7 +135,7 @@ def wants_stream(body: bytes) -> bool | None:
     except orjson.JSONDecodeError:
         return None
     if isinstance(obj, dict):
-        return bool(obj.get("stream", False))
+        return request_stream(obj)
     return None
 
 

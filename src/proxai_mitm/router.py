@@ -21,12 +21,19 @@ from proxai_core import TranslationError, dumps, error_response, error_stop_info
 from proxai_core.codecs import get
 
 from . import routing
-from .bodies import BodyError, codings, decode, offload, too_large_reply
+from .bodies import DEFAULT_LIMIT, BodyError, codings, decode, offload, too_large_reply
 from .config import Route
 from .modellist import estimate_tokens
 from .options import RouteOptions
-from .protocols import DEFAULT_PROTOCOL, counts_tokens, model_list_client
-from .record import safe_body_limit
+from .protocols import (
+    DEFAULT_PROTOCOL,
+    counts_tokens,
+    model_list_client,
+    request_model,
+    request_stream,
+    set_request_model,
+)
+from .record import LIMIT_OPTIONS, safe_body_limit
 from .replies import reply, reply_body
 from .state import FlowState, get_state, set_state
 
@@ -65,6 +72,11 @@ class Router:
         self.options = options
         #: replay answers every upstream request: no key is needed (nothing leaves the machine)
         self.replay_only = replay_only
+        self.body_limit = DEFAULT_LIMIT
+
+    def configure(self, updated: set[str]) -> None:
+        if updated & LIMIT_OPTIONS:
+            self.body_limit = safe_body_limit()  # read once: an option lookup costs a copy
 
     # ------------------------------------------------------------------------- hooks
     def requestheaders(self, flow: http.HTTPFlow) -> None:
@@ -98,10 +110,10 @@ class Router:
         raw, ce = req.raw_content or b"", req.headers.get("content-encoding")
         if codings(ce) or len(raw) > THREAD_BYTES:
             return self._handle_off_loop(flow, ep, raw, ce)  # only this flow waits for its body
-        return self._handle(flow, ep, parse_body(raw, ce, safe_body_limit()))
+        return self._handle(flow, ep, parse_body(raw, ce, self.body_limit))
 
     async def _handle_off_loop(self, flow: http.HTTPFlow, ep: routing.Endpoint, raw: bytes, ce: str | None) -> None:
-        body = await offload(parse_body, raw, ce, safe_body_limit())
+        body = await offload(parse_body, raw, ce, self.body_limit)
         self._handle(flow, ep, body)
 
     def _handle(self, flow: http.HTTPFlow, ep: routing.Endpoint, body: Body | BodyError | None) -> None:
@@ -109,7 +121,7 @@ class Router:
             if isinstance(body, BodyError):
                 if not self.options.routes and not codings(flow.request.headers.get("content-encoding")):
                     return  # nothing to translate and nothing inflated: a big plain body passes untouched
-                self._bad_body(flow, ep, body)
+                bad_body(flow, ep, body)
             elif body is not None and ep.kind == "generate":
                 self._generate(flow, ep, body)
             elif body is not None and ep.kind == "count_tokens":
@@ -125,21 +137,10 @@ class Router:
             reply(flow, state, 500, "api_error", f"proxai failed to handle the request: {exc}")
 
     # ------------------------------------------------------------------------- endpoints
-    @staticmethod
-    def _bad_body(flow: http.HTTPFlow, ep: routing.Endpoint, exc: BodyError) -> None:
-        """A body over the cap (native 413) or not decodable (native 400): answered, never inflated."""
-        state = FlowState(ep.kind, ep.protocol, ep.protocol, None, endpoint=ep,
-                          warnings=[f"request body not read: {exc}"])
-        set_state(flow, state)
-        flow.response = too_large_reply(exc, ep.protocol, request=True)
-        state.synthetic = True
-        state.translation = "synthetic"
-        state.stop = error_stop_info(flow.response.status_code, flow.response.content or b"")
-
     def _generate(self, flow: http.HTTPFlow, ep: routing.Endpoint, parsed: Body) -> None:
         req = flow.request
         raw, body, jerr = parsed
-        model = ep.model_id or _model(body)
+        model = ep.model_id or request_model(body)
         path = req.path.partition("?")[0]
         route = self.options.routes.find(req.host, path, model)
         client = ep.protocol
@@ -182,19 +183,19 @@ class Router:
                 up = dict(body)
             in_url = get(route.protocol).endpoints.path_for is not None
             if in_url:
-                up.pop("model", None)  # the model travels in the URL
-            mapped = route.models.map(_model(up) or model)
+                up.pop(get(route.protocol).fields.model, None)  # the model travels in the URL
+            mapped = route.models.map(request_model(up) or model)
             if mapped and not in_url:
-                up["model"] = mapped
-            state.upstream_model = (mapped or model) if in_url else _model(up)
-            return self._encode(flow, state, up)
+                set_request_model(up, mapped, route.protocol)
+            state.upstream_model = (mapped or model) if in_url else request_model(up)
+            return encode_body(flow, state, up)
 
         self.forward(flow, state, ep, route, payload, upstream_stream=state.client_stream)
 
     def _count_tokens(self, flow: http.HTTPFlow, ep: routing.Endpoint, parsed: Body) -> None:
         req = flow.request
         raw, body, jerr = parsed
-        model = ep.model_id or _model(body)
+        model = ep.model_id or request_model(body)
         route = self.options.routes.find(req.host, req.path.partition("?")[0], model, alt_paths=ep.generate_paths)
         if route is None:
             return
@@ -223,9 +224,9 @@ class Router:
             up = dict(body)
             mapped = route.models.map(model)
             if mapped:
-                up["model"] = mapped
+                set_request_model(up, mapped, route.protocol)
             state.upstream_model = mapped
-            return self._encode(flow, state, up)
+            return encode_body(flow, state, up)
 
         self.forward(flow, state, ep, route, payload)
 
@@ -269,17 +270,6 @@ class Router:
             req.content = content
         return None
 
-    @staticmethod
-    def _encode(flow: http.HTTPFlow, state: FlowState, up: dict[str, Any]) -> bytes | None:
-        try:
-            return dumps(up)  # falls back to the stdlib past orjson's 254 levels
-        except (TranslationError, TypeError) as exc:
-            err = exc if isinstance(exc, TranslationError) else TranslationError(
-                f"body: the request cannot be re-encoded ({exc})", field="body")
-            status, native = error_response(err, state.client_protocol or DEFAULT_PROTOCOL)
-            reply_body(flow, state, status, native)
-            return None
-
     def _key(self, route: Route, same_host: bool, headers: Any, host: str,
              path: str = "") -> tuple[str | None, str | None]:
         """The credential to send upstream, or an error text (401) naming the variable."""
@@ -301,6 +291,28 @@ class Router:
                       f"addressed, so the client's credentials are not forwarded; set {hint} to the name "
                       f"of an environment variable holding the upstream key")
 
+
+
+def bad_body(flow: http.HTTPFlow, ep: routing.Endpoint, exc: BodyError) -> None:
+    """A body over the cap (native 413) or not decodable (native 400): answered, never inflated."""
+    state = FlowState(ep.kind, ep.protocol, ep.protocol, None, endpoint=ep,
+                      warnings=[f"request body not read: {exc}"])
+    set_state(flow, state)
+    flow.response = too_large_reply(exc, ep.protocol, request=True)
+    state.synthetic = True
+    state.translation = "synthetic"
+    state.stop = error_stop_info(flow.response.status_code, flow.response.content or b"")
+
+
+def encode_body(flow: http.HTTPFlow, state: FlowState, up: dict[str, Any]) -> bytes | None:
+    try:
+        return dumps(up)  # falls back to the stdlib past orjson's 254 levels
+    except (TranslationError, TypeError) as exc:
+        err = exc if isinstance(exc, TranslationError) else TranslationError(
+            f"body: the request cannot be re-encoded ({exc})", field="body")
+        status, native = error_response(err, state.client_protocol or DEFAULT_PROTOCOL)
+        reply_body(flow, state, status, native)
+        return None
 
 
 def own_secrets(headers: Any, route: Route | None, path: str = "") -> tuple[str, ...]:
@@ -337,10 +349,4 @@ def _stream(ep: routing.Endpoint, body: Any) -> bool:
     """The client's stream flag: the URL's where the protocol keeps it there, else the body's."""
     if ep.stream is not None:
         return ep.stream
-    field = get(ep.protocol).fields.stream if ep.protocol is not None else None
-    return bool(body.get(field)) if field and isinstance(body, dict) else False
-
-
-def _model(body: Any) -> str | None:
-    model = body.get("model") if isinstance(body, dict) else None
-    return model if isinstance(model, str) else None
+    return request_stream(body, ep.protocol)

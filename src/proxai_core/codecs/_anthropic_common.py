@@ -191,7 +191,7 @@ VENDOR = "anthropic"
 ANTHROPIC_VERSION = "2023-06-01"
 
 ENDPOINTS = Endpoints(generate="/messages", count_tokens="/messages/count_tokens")
-FIELDS = RequestFields(stop="stop_sequences")
+FIELDS = RequestFields(stop="stop_sequences", volatile=("metadata", "service_tier"))
 CAPABILITIES = Capabilities(custom_tools=False, interrupted_is_status=False)
 
 

@@ -258,7 +258,9 @@ def finish_reason(stop: StopInfo, has_tools: bool, warnings: list[str]) -> str:
 
 # ============================================================================= codec facts
 ENDPOINTS = Endpoints(generate="/chat/completions")
-FIELDS = RequestFields(stop="stop", stream_options="stream_options")
+FIELDS = RequestFields(stop="stop", stream_options="stream_options",
+                       volatile=("metadata", "user", "safety_identifier", "prompt_cache_key",
+                                 "prompt_cache_retention", "store", "service_tier"))
 CREDENTIALS = credentials(protocol_headers=("openai-beta",))
 ERRORS = error_facts()
 CAPABILITIES = Capabilities(custom_tools=True, interrupted_is_status=False)

@@ -511,7 +511,7 @@ ENDPOINTS = Endpoints(generate=":generateContent", count_tokens=":countTokens", 
                       parse_path=parse_endpoint, path_for=endpoint_path, default_prefix="/v1beta")
 #: the model and the stream flag live in the URL (:data:`ENDPOINTS` ``parse_path``); no body has
 #: these fields, so a context built from the body alone has neither
-FIELDS = RequestFields(model="model", stream="stream", stop="stopSequences")
+FIELDS = RequestFields(model="model", stream="stream", stop="stopSequences", volatile=("labels",))
 CAPABILITIES = Capabilities(custom_tools=False, interrupted_is_status=False)
 
 

@@ -352,7 +352,8 @@ def error_event_payload(err: Error, sequence_number: int | None) -> dict[str, An
 
 # ============================================================================= codec facts
 ENDPOINTS = Endpoints(generate="/responses", websocket=True)
-FIELDS = RequestFields(stop="stop")
+FIELDS = RequestFields(stop="stop", volatile=("metadata", "user", "safety_identifier", "prompt_cache_key",
+                                              "prompt_cache_retention", "store", "include", "service_tier"))
 CREDENTIALS = credentials(protocol_headers=("openai-beta",))
 #: Responses failure codes (response.error.code) that say more than the type
 ERRORS = error_facts({"vector_store_timeout": "timeout", "invalid_prompt": "invalid_request"})

@@ -135,6 +135,9 @@ class RequestFields:
     stop: str = "stop"
     #: the stream options object with ``include_usage`` (None: the protocol has none)
     stream_options: str | None = None
+    #: other top-level fields that never change the answer (tracking, caching, storage hints):
+    #: a replayed recording matches whatever they say
+    volatile: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
