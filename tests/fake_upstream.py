@@ -1,7 +1,8 @@
 """A loopback HTTP/1.1 fake LLM upstream for end-to-end tests (asyncio, one background thread).
 
-It serves recorded-like bodies of the three protocols (OpenAI Chat Completions, OpenAI Responses,
-Anthropic Messages): complete JSON, SSE streams with delays between events, streams cut mid-way
+It serves recorded-like bodies of the four protocols (OpenAI Chat Completions, OpenAI Responses,
+Anthropic Messages, Gemini generateContent: its streams as SSE or one JSON array, as the request's
+``alt`` asks): complete JSON, SSE streams with delays between events, streams cut mid-way
 (TCP reset, or the HTTP message ended before the SSE terminal), error statuses with JSON / HTML /
 empty bodies and extra headers such as ``retry-after``. It records every request it received
 (method, path, headers, body, time) so tests can assert what the proxy forwarded.
@@ -70,6 +71,9 @@ class Reply:
     framing: str = "chunked"  # chunked | close | length (streams)
     encoding: str | None = None  # "gzip" compresses the body / each event (flushed)
     times: int | None = None  # serve this many times, then fall back to the next match
+    #: a Gemini stream: SSE (``data:`` lines ended by CRLF CRLF) when the query has ``alt=sse``,
+    #: else one JSON array written element by element; ``events`` are the chunk objects
+    gemini: bool = False
 
     @classmethod
     def json(cls, obj: Any, status: int = 200, headers: list[tuple[str, str]] | None = None, **kw: Any) -> Reply:
@@ -81,6 +85,11 @@ class Reply:
         headers = [("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache")]
         headers += list(kw.pop("headers", []) or [])
         return cls(events=list(events), headers=headers, **kw)
+
+    @classmethod
+    def gemini_stream(cls, chunks: list[Any], **kw: Any) -> Reply:
+        """Gemini ``:streamGenerateContent``: SSE or a JSON array, as the request's ``alt`` asks."""
+        return cls(events=list(chunks), gemini=True, headers=list(kw.pop("headers", []) or []), **kw)
 
     @classmethod
     def error(cls, status: int, body: Any = b"", content_type: str = "application/json",
@@ -286,11 +295,14 @@ class FakeUpstream:
             req = json.loads(rec.body) if rec.body else {}
         except ValueError:
             req = {}
-        streaming = isinstance(req, dict) and req.get("stream") is True
+        # Gemini keeps the stream flag in the URL
+        streaming = (isinstance(req, dict) and req.get("stream") is True) or path.endswith(":streamGenerateContent")
         reply = self._pick(path, streaming)
         if reply is None:
             reply = Reply.json({"error": {"message": f"fake upstream: no reply for {path}", "type": "not_found"}},
                                status=404)
+        if reply.events is not None and reply.gemini:
+            reply = _gemini_framed(reply, "alt=sse" in rec.path.partition("?")[2])
         if reply.events is not None:
             return await self._send_stream(rec, reply, writer)
         body = reply.body
@@ -398,6 +410,22 @@ class FakeUpstream:
         writer.write(data)
         await writer.drain()
         return True
+
+
+def _gemini_framed(reply: Reply, sse: bool) -> Reply:
+    """A Gemini stream reply in the framing the request asked for (as the real API writes them)."""
+    chunks = [c if isinstance(c, (bytes, str)) else json.dumps(c, separators=(",", ":")) for c in reply.events or []]
+    chunks = [c.decode() if isinstance(c, bytes) else c for c in chunks]
+    if sse:
+        events = [f"data: {c}\r\n\r\n".encode() for c in chunks]
+        ctype = "text/event-stream"
+    else:
+        events = [("[" if i == 0 else ",\r\n") .encode() + c.encode() for i, c in enumerate(chunks)]
+        events.append(b"]")
+        ctype = "application/json; charset=UTF-8"
+    d = asdict(reply)
+    d.update(events=events, gemini=False, headers=[("content-type", ctype)] + list(reply.headers))
+    return Reply(**d)
 
 
 # ----------------------------------------------------------------------------- recorded-like bodies
@@ -534,6 +562,22 @@ def _anth_sse(blocks: list[tuple[dict, list[dict]]], stop: str, stop_details: di
     return out
 
 
+GEMINI_MODEL = "gemini-2.5-flash"
+
+
+def _gem_chunk(parts: list[dict] | None, finish: str | None = None, out: int = 9) -> dict:
+    cand: dict = {"index": 0}
+    if parts is not None:
+        cand["content"] = {"parts": parts, "role": "model"}
+    if finish:
+        cand["finishReason"] = finish
+    return {"candidates": [cand],
+            "usageMetadata": {"promptTokenCount": 21, "candidatesTokenCount": out, "totalTokenCount": 21 + out},
+            "modelVersion": GEMINI_MODEL, "responseId": "gem-resp-0Pq7aBc"}
+
+
+_GEM_CALL = {"functionCall": {"name": "get_weather", "args": json.loads(TOOL_ARGS)}}
+
 _ANTH_REFUSAL_DETAILS = {"type": "refusal", "category": "cyber",
                          "explanation": "This request was blocked by Anthropic's usage policy."}
 
@@ -601,14 +645,26 @@ RECORDED: dict[str, dict[str, dict[str, Any]]] = {
     },
 }
 
+RECORDED["gemini_generate_content"] = {
+    "text": {"json": _gem_chunk([{"text": "".join(TEXT)}], "STOP"),
+             "sse": [_gem_chunk([{"text": p}], out=i + 1) for i, p in enumerate(TEXT[:-1])]
+             + [_gem_chunk([{"text": TEXT[-1]}], "STOP")]},
+    "tool": {"json": _gem_chunk([_GEM_CALL], "STOP"), "sse": [_gem_chunk([_GEM_CALL], "STOP")]},
+    "max": {"json": _gem_chunk([{"text": "Hello! The wea"}], "MAX_TOKENS"),
+            "sse": [_gem_chunk([{"text": "Hello! The wea"}], "MAX_TOKENS")]},
+}
+
 _PATH_PROTOCOL = (("/chat/completions", "openai_chat_completions"), ("/responses", "openai_responses"),
-                  ("/messages", "anthropic_messages"))
+                  ("/messages", "anthropic_messages"), (":generateContent", "gemini_generate_content"),
+                  (":streamGenerateContent", "gemini_generate_content"))
 
 
 def default_reply(path: str, streaming: bool, scenario: str = "text") -> Reply | None:
     for suffix, proto in _PATH_PROTOCOL:
         if path.endswith(suffix):
             rec = RECORDED[proto][scenario]
+            if proto == "gemini_generate_content":
+                return Reply.gemini_stream(rec["sse"]) if streaming else Reply.json(rec["json"])
             return Reply.sse(rec["sse"]) if streaming else Reply.json(rec["json"])
     if path.endswith("/models"):
         return Reply.json({"object": "list", "data": [{"id": CHAT_MODEL, "object": "model", "created": 1,

@@ -45,6 +45,14 @@ _SSE = "text/event-stream"
 THREAD_BYTES = 1 << 20
 
 
+def _streamed(state: FlowState, resp: http.Response) -> bool:
+    """A stream on the wire: SSE, or a streamed request whose protocol has its own stream framing."""
+    if _SSE in resp.headers.get("content-type", "").lower():
+        return True
+    up = state.upstream_protocol
+    return state.client_stream and up is not None and get(up).stream_reader is not None
+
+
 def plan(state: FlowState, resp: http.Response) -> str:
     """What translation a flow's response gets (see record.Translation), from its head."""
     if state.synthetic:
@@ -58,7 +66,7 @@ def plan(state: FlowState, resp: http.Response) -> str:
         return "none"
     client, upstream = state.client_protocol, state.upstream_protocol
     same = upstream is client
-    sse = _SSE in resp.headers.get("content-type", "").lower()
+    sse = _streamed(state, resp)
     if sse and status < 300:
         if same:
             return "observe"  # streamed through, observed event by event
@@ -70,14 +78,6 @@ def plan(state: FlowState, resp: http.Response) -> str:
     if same:
         return "observe"
     return "to_stream" if state.client_stream else "json"
-
-
-def _streamed(state: FlowState, resp: http.Response) -> bool:
-    """A stream on the wire: SSE, or a streamed request whose protocol has its own stream framing."""
-    if _SSE in resp.headers.get("content-type", "").lower():
-        return True
-    up = state.upstream_protocol
-    return state.client_stream and up is not None and get(up).stream_reader is not None
 
 
 class Translator:
