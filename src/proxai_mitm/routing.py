@@ -131,7 +131,10 @@ def _base_prefix(base: BaseURL, target: Codec) -> tuple[str, str | None]:
             return bp[: -len(ct)], None
     if _VERSIONED.search(bp) or "/deployments/" in bp:
         return bp, None
-    return bp + target.endpoints.default_prefix, None
+    ep = target.endpoints
+    if ep.parse_path is not None and ep.path_for is not None and ep.parse_path(bp + ep.path_for("m", False)):
+        return bp, None  # a prefix the protocol itself recognizes (Vertex AI's project/location path)
+    return bp + ep.default_prefix, None
 
 
 def _key_query_names() -> frozenset[str]:

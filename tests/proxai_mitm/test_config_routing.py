@@ -254,3 +254,51 @@ def test_client_credential():
     assert routing.client_credential({"x-api-key": "k"}) == "k"
     assert routing.client_credential({"api-key": "z"}) == "z"
     assert routing.client_credential({"authorization": "Basic abc"}) is None
+
+
+# ----------------------------------------------------------------------------- Gemini: model and method in the URL
+@pytest.mark.parametrize("base, stream, expect", [
+    ("https://generativelanguage.googleapis.com", False,
+     ("https", "generativelanguage.googleapis.com", 443, "/v1beta/models/gemini-x:generateContent")),
+    ("https://generativelanguage.googleapis.com/v1beta", True,
+     ("https", "generativelanguage.googleapis.com", 443, "/v1beta/models/gemini-x:streamGenerateContent?alt=sse")),
+    ("https://us-central1-aiplatform.googleapis.com/v1/projects/p/locations/us-central1/publishers/google", True,
+     ("https", "us-central1-aiplatform.googleapis.com", 443,
+      "/v1/projects/p/locations/us-central1/publishers/google/models/gemini-x:streamGenerateContent?alt=sse")),
+])
+def test_upstream_target_gemini_puts_the_model_in_the_url(base, stream, expect):
+    ep = routing.recognize("POST", "/v1/messages", {})
+    got = routing.upstream_target(ep, Protocol.GEMINI, parse_base_url(base), scheme="http", host="h", port=80,
+                                  model_id="gemini-x", stream=stream)
+    assert got == expect
+
+
+def test_gemini_client_paths_and_the_key_query_parameter():
+    ep = routing.recognize("POST", "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse&key=AIzaSECRET", {})
+    assert (ep.kind, ep.protocol, ep.model_id, ep.stream, ep.sse) == (
+        "generate", Protocol.GEMINI, "gemini-2.5-flash", True, True)
+    assert routing.client_credential({}, ep.query) == "AIzaSECRET"
+    # same host, another protocol: the query (framing and key) is not carried over
+    assert routing.upstream_target(ep, Protocol.ANTHROPIC, None, scheme="http", host="h", port=80)[3] == \
+        "/v1beta/messages"
+    # same host, same protocol, same model: the client's path, the key taken out
+    assert routing.upstream_target(ep, Protocol.GEMINI, None, scheme="http", host="h", port=80)[3] == \
+        "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    vertex = routing.recognize(
+        "POST", "/v1/projects/p/locations/l/publishers/google/models/m1:generateContent", {})
+    assert (vertex.protocol, vertex.model_id, vertex.stream) == (Protocol.GEMINI, "m1", False)
+    count = routing.recognize("POST", "/v1beta/models/m1:countTokens", {})
+    assert count.kind == "count_tokens"
+    assert routing.upstream_target(count, Protocol.GEMINI, None, scheme="http", host="h", port=80)[3] == \
+        "/v1beta/models/m1:countTokens"
+
+
+def test_gemini_headers_toward_another_host():
+    h = _headers(x_goog_api_key="AIzaCLIENT", x_goog_api_client="genai-py/1", anthropic_version="2023-06-01")
+    routing.rewrite_headers(h, client=Protocol.GEMINI, target=Protocol.ANTHROPIC, same_host=False, key="sk-env",
+                            upstream_host="api.anthropic.com")
+    assert "x-goog-api-key" not in h and "x-goog-api-client" not in h and h["x-api-key"] == "sk-env"
+    h = _headers(authorization="Bearer sk-client", openai_beta="x")
+    routing.rewrite_headers(h, client=Protocol.CHAT, target=Protocol.GEMINI, same_host=False, key="AIzaENV",
+                            upstream_host="generativelanguage.googleapis.com")
+    assert h["x-goog-api-key"] == "AIzaENV" and "authorization" not in h and "openai-beta" not in h
