@@ -214,9 +214,9 @@ def upstream_target(
         return scheme, host, port, path + _join_query(extra, query)
     if ep.kind == "count_tokens":
         ct = tc.endpoints.count_tokens or ""
-        if tc.endpoints.path_for is not None:  # ":countTokens" follows the model's path
+        if tc.endpoints.path_for is not None:  # the method follows the model's path: "…/models/m:countTokens"
             base_path = _generate_path(tc, model, False).partition("?")[0]
-            path = prefix + base_path.rpartition(":")[0] + ct
+            path = prefix + base_path.rpartition(":")[0] + ":" + ct.rpartition(":")[2]
         else:
             path = prefix + ct
     elif ep.kind == "models":

@@ -15,11 +15,14 @@ from proxai_core.errors import TranslationError, kind_for_status, translation_er
 from proxai_core.neutral import Error
 from tests.conftest import FIXTURES, PROTOCOLS, fixture_dir, needs_fixtures, sse, sse_events
 
-A, C, R = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES
+A, C, R, G = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES, Protocol.GEMINI
 
 
 def _check_native(target, body):
-    if target is A:
+    if target is G:  # Google: {"error": {"code": <the HTTP status>, "message", "status": <name>}}
+        assert set(body["error"]) == {"code", "message", "status"}
+        assert isinstance(body["error"]["code"], int) and body["error"]["status"] in get(G).errors.types
+    elif target is A:
         assert body["type"] == "error"
         anthropic.types.ErrorResponse.model_validate(body)
         assert isinstance(body["error"]["type"], str) and isinstance(body["error"]["message"], str)
@@ -99,7 +102,10 @@ def test_translation_error_is_a_native_400_never_500():
         st, out = translation_error_response(TranslationError("n: only one choice", field="n"), target)
         assert st == 400
         _check_native(target, out)
-        assert out["error"]["type"] == "invalid_request_error"
+        if target is G:
+            assert out["error"]["status"] == "INVALID_ARGUMENT" and out["error"]["code"] == 400
+        else:
+            assert out["error"]["type"] == "invalid_request_error"
 
 
 # ----------------------------------------------------------------------------- defect 2

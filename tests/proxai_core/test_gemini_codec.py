@@ -639,3 +639,28 @@ def test_json_array_reader_is_incremental_and_linear():
     t_many = time.perf_counter() - t0
     assert one == many and [json.loads(e) for e in one] == [big, big] and r.closed
     assert t_many < 5 * t_one + 0.05, (t_one, t_many)
+
+
+def test_count_tokens_body_wrapping_a_request_is_read():
+    body = {"generateContentRequest": {"model": "models/gemini-2.5-flash",
+                                       "contents": [{"role": "user", "parts": [{"text": "count me"}]}]}}
+    req = decode_request(body, G, path="/v1beta/models/gemini-2.5-flash:countTokens")
+    assert req.model == "gemini-2.5-flash" and req.messages[0].parts[0].text == "count me"
+
+
+def test_final_text_of_a_block_without_deltas_reaches_a_gemini_client():
+    from proxai_core.context import ClientContext
+    from proxai_core.neutral import BlockEnd, BlockStart, End, Start, Stop, Text
+    from proxai_core.stop import StopInfo
+
+    enc = get(G).StreamEncoder(ClientContext(G), [])
+    out = b"".join(enc.encode(ev) for ev in [
+        Start("r", "m"), BlockStart(0, Text("")), n_delta(0, "first"), BlockEnd(0),
+        BlockStart(1, Text("")), BlockEnd(1, Text("second")), Stop(StopInfo(StopReason.END_TURN)), End()])
+    assert accumulate_stream(G, out).text == "firstsecond"
+
+
+def n_delta(i, v):
+    from proxai_core.neutral import Delta
+
+    return Delta(i, "text", v)

@@ -38,8 +38,8 @@ def test_every_protocol_has_exactly_one_codec():
 
 
 def test_unknown_protocol_is_a_clear_error():
-    with pytest.raises(ValueError, match="unknown protocol 'bedrock_converse'.*openai_chat_completions"):
-        get("bedrock_converse")
+    with pytest.raises(ValueError, match="unknown protocol 'bedrock'.*openai_chat_completions"):
+        get("bedrock")
 
 
 @pytest.mark.parametrize("c", all_codecs(), ids=lambda c: c.name)

@@ -507,8 +507,10 @@ class StreamReader:
 
 
 # ----------------------------------------------------------------------------- codec facts
-ENDPOINTS = Endpoints(generate=":generateContent", count_tokens=":countTokens", models="/models",
-                      parse_path=parse_endpoint, path_for=endpoint_path, default_prefix="/v1beta")
+#: (the model is part of the path: ``generate`` is a template; requests are recognized by parse_path)
+ENDPOINTS = Endpoints(generate="/models/{model}:generateContent", count_tokens="/models/{model}:countTokens",
+                      models="/models", parse_path=parse_endpoint, path_for=endpoint_path,
+                      default_prefix="/v1beta")
 #: the model and the stream flag live in the URL (:data:`ENDPOINTS` ``parse_path``); no body has
 #: these fields, so a context built from the body alone has neither
 FIELDS = RequestFields(model="model", stream="stream", stop="stopSequences", volatile=("labels",))

@@ -432,6 +432,9 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
     if not isinstance(body, dict):
         raise TranslationError("request body must be a JSON object", field="body")
     body = _obj(body, "body")
+    inner = body.get("generateContentRequest")
+    if "contents" not in body and isinstance(inner, dict):  # a countTokens body wraps the request
+        body = _obj(inner, "generateContentRequest")
     req = Request()
     m = body.get("model")
     if isinstance(m, str) and m:

@@ -794,7 +794,7 @@ class StreamDecoder:
 
 # ============================================================================= stream encode
 class _Out:
-    __slots__ = ("kind", "buf", "part", "sig", "on")
+    __slots__ = ("kind", "buf", "part", "sig", "on", "sent")
 
     def __init__(self, kind: str, part: Any = None):
         self.kind = kind  # text | refusal | thought | own_sig | foreign | tool | opaque | drop
@@ -802,6 +802,7 @@ class _Out:
         self.part = part
         self.sig: str | None = None
         self.on: str | None = None
+        self.sent = False  # text of this block went out
 
 
 class StreamEncoder:
@@ -914,7 +915,7 @@ class StreamEncoder:
     def _text(self, o: _Out, v: str) -> bytes:
         if o.kind == "refusal":
             self._refusal.append(v)
-        self._text_sent = True
+        self._text_sent = o.sent = True
         if self._pending is not None or self._tail == b"}":
             return self._chunk({"text": v})
         return self._frame(_TEXT_HEAD + orjson.dumps(v) + _TEXT_MID + self._tail)
@@ -950,7 +951,7 @@ class StreamEncoder:
         k = o.kind
         out = b""
         if k == "text" or k == "refusal":
-            if isinstance(final, (Text, Refusal)) and final.text and not self._text_sent:
+            if isinstance(final, (Text, Refusal)) and final.text and not o.sent:
                 out += self._text(o, final.text)
             if isinstance(final, Text) and final.citations:
                 cits = _citations_to_wire(final.citations, self.warnings)
