@@ -14,7 +14,6 @@ from .commands import Commands
 from .har import HarExport
 from .idle import HeaderTimeout
 from .listenguard import ListenGuard
-from .offline import Offline
 from .options import RouteOptions
 from .probe import Probe
 from .recordcap import RecordLimit
@@ -39,11 +38,10 @@ def make_addons() -> list[Any]:
         Recorder(),  # proxai_redact: stored flows are redacted
         Router(options, replayer.replay_only),  # recognize, route, rewrite the request, or answer natively
         replayer,  # proxai_replay: upstream requests go to the loopback replay server
-        Probe(replayer.active),  # unreachable upstreams: native 502
+        Probe(options, replayer.active),  # unreachable upstreams: native 502
         Translator(options),  # decide and run the response translation (streams, bodies, errors)
         HeaderTimeout(),  # proxai_header_timeout: no response headers in time -> native 504
-        Offline(),  # flows read from a file: state from the record or the bodies
-        Annotator(),  # record, comment, marker, log line
+        Annotator(),  # record, comment, marker, log line (flows read from a file: from record or bodies)
         RedactAhead(),  # big flows: the redacted copy prepared off the event loop, before Save writes it
         Commands(),  # contentview, proxai.report, proxai.export
     ]

@@ -1,4 +1,4 @@
-"""Flows read from a file (``mitmdump -nr``): never rewritten, annotated.
+"""Flows read from a file (``mitmdump -nr``): never rewritten; the annotation addon annotates them.
 
 A flow the addon recorded keeps its record (read through :meth:`FlowRecord.of`, any schema version);
 a flow recorded without the addon is observed from its stored bodies like a pass-through flow.
@@ -18,19 +18,7 @@ from .protocols import request_model, request_stream
 from .record import FlowRecord, read_body
 from .state import FlowState, get_state, set_state
 
-__all__ = ["Offline", "offline_state"]
-
-
-class Offline:
-    """Gives offline flows their state, for the annotation addon that runs next."""
-
-    def response(self, flow: http.HTTPFlow) -> None:
-        if not flow.live:
-            offline_state(flow)
-
-    def error(self, flow: http.HTTPFlow) -> None:
-        if not flow.live:
-            offline_state(flow)
+__all__ = ["offline_state"]
 
 
 def offline_state(flow: http.HTTPFlow) -> FlowState | None:

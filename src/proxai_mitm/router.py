@@ -77,6 +77,12 @@ class Router:
     def configure(self, updated: set[str]) -> None:
         if updated & LIMIT_OPTIONS:
             self.body_limit = safe_body_limit()  # read once: an option lookup costs a copy
+        # the WebSocket refusal concerns routed flows only: without routes the hook is off (None is
+        # skipped by mitmproxy's dispatch)
+        if self.options.routes:
+            self.__dict__.pop("requestheaders", None)
+        else:
+            self.requestheaders = None  # type: ignore[assignment]
 
     # ------------------------------------------------------------------------- hooks
     def requestheaders(self, flow: http.HTTPFlow) -> None:

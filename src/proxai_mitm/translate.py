@@ -4,7 +4,7 @@
 ``responseheaders``; the decision is stored in ``state.translation`` (and so in the record).
 ``responseheaders`` installs the stream callable for ``stream`` / streamed ``observe``;
 ``response`` runs the body translations; ``error`` finishes a stream cut by a disconnect.
-Offline flows (``mitmdump -nr``) are left to offline.py.
+Flows read from a file (``mitmdump -nr``) are left to the annotation addon.
 """
 
 from __future__ import annotations
