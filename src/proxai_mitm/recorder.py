@@ -45,7 +45,7 @@ class Recorder:
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         # every HTTP flow passes here, flows read from a file too (mitmproxy replays their hooks)
         if "get_state" not in vars(flow):
-            flow.get_state = functools.partial(_redacted_state, flow, self)
+            flow.get_state = functools.partial(_redacted_state, flow, self)  # type: ignore[method-assign]
 
 
 def _redacted_state(flow: Any, recorder: Recorder) -> Any:

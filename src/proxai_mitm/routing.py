@@ -123,11 +123,11 @@ def _base_prefix(base: BaseURL, target: Codec) -> tuple[str, str | None]:
     bp = base.path
     for c in all_codecs():
         g = c.endpoints.generate
-        if g.startswith("/") and bp.endswith(g):
+        if g.startswith("/") and "{" not in g and bp.endswith(g):
             return bp[: -len(g)], bp
     for c in all_codecs():
         ct = c.endpoints.count_tokens
-        if ct and ct.startswith("/") and bp.endswith(ct):
+        if ct and ct.startswith("/") and "{" not in ct and bp.endswith(ct):
             return bp[: -len(ct)], None
     if _VERSIONED.search(bp) or "/deployments/" in bp:
         return bp, None
