@@ -12,6 +12,7 @@ from .annotate import Annotator
 from .bodies import BodyLimit
 from .commands import Commands
 from .idle import HeaderTimeout
+from .measure import Measure
 from .offline import Offline
 from .options import RouteOptions
 from .probe import Probe
@@ -40,6 +41,7 @@ def make_addons() -> list[Any]:
         HeaderTimeout(),  # proxai_header_timeout: no response headers in time -> native 504
         Offline(),  # flows read from a file: state from the record or the bodies
         Annotator(),  # record, comment, marker, log line
+        Measure(),  # timings and cost into the record, the one-line summary as the comment
         RedactAhead(),  # big flows: the redacted copy prepared off the event loop, before Save writes it
         Commands(),  # contentview, proxai.report, proxai.export
     ]
