@@ -22,6 +22,7 @@ from .redact_ahead import RedactAhead
 from .replayer import Replayer
 from .router import Router
 from .translate import Translator
+from .webcolumns import WebColumns
 
 __all__ = ["make_addons"]
 
@@ -44,4 +45,5 @@ def make_addons() -> list[Any]:
         Measure(),  # timings and cost into the record, the one-line summary as the comment
         RedactAhead(),  # big flows: the redacted copy prepared off the event loop, before Save writes it
         Commands(),  # contentview, proxai.report, proxai.export
+        WebColumns(),  # mitmweb: the comment column (the flow summary) on unless the user chose columns
     ]

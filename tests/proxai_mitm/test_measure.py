@@ -246,3 +246,23 @@ def test_record_without_metrics_still_reads():
     assert rec is not None and rec.metrics is None
     rec = FlowRecord.from_dict({"version": 2, "metrics": {"ttft_ms": "bad"}, "client_protocol": CHAT})
     assert rec is not None and rec.client_protocol is Protocol.CHAT  # salvaged
+
+
+def test_mitmweb_comment_column_on_unless_the_user_chose_columns():
+    from mitmproxy import options as moptions
+    from mitmproxy.tools.web.webaddons import WebAddon
+
+    from proxai_mitm.webcolumns import enable_comment_column
+
+    opts = moptions.Options()
+    assert not enable_comment_column(opts)  # mitmdump: no such option
+    opts = moptions.Options()
+    WebAddon().load(opts)
+    assert "comment" not in opts.web_columns
+    assert enable_comment_column(opts)
+    assert opts.web_columns[-1] == "comment" and "path" in opts.web_columns
+    assert not enable_comment_column(opts)  # idempotent
+    opts = moptions.Options()
+    WebAddon().load(opts)
+    opts.update(web_columns=["path", "status"])
+    assert not enable_comment_column(opts) and opts.web_columns == ["path", "status"]
