@@ -93,6 +93,8 @@ def measure_flow(flow: Any, rec: FlowRecord, state: Any = None) -> MetricsRecord
             else (None, None)
         if off is not None and headers is not None:
             first = headers + off / 1000.0
+    elif resp is None or resp.status_code >= 400:
+        streamed = True  # an error answer has no first token: TTFT stays unknown
     else:
         streamed = False
         response_model = _answered_model(rec.upstream_body(flow))
@@ -140,3 +142,37 @@ def flow_summary(rec: FlowRecord) -> str:
         stop = f"{stop} ({rec.stop.category})"
     inp = (u.input_total if u.input_total is not None else u.input) if u is not None else None
     return escape(summary_line(model, stop, inp, u.output if u is not None else None, m.ttft_ms, m.cost_usd))
+
+
+def measure_row(flow: Any, summary: dict[str, Any]) -> dict[str, Any]:
+    """The measures of a flow for a report row: the recorded ones, else measured now from the flow
+    (a recording made before the measures existed, or a plain capture: ``summary`` gives its usage)."""
+    rec = FlowRecord.of(flow)
+    m = rec.metrics if rec is not None else None
+    if m is None:
+        if rec is None:
+            rec = FlowRecord(client_protocol=summary.get("client_protocol"),
+                             upstream_protocol=summary.get("upstream_protocol"),
+                             client_model=summary.get("model"), usage=summary.get("usage"),
+                             stop=summary.get("stop"))
+        elif not (rec.client_model or rec.upstream_model) and summary.get("model"):
+            rec = rec.model_copy(update={"client_model": summary["model"]})  # schema 1 kept no models
+        try:
+            m = measure_flow(flow, rec)
+        except Exception as e:  # noqa: BLE001 - a report row without measures, not a failed report
+            logger.debug("proxai: measuring %s failed: %s", getattr(flow, "id", "?"), e)
+            m = MetricsRecord(cost_note=f"not measured: {e}")
+    usage = summary.get("usage") or {}
+    return {
+        "timestamp": m.start or summary.get("timestamp"),
+        "headers_ms": m.headers_ms,
+        "ttft_ms": m.ttft_ms,
+        "duration_ms": m.duration_ms,
+        "output_tps": m.output_tps,
+        "cache_read_tokens": usage.get("cache_read"),
+        "cache_write_tokens": usage.get("cache_write"),
+        "reasoning_tokens": usage.get("reasoning"),
+        "response_model": m.response_model,
+        "cost_usd": m.cost_usd,
+        "cost_note": m.cost_note,
+    }
