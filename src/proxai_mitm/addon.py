@@ -11,7 +11,9 @@ from typing import Any
 from .annotate import Annotator
 from .bodies import BodyLimit
 from .commands import Commands
+from .har import HarExport
 from .idle import HeaderTimeout
+from .listenguard import ListenGuard
 from .measure import Measure
 from .offline import Offline
 from .options import RouteOptions
@@ -31,9 +33,11 @@ def make_addons() -> list[Any]:
     options = RouteOptions()
     replayer = Replayer()
     return [
+        HarExport(),  # keeps the client's request before any rewrite; HAR export redacted and annotated
         options,  # routing options -> routes
         BodyLimit(),  # proxai_body_limit: decoded-size cap of request / complete response bodies
         RecordLimit(),  # proxai_record_limit: bytes of a stream kept per recording copy
+        ListenGuard(options),  # key injected + listening beyond loopback without proxyauth: warn, refuse remote
         Recorder(),  # proxai_redact: stored flows are redacted
         Router(options, replayer.replay_only),  # recognize, route, rewrite the request, or answer natively
         replayer,  # proxai_replay: upstream requests go to the loopback replay server

@@ -16,7 +16,8 @@ from mitmproxy import http
 from proxai_core import StopReason
 
 from .escape import escape
-from .state import FlowState, get_state, scrub, to_record
+from .record import FlowRecord
+from .state import FlowState, get_state, record_dict, scrub
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ class Annotator:
 def annotate(flow: Any, state: FlowState) -> None:
     """Write the record, the comment and the marker."""
     state.annotated = True
-    to_record(state).write(flow)
+    FlowRecord.write_dict(flow, record_dict(state))  # typed when read (FlowRecord.of)
     stop = state.stop
     if stop is not None:
         flow.comment = escape(scrub(stop.describe(), state.secrets) or "", multiline=True)

@@ -6,11 +6,14 @@ API (for the hooks):
   ``limit`` decoded bytes (plus one 64 KiB step), whatever the compression ratio. Raises
   ``BodyTooLarge(limit, seen)`` past the cap and ``BadEncoding(encoding, reason)`` for an unknown
   coding or corrupt data. ``raw`` is never modified.
+- ``await offload(fn, *args)``: run heavy work (decode, parse, scan) on ProxAI's single worker
+  thread: off the event loop, and one at a time so memory has one ceiling.
 - ``await adecode(raw, content_encoding, limit)``: the same, run in a worker thread when the work
   is real (compressed input over 4 KiB: a bomb can inflate to the cap), so one large body never
   holds up mitmproxy's event loop. Use it from ``async def`` hooks.
 - ``Decoder(content_encoding, limit, feed_limit=None)``: the incremental form: ``feed(chunk) ->
-  bytes`` and ``close() -> bytes`` (raises ``BadEncoding`` on a truncated compressed stream). For a
+  bytes`` and ``close() -> bytes`` (raises ``BadEncoding`` on a truncated compressed stream);
+  ``pieces(chunk, last=...)`` yields the output as produced (a scanner then holds one piece). For a
   stream pass ``limit=math.inf`` and ``feed_limit``: no total cap, but no chunk inflates past it.
 - ``body_limit() -> int``: the cap in effect: the ``proxai_body_limit`` option (declared by the
   ``BodyLimit`` addon below), lowered to mitmproxy's ``body_size_limit`` when that is smaller.
@@ -23,10 +26,11 @@ API (for the hooks):
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import brotli
@@ -47,7 +51,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_LIMIT", "BodyError", "BodyTooLarge", "BadEncoding", "Decoder", "decode", "adecode",
-    "body_limit", "too_large_reply", "BodyLimit", "codings",
+    "body_limit", "too_large_reply", "BodyLimit", "codings", "offload",
 ]
 
 DEFAULT_LIMIT = 32 * 1024 * 1024
@@ -185,7 +189,7 @@ class Decoder:
         self._stage_seen = [0] * len(self._stages)
         self._stage_cap = limit + limit // 64 + 4096
 
-    def _run(self, data: bytes, i: int, closing: bool, out: list[bytes]) -> None:
+    def _run(self, data: bytes, i: int, closing: bool) -> Iterator[bytes]:
         if i == len(self._stages):
             if data:
                 self.seen += len(data)
@@ -193,7 +197,7 @@ class Decoder:
                     raise BodyTooLarge(self.limit, self.seen)
                 if self.feed_limit is not None and self.seen - self._fed_from > self.feed_limit:
                     raise BodyTooLarge(self.feed_limit, self.seen - self._fed_from)
-                out.append(data)
+                yield data
             return
         stage = self._stages[i]
         if data:
@@ -202,24 +206,26 @@ class Decoder:
                     self._stage_seen[i] += len(piece)
                     if self._stage_seen[i] > self._stage_cap:
                         raise BodyTooLarge(self.limit, self._stage_seen[i])
-                self._run(piece, i + 1, False, out)
+                yield from self._run(piece, i + 1, False)
         if closing:
             stage.close()
-            self._run(b"", i + 1, True, out)
+            yield from self._run(b"", i + 1, True)
 
-    def feed(self, data: bytes) -> bytes:
+    def pieces(self, data: bytes, *, last: bool = False) -> Iterator[bytes]:
+        """The decoded output of ``data`` as it is produced, in pieces of at most STEP bytes: a
+        reader that does not keep them holds one piece at a time, whatever the ratio."""
         self._fed_from = self.seen
-        out: list[bytes] = []
         view = memoryview(data)
         for off in range(0, len(data), STEP):
-            self._run(bytes(view[off:off + STEP]), 0, False, out)
-        return b"".join(out)
+            yield from self._run(bytes(view[off:off + STEP]), 0, False)
+        if last:
+            yield from self._run(b"", 0, True)
+
+    def feed(self, data: bytes) -> bytes:
+        return b"".join(self.pieces(data))
 
     def close(self) -> bytes:
-        self._fed_from = self.seen
-        out: list[bytes] = []
-        self._run(b"", 0, True, out)
-        return b"".join(out)
+        return b"".join(self.pieces(b"", last=True))
 
 
 def decode(raw: bytes | None, content_encoding: str | None, limit: int = DEFAULT_LIMIT) -> bytes:
@@ -233,6 +239,19 @@ def decode(raw: bytes | None, content_encoding: str | None, limit: int = DEFAULT
     return d.feed(raw) + d.close()
 
 
+_WORKER: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+async def offload[T](fn: Callable[..., T], *args: Any) -> T:
+    """Run ``fn(*args)`` off the event loop on ProxAI's one worker thread. One thread, not a pool:
+    big decodes and scans run one at a time, so their memory has one ceiling (the body cap) however
+    many arrive together, and the allocator reuses one arena instead of growing one per thread."""
+    global _WORKER
+    if _WORKER is None:
+        _WORKER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="proxai-work")
+    return await asyncio.get_running_loop().run_in_executor(_WORKER, fn, *args)
+
+
 async def adecode(raw: bytes | None, content_encoding: str | None, limit: int = DEFAULT_LIMIT) -> bytes:
     """``decode`` that leaves the event loop for compressed or large bodies."""
     raw = raw or b""
@@ -240,7 +259,7 @@ async def adecode(raw: bytes | None, content_encoding: str | None, limit: int = 
         return decode(raw, content_encoding, limit)  # identity: a length check, no copy
     if len(raw) <= 4096:
         return decode(raw, content_encoding, limit)  # tiny input: the thread hop costs more
-    return await asyncio.to_thread(decode, raw, content_encoding, limit)
+    return await offload(decode, raw, content_encoding, limit)
 
 
 def body_limit() -> int:

@@ -11,14 +11,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from .cost import price
+from proxai_core.neutral import Usage
+
+from .cost import Cost, price
 from .escape import escape
 from .metrics import first_content_offset, summary_line, timings
-from .record import FlowRecord, MetricsRecord
+from .record import METADATA_KEY, FlowRecord, MetricsRecord, read_body
 from .state import get_state
 
 logger = logging.getLogger(__name__)
@@ -26,11 +29,12 @@ logger = logging.getLogger(__name__)
 __all__ = ["Measure", "flow_summary", "measure_flow"]
 
 #: complete bodies larger than this are not parsed again for the answering model's name
-_MODEL_SCAN_LIMIT = 2 << 20
+_MODEL_SCAN_LIMIT = 256 << 10
 
 
 class Measure:
-    """Writes :class:`~.record.MetricsRecord` into the record and the summary into ``flow.comment``."""
+    """Writes the measures (:class:`~.record.MetricsRecord` fields) into the record and the summary
+    into ``flow.comment``."""
 
     def running(self) -> None:
         # the price database loads in ~0.5 s: not on the event loop, not with the first flow
@@ -44,19 +48,48 @@ class Measure:
 
     @staticmethod
     def _finish(flow: Any) -> None:
-        rec = FlowRecord.of(flow)
-        if rec is None or rec.kind != "generate":
-            return
         try:
-            if rec.metrics is None:
-                if flow.live:
-                    rec.metrics = measure_flow(flow, rec, get_state(flow))
-                    rec.write(flow)
-                else:  # a flow read from a file keeps its record as recorded
-                    rec = rec.model_copy(update={"metrics": measure_flow(flow, rec)})
+            state = get_state(flow)
+            if flow.live and state is not None:
+                _finish_live(flow, state)
+                return
+            rec = FlowRecord.of(flow)
+            if rec is None or rec.kind != "generate":
+                return
+            if rec.metrics is None:  # a flow read from a file keeps its record as recorded
+                rec = rec.model_copy(update={"metrics": measure_flow(flow, rec)})
             flow.comment = flow_summary(rec)
         except Exception:  # noqa: BLE001 - measuring must never break a flow
             logger.debug("proxai: measuring failed", exc_info=True)
+
+
+def _finish_live(flow: Any, state: Any) -> None:
+    """The live path works on the stored plain dict (no validation: the values are ours)."""
+    raw = flow.metadata.get(METADATA_KEY)
+    if state.kind != "generate" or not isinstance(raw, dict) or raw.get("metrics") is not None:
+        return
+    usage = state.usage.to_dict() if isinstance(state.usage, Usage) else (state.usage or None)
+    handler = state.handler
+    if handler is not None and hasattr(handler, "first_content"):
+        facts = _Facts(True, handler.first_content, getattr(handler.translator, "model", None))
+    elif flow.response is None or flow.response.status_code >= 400:
+        facts = _Facts(True, None, None)
+    else:
+        text, raw_len = state.upstream_text, len(flow.response.raw_content or b"")
+        if text is not None:
+            body = text.encode() if len(text) <= _MODEL_SCAN_LIMIT else None
+        else:
+            body = read_body(flow.response) if raw_len <= _MODEL_SCAN_LIMIT else None
+        facts = _Facts(False, None, _answered_model(body))
+    m = _measures(flow, facts, usage, state.upstream_model or state.client_model,
+                  answered=state.stop is not None or usage is not None)
+    flow.metadata[METADATA_KEY] = {**raw, "metrics": m}  # a new dict: a cached typed record is not reused
+    inp = usage.get("input_total") if usage else None
+    flow.comment = escape(summary_line(_model_label(state.client_model, m["response_model"] or state.upstream_model),
+                                       _stop_label(state.stop.reason.value if state.stop else None,
+                                                   state.stop.category if state.stop else None),
+                                       inp if inp is not None else (usage or {}).get("input"),
+                                       (usage or {}).get("output"), m["ttft_ms"], m["cost_usd"]))
 
 
 def _warm() -> None:
@@ -66,8 +99,15 @@ def _warm() -> None:
         pass
 
 
-def measure_flow(flow: Any, rec: FlowRecord, state: Any = None) -> MetricsRecord:
-    """The measures of one finished flow (live: ``state`` is its FlowState; offline: None)."""
+@dataclass(slots=True)
+class _Facts:
+    streamed: bool  # TTFT is the first content event (unknown when none came)
+    first_content: float | None
+    response_model: str | None
+
+
+def _measures(flow: Any, facts: _Facts, usage: dict[str, Any] | None, model: str | None, *,
+              answered: bool) -> dict[str, Any]:
     req, resp = flow.request, getattr(flow, "response", None)
     start = getattr(req, "timestamp_start", None)
     headers = getattr(resp, "timestamp_start", None) if resp is not None else None
@@ -77,42 +117,46 @@ def measure_flow(flow: Any, rec: FlowRecord, state: Any = None) -> MetricsRecord
         end = getattr(err, "timestamp", None)
     if end is None and getattr(flow, "live", False):
         end = time.time()
+    usage = usage or {}
+    output = usage.get("output")
+    t = timings(start, headers, facts.first_content, end, output, streamed=facts.streamed)
+    c = price(facts.response_model or model, getattr(req, "pretty_host", None),
+              input_total=usage.get("input_total"), output=output,
+              cache_read=usage.get("cache_read"), cache_write=usage.get("cache_write"))
+    if not answered:
+        c = Cost(None, note="no answer")
+    return {"start": start, "headers_ms": t.headers_ms, "ttft_ms": t.ttft_ms, "duration_ms": t.duration_ms,
+            "output_tps": t.output_tps, "response_model": facts.response_model, "cost_usd": c.usd,
+            "cost_model": c.model, "cost_provider": c.provider, "cost_note": c.note}
 
-    handler = getattr(state, "handler", None) if state is not None else None
-    first: float | None = None
-    response_model: str | None = None
-    if handler is not None and hasattr(handler, "first_content"):
-        streamed = True
-        first = handler.first_content
-        response_model = getattr(getattr(handler, "translator", None), "model", None)
-    elif rec.upstream_chunks is not None:  # a recorded stream: find the chunk with the first content
-        streamed = True
+
+def measure_flow(flow: Any, rec: FlowRecord) -> MetricsRecord:
+    """The measures of a finished flow from its record (a recording without them, or a plain capture)."""
+    resp = getattr(flow, "response", None)
+    if rec.upstream_chunks is not None:  # a recorded stream: find the chunk with the first content
         proto = rec.upstream_protocol or rec.client_protocol
         body = rec.upstream_body(flow)
-        off, response_model = first_content_offset(proto, body, rec.upstream_chunks) if proto and body \
-            else (None, None)
-        if off is not None and headers is not None:
-            first = headers + off / 1000.0
+        off, model = first_content_offset(proto, body, rec.upstream_chunks) if proto and body else (None, None)
+        headers = getattr(resp, "timestamp_start", None) if resp is not None else None
+        first = headers + off / 1000.0 if off is not None and headers is not None else None
+        facts = _Facts(True, first, model)
     elif resp is None or resp.status_code >= 400:
-        streamed = True  # an error answer has no first token: TTFT stays unknown
+        facts = _Facts(True, None, None)  # an error answer has no first token: TTFT stays unknown
     else:
-        streamed = False
-        response_model = _answered_model(rec.upstream_body(flow))
+        facts = _Facts(False, None, _answered_model(rec.upstream_body(flow)))
+    usage = rec.usage.model_dump() if rec.usage is not None else None
+    return MetricsRecord.model_validate(_measures(flow, facts, usage, rec.upstream_model or rec.client_model,
+                                                  answered=rec.stop is not None or usage is not None))
 
-    usage = rec.usage
-    output = usage.output if usage is not None else None
-    t = timings(start, headers, first, end, output, streamed=streamed)
-    model = response_model or rec.upstream_model or rec.client_model
-    c = price(model, getattr(req, "pretty_host", None),
-              input_total=usage.input_total if usage is not None else None,
-              output=output,
-              cache_read=usage.cache_read if usage is not None else None,
-              cache_write=usage.cache_write if usage is not None else None)
-    if rec.stop is None and usage is None:
-        c = type(c)(None, note="no answer")
-    return MetricsRecord(start=start, headers_ms=t.headers_ms, ttft_ms=t.ttft_ms, duration_ms=t.duration_ms,
-                         output_tps=t.output_tps, response_model=response_model, cost_usd=c.usd,
-                         cost_model=c.model, cost_provider=c.provider, cost_note=c.note)
+
+def _model_label(asked: str | None, answered: str | None) -> str | None:
+    if asked and answered and asked != answered:
+        return f"{asked} → {answered}"
+    return answered or asked
+
+
+def _stop_label(reason: str | None, category: str | None) -> str | None:
+    return f"{reason} ({category})" if reason and category else reason
 
 
 def _answered_model(body: bytes | None) -> str | None:
@@ -134,14 +178,11 @@ def flow_summary(rec: FlowRecord) -> str:
     """``model · stop · in→out tok · TTFT · cost`` for the flow list (control characters escaped)."""
     m = rec.metrics or MetricsRecord()
     u = rec.usage
-    model = m.response_model or rec.upstream_model or rec.client_model
-    if rec.client_model and model and rec.client_model != model:
-        model = f"{rec.client_model} → {model}"
-    stop = rec.stop.reason if rec.stop is not None else None
-    if rec.stop is not None and rec.stop.category:
-        stop = f"{stop} ({rec.stop.category})"
+    stop = rec.stop
     inp = (u.input_total if u.input_total is not None else u.input) if u is not None else None
-    return escape(summary_line(model, stop, inp, u.output if u is not None else None, m.ttft_ms, m.cost_usd))
+    return escape(summary_line(_model_label(rec.client_model, m.response_model or rec.upstream_model),
+                               _stop_label(stop.reason if stop else None, stop.category if stop else None),
+                               inp, u.output if u is not None else None, m.ttft_ms, m.cost_usd))
 
 
 def measure_row(flow: Any, summary: dict[str, Any]) -> dict[str, Any]:

@@ -7,10 +7,10 @@ from typing import Any
 import orjson
 from mitmproxy import http
 
-from proxai_core import Protocol, translate_error
+from proxai_core import translate_error
 
 from .config import RouteSet
-from .protocols import convert_models
+from .protocols import DEFAULT_PROTOCOL, convert_models
 from .replies import set_body
 from .state import FlowState
 
@@ -35,9 +35,8 @@ def estimate_tokens(body: Any) -> int:
 def finish_models(resp: http.Response, state: FlowState, content: bytes, routes: RouteSet) -> None:
     """The upstream's model list (or model, or error) in the client's format, with the route's
     client-side model names added."""
-    anthropic_client = bool(state.extra.get("anthropic_client"))
-    client = Protocol.ANTHROPIC if anthropic_client else Protocol.CHAT
-    upstream = state.upstream_protocol or Protocol.CHAT
+    client = state.client_protocol or DEFAULT_PROTOCOL
+    upstream = state.upstream_protocol or DEFAULT_PROTOCOL
     if resp.status_code >= 400:
         st, native = translate_error(resp.status_code, content, upstream, client)
         set_body(resp, st, orjson.dumps(native), "application/json")
@@ -48,6 +47,6 @@ def finish_models(resp: http.Response, state: FlowState, content: bytes, routes:
         return
     route = next((r for r in routes if r.name == state.route), None)
     names = route.models.client_names() if route is not None else []
-    out = convert_models(obj, state.kind, anthropic_client, names, state.extra.get("model_id"))
+    out = convert_models(obj, state.kind, state.client_protocol, names, state.extra.get("model_id"))
     if out is not None:
         set_body(resp, resp.status_code, orjson.dumps(out), "application/json")

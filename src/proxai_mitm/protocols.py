@@ -4,7 +4,8 @@ Everything outside proxai_core that depends on which LLM protocol a flow speaks 
 routing.py: endpoint paths and the request-body sniff of the routing layer): endpoint path suffixes,
 body and stream shapes used to guess a protocol, display names, the headers that tell an Anthropic
 client, model-list formats, the last-resort error frame. Each item is marked ``PROTOCOL:`` so that it
-can be replaced by a call to the core's codec registry without touching the addons.
+can be replaced by a call to the core's codec registry (``proxai_core.codecs``) without touching
+the addons; each item names the registry call that replaces it.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ import orjson
 from proxai_core import Protocol
 
 __all__ = [
+    "DEFAULT_PROTOCOL",
+    "REPLAY_MISS_PROTOCOL",
     "SHORT",
     "TITLES",
     "convert_models",
+    "counts_tokens",
     "fallback_error_frame",
-    "is_anthropic_client",
+    "model_list_client",
     "is_error_body",
     "json_or_none",
     "looks_like_sse",
@@ -30,14 +34,21 @@ __all__ = [
     "sniff_sse",
 ]
 
-#: PROTOCOL: short names for tables
+#: PROTOCOL: the protocol of a native error for a client whose protocol is unknown
+#: (registry: the first of ``all_codecs()``)
+DEFAULT_PROTOCOL = Protocol.CHAT
+
+#: PROTOCOL: the shape of the replay server's miss body (replay.miss_body writes it)
+REPLAY_MISS_PROTOCOL = Protocol.ANTHROPIC
+
+#: PROTOCOL: short names for tables (registry: ``get(p).name``)
 SHORT = {
     Protocol.CHAT: "chat",
     Protocol.RESPONSES: "responses",
     Protocol.ANTHROPIC: "anthropic",
 }
 
-#: PROTOCOL: display names for the contentview
+#: PROTOCOL: display names for the contentview (registry: ``get(p).label``)
 TITLES = {
     Protocol.CHAT: "OpenAI Chat Completions",
     Protocol.RESPONSES: "OpenAI Responses",
@@ -45,7 +56,7 @@ TITLES = {
 }
 
 
-# PROTOCOL: endpoint path suffixes
+# PROTOCOL: endpoint path suffixes (registry: ``match_path(path)``, kind ``generate``)
 def protocol_from_path(path: str | None) -> Protocol | None:
     """The protocol an LLM endpoint path speaks (``/v1/chat/completions``, OpenRouter
     ``/api/v1/...``, Azure ``/openai/deployments/x/chat/completions?api-version=...``,
@@ -90,7 +101,8 @@ def json_or_none(data: bytes | str | None) -> Any:
         return None
 
 
-# PROTOCOL: request, response and stream shapes
+# PROTOCOL: request, response and stream shapes (registry: ``sniff_request`` / ``sniff_response`` /
+# ``sniff_stream`` / ``sniff``; ``is_error_body`` is ``get(p).is_error_body``)
 _CHAT_REQ_KEYS = {"max_completion_tokens", "n", "response_format", "stream_options", "logprobs",
                   "frequency_penalty", "presence_penalty", "logit_bias", "seed", "functions",
                   "reasoning_effort", "modalities", "audio", "prediction", "web_search_options"}
@@ -203,13 +215,20 @@ def is_error_body(obj: Any, protocol: Protocol | None) -> bool:
 
 
 # ----------------------------------------------------------------------------- clients and formats
-def is_anthropic_client(headers: Mapping[str, str]) -> bool:
-    """PROTOCOL: a model-list request from an Anthropic client (both vendors serve ``GET /v1/models``)."""
-    return "anthropic-version" in headers or "x-api-key" in headers
+def model_list_client(headers: Mapping[str, str]) -> Protocol | None:
+    """PROTOCOL: which format a model-list request wants (both vendors serve ``GET /v1/models``):
+    Anthropic's when its headers are present, else None (OpenAI's). Registry: ``client_of_headers``."""
+    return Protocol.ANTHROPIC if "anthropic-version" in headers or "x-api-key" in headers else None
+
+
+def counts_tokens(protocol: Protocol) -> bool:
+    """PROTOCOL: the protocol has a token counting endpoint (registry: ``get(p).endpoints.count_tokens``)."""
+    return protocol is Protocol.ANTHROPIC
 
 
 def fallback_error_frame(protocol: Protocol, message: str) -> bytes:
-    """PROTOCOL: the client's native SSE error frame written by hand (when even the codec fails)."""
+    """PROTOCOL: the client's native SSE error frame written by hand, when even the codec fails
+    (registry: ``get(p).error_frame`` is the normal path)."""
     if protocol is Protocol.ANTHROPIC:
         body = {"type": "error", "error": {"type": "api_error", "message": message}}
         return b"event: error\ndata: " + orjson.dumps(body) + b"\n\n"
@@ -221,12 +240,14 @@ def fallback_error_frame(protocol: Protocol, message: str) -> bytes:
     return b"data: " + orjson.dumps({"error": err}) + b"\n\n"
 
 
-def convert_models(obj: Any, kind: str, anthropic_client: bool, client_names: list[str],
+def convert_models(obj: Any, kind: str, client: Protocol | None, client_names: list[str],
                    requested: str | None) -> dict | None:
-    """PROTOCOL: a model list (or one model) from the upstream's format into the client's, with
-    ``client_names`` (the route's model map) added to the list."""
+    """PROTOCOL: a model list (or one model) from the upstream's format into the client's
+    (:func:`model_list_client`), with ``client_names`` (the route's model map) added to the list.
+    Registry: ``get(client).model_entry`` / ``model_list``."""
     if not isinstance(obj, dict):
         return None
+    anthropic_client = client is Protocol.ANTHROPIC
 
     def one(mid: str, src: dict | None = None) -> dict:
         src = src or {}

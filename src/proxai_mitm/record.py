@@ -214,6 +214,11 @@ class FlowRecord(_Plain):
         except (AttributeError, TypeError):
             pass
 
+    @staticmethod
+    def write_dict(flow: Any, raw: dict[str, Any]) -> None:
+        """Store an already plain record (``state.record_dict``); it is validated only when read."""
+        flow.metadata[METADATA_KEY] = raw
+
     # ------------------------------------------------------------------------- typed views
     def stop_info(self) -> StopInfo | None:
         return self.stop.info() if self.stop is not None else None

@@ -31,14 +31,14 @@ Everything here is idempotent and never raises on odd input.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import re
 from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from .bodies import DEFAULT_LIMIT, BodyError, body_limit, codings, decode
+from .bodies import offload
+from .redact_body import redact_body
 from .scrubber import REDACTED, Redactor
 
 __all__ = [
@@ -283,31 +283,6 @@ def flow_secrets(flow: Any, extra: Iterable[str] = ()) -> tuple[str, ...]:
     return tuple(s.strip() for s in out if s and len(s.strip()) >= 8 and REDACTED not in s)
 
 
-def _redact_body(msg: Any, r: Redactor) -> None:
-    """Mask secrets inside a body, only where one is found (bodies are stored byte-exact otherwise,
-    so replay keys and content-lengths stay what they were). A compressed body is decoded within
-    the body cap; one that cannot be decoded is scanned as it is."""
-    raw = getattr(msg, "raw_content", None) if msg is not None else None
-    if not raw:
-        return
-    ce = msg.headers.get("content-encoding")
-    if codings(ce):
-        try:
-            content = decode(raw, ce, body_limit_or_default())
-        except BodyError:
-            new = r.data(raw)
-            if new is not raw:
-                msg.raw_content = new
-            return
-        new = r.data(content)
-        if new is not content:
-            msg.content = new  # mitmproxy re-encodes with the same content-encoding
-        return
-    new = r.data(raw)
-    if new is not raw:
-        msg.raw_content = new
-
-
 def redact_flow(flow: Any, *, bodies: bool = True, secrets: Iterable[str] = ()) -> None:
     """Redact what gets stored of ``flow`` in place (see the module docstring for *when*).
 
@@ -327,12 +302,12 @@ def _redact_flow(flow: Any, r: Redactor, bodies: bool) -> None:
         if new != path:
             req.path = new
         if bodies:
-            _redact_body(req, r)
+            redact_body(req, r)
     resp = getattr(flow, "response", None)
     if resp is not None:
         redact_headers(resp.headers, r)
         if bodies:
-            _redact_body(resp, r)
+            redact_body(resp, r)
     err = getattr(flow, "error", None)
     if err is not None and isinstance(getattr(err, "msg", None), str):
         err.msg = redact_text(err.msg, r)
@@ -373,15 +348,8 @@ async def redact_ahead(flow: Any, secrets: Iterable[str] = ()) -> None:
     cls = type(flow)
     state = cls.get_state(flow)
     snapshot = copy.deepcopy(state)  # bytes and str are shared, not copied: cheap
-    red = await asyncio.to_thread(_redact_state, cls, copy.deepcopy(state), flow_secrets(flow, secrets))
+    red = await offload(_redact_state, cls, copy.deepcopy(state), flow_secrets(flow, secrets))
     flow.__dict__[_AHEAD] = (snapshot, red)
-
-
-def body_limit_or_default() -> int:
-    try:
-        return body_limit()
-    except Exception:  # noqa: BLE001 - no mitmproxy context (offline tools)
-        return DEFAULT_LIMIT
 
 
 def _redact_backup(flow: Any, fn: Callable[[Any], None]) -> None:

@@ -14,6 +14,7 @@ import logging
 import h11
 import orjson
 
+from .bodies import BodyError, decode
 from .protocols import protocol_from_path
 from .replay import (
     MISS_HEADER,
@@ -230,15 +231,11 @@ def _head(conn: h11.Connection, status: int, headers: list[tuple[str, str]], len
 
 
 def _decoded(body: bytes, encoding: str) -> bytes:
-    enc = encoding.strip().lower()
-    if not body or enc in ("", "identity"):
-        return body
+    """The request body without its content-encoding, never inflated past MAX_REQUEST_BODY."""
     try:
-        from mitmproxy.net import encoding as mencoding
-
-        return mencoding.decode(body, enc)  # type: ignore[return-value]
-    except Exception as e:  # noqa: BLE001 - hash what arrived
-        logger.debug("proxai replay server: cannot decode %s request body: %s", enc, e)
+        return decode(body, encoding, MAX_REQUEST_BODY)
+    except BodyError as e:  # hash what arrived
+        logger.debug("proxai replay server: cannot decode %s request body: %s", encoding, e)
         return body
 
 

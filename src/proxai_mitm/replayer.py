@@ -17,10 +17,11 @@ from typing import Any
 import orjson
 from mitmproxy import ctx, http
 
-from proxai_core import Protocol, error_stop_info, translate_error
+from proxai_core import error_stop_info, translate_error
 
 from . import routing
 from .options import check_deferred, lazy_connections, options_error
+from .protocols import DEFAULT_PROTOCOL, REPLAY_MISS_PROTOCOL
 from .record import read_body
 from .replay import MISS_HEADER, RecordingIndex, canonical_key
 from .replay_server import ReplayServer
@@ -92,6 +93,8 @@ class Replayer:
                 index = RecordingIndex.load(path)
             except (FileNotFoundError, ValueError, OSError) as e:
                 raise options_error(f"proxai_replay: {str(e).removeprefix('proxai replay: ')}") from None
+            if len(index) == 0 and index.damaged:  # nothing readable at all: not a recording
+                raise options_error(f"proxai_replay: {index.damaged[0]}")
         self._set_index(index, path)
         if index is not None:
             lazy_connections("replay answers from a loopback server")
@@ -197,7 +200,7 @@ class Replayer:
             return
         content = read_body(resp) or b""
         state.upstream_text = content.decode("utf-8", "replace")
-        st, native = translate_error(404, content, Protocol.ANTHROPIC, state.client_protocol or Protocol.CHAT)
+        st, native = translate_error(404, content, REPLAY_MISS_PROTOCOL, state.client_protocol or DEFAULT_PROTOCOL)
         set_body(resp, st, orjson.dumps(native), "application/json")
         resp.headers["x-should-retry"] = "false"
         state.stop = error_stop_info(404, content) if state.kind in ("generate", "count_tokens") else None

@@ -10,6 +10,7 @@ from mitmproxy.net.http import status_codes
 
 from proxai_core import Protocol, error_stop_info, translate_error
 
+from .protocols import DEFAULT_PROTOCOL
 from .state import FlowState
 
 __all__ = ["native_error", "reply", "reply_body", "set_body"]
@@ -17,7 +18,7 @@ __all__ = ["native_error", "reply", "reply_body", "set_body"]
 
 def native_error(status: int, etype: str, message: str, protocol: Protocol | None) -> tuple[int, dict]:
     """A native error body of the client's protocol (Anthropic-style input, any output)."""
-    proto = protocol or Protocol.CHAT
+    proto = protocol or DEFAULT_PROTOCOL
     return translate_error(status, {"type": "error", "error": {"type": etype, "message": message}}, proto, proto)
 
 

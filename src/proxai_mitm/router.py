@@ -9,7 +9,6 @@ Offline flows (``mitmdump -nr``) are never rewritten.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from collections.abc import Callable
@@ -18,14 +17,14 @@ from typing import Any
 import orjson
 from mitmproxy import http
 
-from proxai_core import Protocol, TranslationError, dumps, error_response, error_stop_info, translate_request
+from proxai_core import TranslationError, dumps, error_response, error_stop_info, translate_request
 
 from . import routing
-from .bodies import BodyError, codings, decode, too_large_reply
+from .bodies import BodyError, codings, decode, offload, too_large_reply
 from .config import Route
 from .modellist import estimate_tokens
 from .options import RouteOptions
-from .protocols import is_anthropic_client
+from .protocols import DEFAULT_PROTOCOL, counts_tokens, model_list_client
 from .record import safe_body_limit
 from .replies import reply, reply_body
 from .state import FlowState, get_state, set_state
@@ -36,7 +35,8 @@ __all__ = ["REPLAY_PLACEHOLDER_KEY", "Router", "retarget"]
 
 #: the upstream key sent to the replay server when none is configured (nothing leaves the machine)
 REPLAY_PLACEHOLDER_KEY = "proxai-replay-no-key"
-#: request bodies from this size (compressed ones from 4 KiB) are decoded and parsed in a worker thread
+#: request bodies from this size (compressed ones always: a few bytes can inflate to the cap) are
+#: decoded and parsed in a worker thread
 THREAD_BYTES = 1 << 20
 _INVALID = object()
 
@@ -79,7 +79,7 @@ class Router:
         route = self.options.routes.find(req.host, path, None, alt_paths=(path,))
         if route is None:
             return
-        state = FlowState("websocket", Protocol.RESPONSES, route.protocol, route=route.name, translated=True)
+        state = FlowState("websocket", ep.protocol, route.protocol, route=route.name, translated=True)
         set_state(flow, state)
         reply(flow, state, 426, "invalid_request_error",
               "proxai: WebSocket transport is not available on a translated route; use HTTP streaming (SSE)",
@@ -95,12 +95,12 @@ class Router:
         if ep.kind in ("models", "model"):
             return self._handle(flow, ep, None)
         raw, ce = req.raw_content or b"", req.headers.get("content-encoding")
-        if (codings(ce) and len(raw) > 4096) or len(raw) > THREAD_BYTES:
+        if codings(ce) or len(raw) > THREAD_BYTES:
             return self._handle_off_loop(flow, ep, raw, ce)  # only this flow waits for its body
         return self._handle(flow, ep, parse_body(raw, ce, safe_body_limit()))
 
     async def _handle_off_loop(self, flow: http.HTTPFlow, ep: routing.Endpoint, raw: bytes, ce: str) -> None:
-        body = await asyncio.to_thread(parse_body, raw, ce, safe_body_limit())
+        body = await offload(parse_body, raw, ce, safe_body_limit())
         self._handle(flow, ep, body)
 
     def _handle(self, flow: http.HTTPFlow, ep: routing.Endpoint, body: Body | BodyError | None) -> None:
@@ -193,15 +193,15 @@ class Router:
         if route is None:
             return
         is_obj = isinstance(body, dict)
-        state = FlowState("count_tokens", Protocol.ANTHROPIC, route.protocol, route.name, client_text=_text(raw),
+        state = FlowState("count_tokens", ep.protocol, route.protocol, route.name, client_text=_text(raw),
                           client_body=body if is_obj else None, client_model=model, endpoint=ep,
-                          translated=route.protocol is not Protocol.ANTHROPIC,
+                          translated=route.protocol is not ep.protocol,
                           secrets=own_secrets(req.headers, route))
         set_state(flow, state)
         if not is_obj:
             return reply(flow, state, 400, "invalid_request_error",
                          f"request body is not a valid JSON object{': ' + jerr if jerr else ''}")
-        if route.protocol is not Protocol.ANTHROPIC:
+        if not counts_tokens(route.protocol):
             # OpenAI protocols have no token counting endpoint: an honest local estimate
             state.warnings.append("input_tokens estimated locally (about 4 characters per token); "
                                   f"the {route.protocol.value} upstream has no token counting endpoint")
@@ -229,10 +229,9 @@ class Router:
                                          alt_paths=ep.generate_paths)
         if route is None:
             return
-        anthropic_client = is_anthropic_client(req.headers)
-        state = FlowState(ep.kind, Protocol.ANTHROPIC if anthropic_client else None, route.protocol, route.name,
+        state = FlowState(ep.kind, model_list_client(req.headers), route.protocol, route.name,
                           client_model=ep.model_id, endpoint=ep, secrets=own_secrets(req.headers, route))
-        state.extra = {"anthropic_client": anthropic_client, "model_id": ep.model_id}
+        state.extra = {"model_id": ep.model_id}
         set_state(flow, state)
         state.upstream_model = route.models.map(ep.model_id) if ep.model_id else None
         self.forward(flow, state, ep, route, None, model_id=state.upstream_model)
@@ -268,7 +267,7 @@ class Router:
         except (TranslationError, TypeError) as exc:
             err = exc if isinstance(exc, TranslationError) else TranslationError(
                 f"body: the request cannot be re-encoded ({exc})", field="body")
-            status, native = error_response(err, state.client_protocol or Protocol.CHAT)
+            status, native = error_response(err, state.client_protocol or DEFAULT_PROTOCOL)
             reply_body(flow, state, status, native)
             return None
 

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxai_core import Protocol, StopInfo
+from proxai_core.neutral import Usage
 
-from .record import FlowRecord, ReplayRecord, StopRecord, Truncation, UsageRecord, read_body
+from .record import SCHEMA_VERSION, FlowRecord, read_body
 
-__all__ = ["FlowState", "get_state", "read_body", "scrub", "set_state", "to_record"]
+__all__ = ["FlowState", "get_state", "read_body", "record_dict", "scrub", "set_state", "to_record"]
 
 _STATE_ATTR = "_proxai_state"
 
@@ -88,32 +89,45 @@ def scrub(text: str | None, secrets: tuple[str, ...]) -> str | None:
 _SAME_BODY = frozenset({None, "none", "observe", "synthetic"})
 
 
-def to_record(state: FlowState) -> FlowRecord:
-    """The record of a finished flow. Bodies are copied only when the flow does not show them."""
+def record_dict(state: FlowState) -> dict[str, Any]:
+    """The record of a finished flow as stored (``FlowRecord``'s schema, plain values, built without
+    validation: the values are ours). Bodies are copied only when the flow does not show them; the
+    flow's own secrets are scrubbed from every string."""
     sec = state.secrets
-    stop = StopRecord.of(state.stop)
-    if stop is not None and stop.message and sec:
-        stop.message = scrub(stop.message, sec)
+    stop = state.stop.to_dict() if state.stop is not None else None
+    if stop is not None and stop["message"] and sec:
+        stop["message"] = scrub(stop["message"], sec)
+    usage = state.usage.to_dict() if isinstance(state.usage, Usage) else state.usage
     keep_upstream = state.translation not in _SAME_BODY or state.upstream_cut or state.keep_upstream
-    return FlowRecord(
-        kind=state.kind,
-        client_protocol=state.client_protocol,
-        upstream_protocol=state.upstream_protocol,
-        route=state.route,
-        translation=state.translation,
-        client_model=state.client_model,
-        upstream_model=state.upstream_model,
-        stream=state.client_stream if state.kind == "generate" else None,
-        stop=stop,
-        usage=UsageRecord.of(state.usage),
-        warnings=[scrub(str(w), sec) or "" for w in state.warnings],
-        client_request=scrub(state.client_text, sec) if state.route is not None else None,
-        upstream_response=scrub(state.upstream_text, sec) if keep_upstream else None,
-        upstream_status=state.upstream_status,
-        upstream_headers=[(k, scrub(v, sec) or "") for k, v in state.upstream_headers]
-        if state.upstream_headers is not None else None,
-        upstream_chunks=state.upstream_chunks,
-        upstream_cut=state.upstream_cut,
-        replay=ReplayRecord.model_validate(state.replay) if state.replay else None,
-        truncated=[Truncation(part=p, kept=k, total=t) for p, k, t in state.truncated],
-    )
+    headers = state.upstream_headers
+    if headers is not None and sec:
+        headers = [(k, scrub(v, sec) or "") for k, v in headers]
+    return {
+        "version": SCHEMA_VERSION,
+        "kind": state.kind,
+        "client_protocol": state.client_protocol.value if state.client_protocol else None,
+        "upstream_protocol": state.upstream_protocol.value if state.upstream_protocol else None,
+        "route": state.route,
+        "translation": state.translation,
+        "client_model": state.client_model,
+        "upstream_model": state.upstream_model,
+        "stream": state.client_stream if state.kind == "generate" else None,
+        "stop": stop,
+        "usage": usage,
+        "warnings": [scrub(str(w), sec) or "" for w in state.warnings],
+        "client_request": scrub(state.client_text, sec) if state.route is not None else None,
+        "upstream_response": scrub(state.upstream_text, sec) if keep_upstream else None,
+        "upstream_status": state.upstream_status,
+        "upstream_headers": headers,
+        "upstream_chunks": state.upstream_chunks,
+        "upstream_cut": state.upstream_cut,
+        "replay": {k: state.replay.get(k) for k in ("result", "flow", "key", "upstream_url")}
+        if state.replay else None,
+        "truncated": [{"part": p, "kept": k, "total": t} for p, k, t in state.truncated],
+        "metrics": None,  # written by the measuring addon (measure.py)
+    }
+
+
+def to_record(state: FlowState) -> FlowRecord:
+    """The typed record of a finished flow (what :meth:`FlowRecord.of` reads back from the flow)."""
+    return FlowRecord.model_validate(record_dict(state))

@@ -19,7 +19,7 @@ from typing import Any
 
 from proxai_core import Protocol, StreamTranslator
 
-from .bodies import BadEncoding, Decoder, body_limit, codings
+from .bodies import BadEncoding, BodyError, Decoder, body_limit, codings
 from .metrics import FirstContent
 from .protocols import fallback_error_frame
 from .recordcap import CappedBuffer, record_limit
@@ -30,13 +30,17 @@ __all__ = ["StreamHandler", "make_decoder", "native_error_frame"]
 
 
 # ----------------------------------------------------------------------------- content-encoding
+#: decoded bytes one network chunk of a compressed stream may produce (a ratio no event stream reaches)
+CHUNK_LIMIT = 8 * 1024 * 1024
+
+
 class _Decoder:
     """bodies.Decoder for a stream: no total cap, but no chunk inflates past the body cap (a bomb)."""
 
     __slots__ = ("_d",)
 
     def __init__(self, content_encoding: str) -> None:
-        self._d = Decoder(content_encoding, math.inf, feed_limit=body_limit())
+        self._d = Decoder(content_encoding, math.inf, feed_limit=min(body_limit(), CHUNK_LIMIT))
 
     def decompress(self, data: bytes) -> bytes:
         return self._d.feed(data)
@@ -150,8 +154,8 @@ class StreamHandler:
         try:
             if not data:
                 return self._end()
-            if self.finished:
-                return []
+            if self.finished or (self.failed and self.decoder is not None):
+                return []  # after a failure, compressed input is not decoded again (a bomb)
             chunk = self._decode(data)
             if not chunk:
                 return []
@@ -267,7 +271,7 @@ class StreamHandler:
             return []
         self.failed = True
         msg = f"proxai could not translate the upstream stream: {type(exc).__name__}: {exc}"
-        logger.error("proxai: %s", msg, exc_info=exc)
+        logger.error("proxai: %s", msg, exc_info=None if isinstance(exc, BodyError) else exc)  # a bomb: no traceback
         self.extra_warnings.append(msg)
         try:
             frame = self.translator.abort(msg)

@@ -9,7 +9,6 @@ Offline flows (``mitmdump -nr``) are left to offline.py.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
@@ -17,7 +16,6 @@ import orjson
 from mitmproxy import ctx, http
 
 from proxai_core import (
-    Protocol,
     StreamTranslator,
     dumps,
     error_stop_info,
@@ -29,10 +27,11 @@ from proxai_core import (
 )
 from proxai_core.neutral import Error
 
-from .bodies import BodyError, codings, decode, too_large_reply
+from .bodies import BodyError, codings, decode, offload, too_large_reply
 from .idle import IdleWatch
 from .modellist import finish_models
 from .options import RouteOptions, check_deferred, options_error
+from .protocols import DEFAULT_PROTOCOL
 from .record import safe_body_limit
 from .replies import native_error, set_body
 from .state import FlowState, get_state
@@ -46,7 +45,7 @@ __all__ = ["IDLE_TIMEOUT", "Translator", "plan"]
 #: of 600 s, above the longest silent reasoning we know of)
 IDLE_TIMEOUT = 300
 _SSE = "text/event-stream"
-#: complete bodies from this size (compressed ones from 4 KiB) are decoded in a worker thread
+#: complete bodies from this size (compressed ones always) are decoded in a worker thread
 THREAD_BYTES = 1 << 20
 
 
@@ -161,13 +160,13 @@ class Translator:
             if state.translation is None:
                 state.translation = plan(state, resp)
             raw, ce = resp.raw_content, resp.headers.get("content-encoding")
-            if raw is not None and ((codings(ce) and len(raw) > 4096) or len(raw) > THREAD_BYTES):
+            if raw is not None and (codings(ce) or len(raw) > THREAD_BYTES):
                 return self._response_off_loop(flow, state, raw, ce)  # only this flow waits
         self._finish(flow, state, None)
         return None
 
     async def _response_off_loop(self, flow: http.HTTPFlow, state: FlowState, raw: bytes, ce: str) -> None:
-        content = await asyncio.to_thread(decode_or_error, raw, ce, safe_body_limit())
+        content = await offload(decode_or_error, raw, ce, safe_body_limit())
         self._finish(flow, state, content)
 
     def _finish(self, flow: http.HTTPFlow, state: FlowState, content: bytes | BodyError | None) -> None:
@@ -247,7 +246,7 @@ def _finish_error(state: FlowState, resp: http.Response, content: bytes) -> None
     client, upstream = state.client_protocol, state.upstream_protocol
     state.stop = error_stop_info(resp.status_code, content) if state.kind == "generate" else None
     if state.route is not None and (upstream is not client or not _is_json(content)):
-        target = client or Protocol.CHAT
+        target = client or DEFAULT_PROTOCOL
         st, native = translate_error(resp.status_code, content, upstream or target, target)
         set_body(resp, st, orjson.dumps(native), "application/json")
     elif state.route is None or upstream is client:

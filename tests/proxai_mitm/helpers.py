@@ -68,3 +68,28 @@ def run(tctx: Any, res: Any) -> None:
 
 
 # ----------------------------------------------------------------------------- options
+
+
+def compress(data: bytes, encoding: str) -> bytes:
+    """``data`` in one of the four content-encodings."""
+    import gzip
+    import zlib
+
+    import brotli
+    from backports import zstd  # mitmproxy's own dependency on 3.12
+
+    if encoding == "gzip":
+        return gzip.compress(data)
+    if encoding == "deflate":
+        return zlib.compress(data)
+    if encoding == "br":
+        return brotli.compress(data)
+    return zstd.compress(data)
+
+
+def bomb(encoding: str, size: int = 64 * 1024 * 1024) -> bytes:
+    """A small body that inflates to ``size`` bytes (a JSON-looking prefix, then spaces)."""
+    return compress(b'{"model": "m", "messages": [' + b" " * size, encoding)
+
+
+ENCODINGS = ("gzip", "deflate", "br", "zstd")

@@ -114,3 +114,54 @@ def test_passthrough_stream_keeps_wire_bytes(addon):
     # the client got the upstream's bytes: the record keeps no copy and reads them from the flow
     assert f.metadata["proxai"]["upstream_response"] is None
     assert FlowRecord.of(f).upstream_body(f) == sse_bytes(ANTH, "refusal")
+
+
+# ----------------------------------------------------------------------------- the annotation itself
+def _annotated(addon, body: bytes, status: int = 200):
+    f = make_flow(ANTH)
+    addon.request(f)
+    respond(f, status, body, "application/json")
+    addon.responseheaders(f)
+    addon.run(addon.response(f))
+    return f
+
+
+@needs_codecs
+def test_comment_marker_and_one_log_line(addon, caplog):
+    import logging
+
+    from .helpers import json_bytes
+
+    caplog.set_level(logging.INFO, logger="proxai_mitm.annotate")
+    f = _annotated(addon, json_bytes(ANTH, "refusal"))
+    assert f.comment.startswith("refusal") and f.marked == ":no_entry:"
+    addon.run(addon.response(f))  # a second response hook (e.g. a replayed flow) changes nothing
+    assert caplog.text.count("proxai: anthropic_messages → anthropic_messages") == 1
+    g = _annotated(addon, json_bytes(ANTH, "text"))
+    assert g.marked == "" and g.comment.startswith("end_turn")
+
+
+def test_control_characters_never_reach_the_terminal(addon, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="proxai_mitm.annotate")
+    evil = "m\x1b]8;;http://x\x07\x1b[31m"
+    body = {"id": "x", "type": "message", "role": "assistant", "model": evil,
+            "content": [{"type": "text", "text": "hi"}], "stop_reason": "refusal", "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1}}
+    f = make_flow(ANTH, body={**BODIES[ANTH], "model": evil})
+    addon.request(f)
+    respond(f, 200, json.dumps(body).encode(), "application/json")
+    addon.responseheaders(f)
+    addon.run(addon.response(f))
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("proxai:"))
+    assert "\x1b" not in line and "\x07" not in line and "\\x1b" in line
+
+
+def test_non_llm_flows_get_no_record(addon):
+    f = make_flow(CHAT, body={"hello": "world"}, path="/api/other")
+    addon.request(f)
+    respond(f, 200, b"{}", "application/json")
+    addon.responseheaders(f)
+    addon.run(addon.response(f))
+    assert "proxai" not in f.metadata and FlowRecord.of(f) is None

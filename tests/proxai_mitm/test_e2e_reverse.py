@@ -11,6 +11,7 @@ import httpx2
 import openai
 import pytest
 
+from proxai_mitm.record import FlowRecord
 from tests.fake_upstream import RECORDED, FakeUpstream, Reply
 from tests.mitm_harness import Mitmdump, free_port
 
@@ -98,8 +99,8 @@ def test_saved_flow_holds_metadata(proxy, up, clients):
     flows = wait_flows(proxy, n0 + 1)
     f = flows[-1]
     m = f.metadata["proxai"]
-    assert set(m) == {"client_protocol", "upstream_protocol", "route", "stop", "warnings", "client_request",
-                      "upstream_response", "usage", "upstream_status", "upstream_headers", "upstream_chunks"}
+    assert set(m) == set(FlowRecord.model_fields) and m["version"] == 2  # the one typed record
+    assert m["translation"] == "stream" and m["upstream_cut"] is None and m["replay"] is None
     assert sum(nb for _, nb in m["upstream_chunks"]) == len(m["upstream_response"].encode())
     assert f.response.content.startswith(b"event: message_start")  # the body the client received
     assert (m["client_protocol"], m["upstream_protocol"], m["route"]) == (ANTH, CHAT, "to-chat")

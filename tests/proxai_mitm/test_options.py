@@ -34,3 +34,25 @@ def test_retargeting_sets_lazy_connection_strategy(addon):
     addon.configure(proxai_target=ANTH, proxai_upstream="https://api.anthropic.com",
                          proxai_key_env="PROXAI_TEST_KEY")
     assert ctx.options.connection_strategy == "lazy"
+
+
+def test_closed_sets_are_declared_as_choices(addon):
+    from mitmproxy import ctx
+
+    opts = ctx.options._options
+    assert opts["proxai_target"].choices == ("", "openai_chat_completions", "openai_responses",
+                                             "anthropic_messages")
+    assert opts["proxai_replay_miss"].choices == ("error", "forward")
+
+
+def test_routes_parsed_once_in_configure(addon, monkeypatch):
+    """The hooks read the parsed RouteSet; a change of an unrelated option does not re-parse."""
+    import proxai_mitm.options as mod
+
+    addon.configure(proxai_target="openai_chat_completions", proxai_model="x")
+    routes = addon.routeoptions.routes
+    assert [r.name for r in routes] == ["default"] and routes.routes[0].models.map("y") == "x"
+    calls = []
+    monkeypatch.setattr(mod, "routes_from_options", lambda *a: calls.append(a))
+    addon.configure(proxai_redact=False)
+    assert calls == [] and addon.routeoptions.routes is routes

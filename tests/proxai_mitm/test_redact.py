@@ -273,3 +273,32 @@ def test_redact_ahead_is_used_while_the_flow_is_unchanged():
     f.response.content = f"changed {CUSTOM_KEY}".encode()  # changed after: computed again
     again = redacted_state(f)
     assert again is not prepared and again["response"]["content"] == b"changed <redacted>"
+
+
+def test_compressed_bomb_is_scanned_without_inflating():
+    import tracemalloc
+    import zlib
+
+    c = zlib.compressobj(9, wbits=31)
+    bomb = b"".join(c.compress(b"\0" * (1 << 20)) for _ in range(256)) + c.flush()
+    f = tflow.tflow(resp=True)
+    f.response.headers["content-encoding"] = "gzip"
+    f.response.raw_content = bomb
+    tracemalloc.start()
+    try:
+        redact_flow(f)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert f.response.raw_content == bomb
+    assert peak < 8 * 1024 * 1024, peak
+
+
+def test_secret_across_a_scan_window_edge_is_found():
+    f = tflow.tflow(resp=True)
+    f.request.headers["x-api-key"] = CUSTOM_KEY
+    f.response.headers["content-encoding"] = "gzip"
+    edge = 1024 * 1024 - len(CUSTOM_KEY) // 2
+    f.response.content = b"a" * edge + CUSTOM_KEY.encode() + b"b" * 1000
+    redact_flow(f)
+    assert f.response.get_content() == b"a" * edge + b"<redacted>" + b"b" * 1000

@@ -166,3 +166,30 @@ def test_keep_alive_serves_several_requests_on_one_connection():
         return out
 
     assert serve(idx, go, fast=True) == [JSON_BODY, SSE]
+
+
+def test_compressed_request_matches_and_a_bomb_is_not_inflated():
+    import gzip
+
+    from proxai_mitm import replay_server
+
+    idx = RecordingIndex.from_flows([make_flow(REQ, JSON_BODY)])
+
+    async def go(server, body: bytes):
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-encoding: gzip\r\n"
+                     b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        data = await reader.read()
+        writer.close()
+        return data
+
+    hit = serve(idx, lambda s: go(s, gzip.compress(orjson.dumps(REQ))), fast=True)
+    assert hit.startswith(b"HTTP/1.1 200") and hit.endswith(JSON_BODY)
+    old = replay_server.MAX_REQUEST_BODY
+    replay_server.MAX_REQUEST_BODY = 1 << 20
+    try:
+        miss = serve(idx, lambda s: go(s, gzip.compress(b"{" + b" " * (8 << 20))), fast=True)
+    finally:
+        replay_server.MAX_REQUEST_BODY = old
+    assert miss.startswith(b"HTTP/1.1 404")  # hashed as it arrived, never inflated to 8 MB

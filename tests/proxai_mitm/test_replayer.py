@@ -169,3 +169,15 @@ def test_replay_needs_no_upstream_key(addon, tmp_path, monkeypatch):
     assert f.response is None  # no 401: nothing leaves the machine
     assert f.request.headers["x-api-key"] == REPLAY_PLACEHOLDER_KEY
     assert SECRET not in str(f.request.headers)
+
+
+def test_damaged_recording_replays_its_intact_flows_and_says_where(addon, tmp_path, caplog):
+    from pathlib import Path
+
+    path = Path(_recording(tmp_path))
+    data = path.read_bytes()
+    path.write_bytes(data + data[: len(data) // 2])  # a second flow cut in the middle
+    caplog.set_level(logging.INFO)
+    addon.configure(proxai_replay=str(path))
+    assert len(addon.replayer.index) == 1
+    assert f"damaged at byte {len(data)}" in caplog.text and "Traceback" not in caplog.text

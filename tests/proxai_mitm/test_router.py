@@ -10,7 +10,7 @@ import pytest
 from proxai_mitm.state import get_state
 
 from .conftest import needs_codecs
-from .helpers import ANTH, BODIES, CHAT, RESP, make_flow
+from .helpers import ANTH, BODIES, CHAT, ENCODINGS, RESP, bomb, compress, make_flow
 
 
 def test_non_llm_requests_untouched(addon):
@@ -52,7 +52,7 @@ def test_zstd_request_body_is_decoded(addon):
     f = make_flow(RESP)
     f.request.headers["content-encoding"] = "zstd"
     f.request.raw_content = zstd.compress(raw)
-    addon.request(f)
+    addon.run(addon.request(f))
     assert "content-encoding" not in f.request.headers
     assert json.loads(f.request.raw_content)["messages"][0]["content"] in ("hi", [{"type": "text", "text": "hi"}])
     assert get_state(f).client_text == raw.decode()
@@ -161,3 +161,63 @@ def test_tool_schema_deeper_than_orjson_writes_is_translated(addon):
     assert f.response is None, f.response and f.response.content[:300]
     sent = json.loads(f.request.content)
     assert sent["tools"][0]["name"] == "f" and sent["tools"][0]["input_schema"] == deep
+
+
+# ----------------------------------------------------------------------------- bounded bodies
+@pytest.mark.parametrize("encoding", ENCODINGS)
+@pytest.mark.parametrize("target", [CHAT, None])
+def test_request_bomb_gets_native_413_and_is_never_inflated(addon, encoding, target):
+    """A compressed request body that inflates past the cap (here 1 MiB) is answered with the
+    client's native 413, routed or not, decoded in a worker thread and only up to the cap."""
+    addon.configure(proxai_body_limit=1024 * 1024, **({"proxai_target": target} if target else {}))
+    f = make_flow(ANTH, headers=[("content-encoding", encoding)])
+    raw = bomb(encoding)
+    f.request.raw_content = raw
+    res = addon.request(f)
+    assert res is not None  # compressed: decoded off the event loop
+    addon.run(res)
+    assert f.response is not None and f.response.status_code == 413
+    err = json.loads(f.response.content)
+    assert err["type"] == "error" and err["error"]["type"] == "invalid_request_error"
+    assert "too large" in err["error"]["message"]
+    assert f.request.raw_content == raw  # left as it was
+    st = get_state(f)
+    assert st.synthetic and st.stop.reason.value != "end_turn" and "not read" in st.warnings[0]
+    addon.response(f)
+    assert f.metadata["proxai"]["translation"] == "synthetic"
+
+
+def test_corrupt_request_encoding_is_native_400(addon):
+    addon.configure(proxai_target=CHAT)
+    f = make_flow(ANTH, headers=[("content-encoding", "gzip")])
+    f.request.raw_content = b"\x1f\x8b not gzip at all"
+    addon.run(addon.request(f))
+    assert f.response.status_code == 400
+    assert json.loads(f.response.content)["type"] == "error"
+
+
+def test_compressed_request_is_translated_after_decoding_off_the_loop(addon):
+    addon.configure(proxai_target=CHAT)
+    f = make_flow(ANTH, headers=[("content-encoding", "br")])
+    f.request.raw_content = compress(json.dumps(BODIES[ANTH]).encode(), "br")
+    addon.run(addon.request(f))
+    assert "content-encoding" not in f.request.headers
+    assert f.request.path == "/v1/chat/completions" and json.loads(f.request.content)["messages"]
+
+
+def test_one_retarget_sequence_for_every_endpoint_kind(addon, monkeypatch):
+    """generate, count_tokens and models go through Router.forward: same key rule, same URL rewrite."""
+    monkeypatch.setenv("PROXAI_TEST_KEY", "sk-ant-env-key-456")
+    addon.configure(proxai_target=ANTH, proxai_upstream="https://api.anthropic.com:8443/x",
+                    proxai_key_env="PROXAI_TEST_KEY")
+    calls = []
+    real = addon.router.forward
+    monkeypatch.setattr(addon.router, "forward", lambda *a, **k: calls.append(a[2].kind) or real(*a, **k))
+    for path, body in (("/v1/messages", BODIES[ANTH]),
+                       ("/v1/messages/count_tokens", BODIES[ANTH]), ("/v1/models", None)):
+        f = make_flow(ANTH, path=path, body=body or b"", method="POST" if body else "GET",
+                      headers=[("anthropic-version", "2023-06-01")])
+        addon.request(f)
+        assert f.request.host == "api.anthropic.com" and f.request.port == 8443
+        assert f.request.path.startswith("/x/v1/") and f.request.headers["x-api-key"] == "sk-ant-env-key-456"
+    assert calls == ["generate", "count_tokens", "models"]

@@ -8,13 +8,29 @@ import logging
 from typing import Any
 
 import pytest
+from mitmproxy import http
+from mitmproxy.test import tutils
 
 from proxai_mitm.record import FlowRecord
+from proxai_mitm.state import get_state
 from proxai_mitm.streaming import StreamHandler
 from tests.fake_upstream import RECORDED, _enc_event
 
 from .conftest import needs_codecs
-from .helpers import ANTH, BODIES, CHAT, RESP, feed, json_bytes, make_flow, respond, run, sse_bytes
+from .helpers import (
+    ANTH,
+    BODIES,
+    CHAT,
+    ENCODINGS,
+    RESP,
+    bomb,
+    feed,
+    json_bytes,
+    make_flow,
+    respond,
+    run,
+    sse_bytes,
+)
 
 
 @needs_codecs
@@ -301,3 +317,73 @@ def test_passthrough_gzip_stream_forwarded_raw_and_observed(addon):
     assert f.response.headers["content-encoding"] == "gzip"
     addon.response(f)
     assert f.metadata["proxai"]["stop"]["reason"] == "tool_use"
+
+
+# ----------------------------------------------------------------------------- the one decision
+@pytest.mark.parametrize("client, upstream, stream, status, ctype, length, expect", [
+    (ANTH, CHAT, True, 200, "text/event-stream", None, "stream"),
+    (ANTH, CHAT, True, 200, "text/event-stream", "0", "stream_whole"),
+    (ANTH, CHAT, False, 200, "text/event-stream", None, "collect"),
+    (ANTH, CHAT, True, 200, "application/json", None, "to_stream"),
+    (ANTH, CHAT, False, 200, "application/json", None, "json"),
+    (ANTH, CHAT, False, 429, "application/json", None, "error"),
+    (ANTH, ANTH, True, 200, "text/event-stream", None, "observe"),
+    (ANTH, ANTH, False, 200, "application/json", None, "observe"),
+])
+def test_plan_decides_from_the_head(client, upstream, stream, status, ctype, length, expect):
+    from proxai_core import Protocol
+    from proxai_mitm.state import FlowState
+    from proxai_mitm.translate import plan
+
+    st = FlowState("generate", Protocol(client), Protocol(upstream), "r", client_stream=stream)
+    hs = [("content-type", ctype)] + ([("content-length", length)] if length else [])
+    resp = tutils.tresp(status_code=status, headers=http.Headers([(k.encode(), v.encode()) for k, v in hs]))
+    assert plan(st, resp) == expect
+    assert plan(FlowState("models", None, Protocol(upstream), "r"), resp) == "models"
+    assert plan(FlowState("generate", Protocol(client), Protocol(client), None, synthetic=True), resp) == "synthetic"
+
+
+@needs_codecs
+def test_translation_is_decided_once_and_recorded(addon):
+    addon.configure(proxai_target=CHAT)
+    f = make_flow(ANTH)
+    addon.request(f)
+    respond(f, 200, json_bytes(CHAT), "application/json")
+    addon.responseheaders(f)
+    assert get_state(f).translation == "json"
+    f.response.headers["content-type"] = "text/event-stream"  # a later change does not re-decide
+    addon.response(f)
+    assert f.metadata["proxai"]["translation"] == "json"
+
+
+# ----------------------------------------------------------------------------- bounded bodies
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_translated_response_bomb_is_native_502(addon, encoding):
+    addon.configure(proxai_target=CHAT, proxai_body_limit=1024 * 1024)
+    f = make_flow(ANTH)
+    addon.request(f)
+    respond(f, 200, None, "application/json", [("content-encoding", encoding)])
+    f.response.raw_content = bomb(encoding)
+    addon.responseheaders(f)
+    res = addon.response(f)
+    assert res is not None  # compressed: decoded off the event loop
+    addon.run(res)
+    assert f.response.status_code == 502
+    assert json.loads(f.response.content)["type"] == "error"
+    m = f.metadata["proxai"]
+    assert m["translation"] == "error" and m["stop"]["reason"] != "end_turn"
+    assert any("not read" in w for w in m["warnings"])
+
+
+def test_passthrough_response_bomb_is_left_untouched(addon):
+    addon.configure(proxai_body_limit=1024 * 1024)
+    f = make_flow(ANTH)
+    addon.request(f)
+    raw = bomb("gzip")
+    respond(f, 200, None, "application/json", [("content-encoding", "gzip")])
+    f.response.raw_content = raw
+    addon.responseheaders(f)
+    addon.run(addon.response(f))
+    assert f.response.status_code == 200 and f.response.raw_content == raw
+    m = f.metadata["proxai"]
+    assert m["translation"] == "observe" and any("not read" in w for w in m["warnings"])

@@ -119,3 +119,57 @@ def test_escape_sequences_never_reach_the_terminal(rig, tmp_path):
     assert "\\x1b" in out.stdout
     for ch in ("\x1b", "\x07", "\x9b"):
         assert ch not in out.stdout and ch not in out.stderr
+
+
+def test_hardump_is_redacted_client_side_and_carries_the_stop(tmp_path):
+    """``--set hardump=x.har``: no secret of the flows (client keys, the injected key, gateway
+    headers, a key echoed by the upstream), each entry the client's request with the client's
+    response, and the StopInfo in ``comment`` / ``_proxai``."""
+    from tests.fake_upstream import Reply
+
+    har_path = tmp_path / "x.har"
+    client_key = "sk-proj-harclient0key0000000000000000001"
+    with Rig(save=False, extra_routes=ROUTES, env={OTHER_KEY_ENV: OTHER_KEY}, n_deltas=4,
+             options={"hardump": str(har_path)}) as r2:
+        headers = {"authorization": f"Bearer {client_key}", "x-portkey-api-key": "portkey-hostile-0001",
+                   "cookie": "session=cookie-hostile-0002"}
+        for client, stream in ((CHAT, True), (ANTH, False), (RESP, True)):
+            res = post(r2, "/other" + client_path(client, None), request_body(client, f"har{client.split('_')[-1]}", stream),
+                       headers)
+            assert res.status == 200, res.body[:300]
+        r2.up.on("/v1/messages", Reply.json({"type": "error", "error": {
+            "type": "authentication_error", "message": f"invalid x-api-key: {OTHER_KEY}"}}, status=401, times=1))
+        res = post(r2, "/other" + client_path(CHAT, None), request_body(CHAT, "har401", False), headers)
+        assert res.status == 401
+        r2.m.stop()  # hardump is written at shutdown
+        text = har_path.read_text()
+    for secret in (client_key, OTHER_KEY, "portkey-hostile-0001", "cookie-hostile-0002"):
+        assert secret not in text, secret
+    entries = json.loads(text)["log"]["entries"]
+    assert len(entries) == 4
+    for e in entries:
+        assert "/other/" in e["request"]["url"] and "127.0.0.1" in e["request"]["url"]  # what the client sent
+        assert e["_proxai"]["stop"] is not None and e["comment"]
+    chat = next(e for e in entries if "harcompletions" in e["request"]["postData"]["text"])
+    assert '"messages"' in chat["request"]["postData"]["text"] and '"stream": true' in chat["request"]["postData"]["text"]
+    assert chat["response"]["content"]["text"].startswith("data: ")  # the Chat stream the client got
+    assert chat["_proxai"]["client_protocol"] == CHAT and chat["_proxai"]["upstream_protocol"] == ANTH
+
+
+def test_listen_host_warning_at_start():
+    """A key-injecting route while mitmdump listens on every interface without proxyauth: a clear
+    warning at start (the docs' commands all pass --listen-host 127.0.0.1). The proxy is stopped
+    as soon as the line is seen; only loopback is talked to."""
+    from tests.mitm_harness import Mitmdump, free_port
+
+    m = Mitmdump(mode=f"reverse:http://127.0.0.1:9@0.0.0.0:{free_port()}", save=False,
+                 env={OTHER_KEY_ENV: OTHER_KEY},
+                 options={"proxai_target": ANTH, "proxai_upstream": "http://localhost:9",
+                          "proxai_key_env": OTHER_KEY_ENV})
+    try:
+        m.start(wait=False)
+        lines = m.wait_for_log(r"inject an API key and mitmproxy listens on", timeout=30)
+    finally:
+        m.cleanup()
+    assert "--listen-host 127.0.0.1" in lines[0] and "403" in lines[0]
+    assert OTHER_KEY not in m.log

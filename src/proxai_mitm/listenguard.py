@@ -1,0 +1,109 @@
+"""A route that injects the user's API key must not serve it to the whole network.
+
+mitmproxy listens on every interface unless told otherwise (``--listen-host``, or a mode spec's
+``@host:port``). When a route injects an API key (``proxai_key_env`` / ``api_key_env``), a proxy
+reachable from other machines without ``proxyauth`` lends that key to anyone who can connect. This
+addon says so loudly at start, and, unless ``proxai_allow_remote`` is set, answers LLM requests from
+clients that are not on this machine's loopback with a 403 in their own protocol instead of
+injecting the key.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from typing import Any
+
+import orjson
+from mitmproxy import ctx, http
+
+from proxai_core import Protocol
+from proxai_core.errors import native_error
+from proxai_core.neutral import Error
+
+from .routing import recognize
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ListenGuard", "exposed_listen_hosts", "is_loopback"]
+
+_WATCHED = {"mode", "listen_host", "proxyauth", "proxai_allow_remote", "proxai_config", "proxai_key_env",
+            "proxai_target", "proxai_upstream"}
+
+
+def is_loopback(host: str | None) -> bool:
+    if not host:
+        return False  # "" = every interface
+    if host.lower() == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return (mapped or ip).is_loopback
+
+
+def exposed_listen_hosts(modes: Any, listen_host: str) -> list[str]:
+    """The listen addresses of the configured modes that are not loopback ("" shown as all interfaces)."""
+    from mitmproxy.proxy.mode_specs import ProxyMode
+
+    out = []
+    for spec in modes or ():
+        try:
+            mode = ProxyMode.parse(spec)
+        except ValueError:
+            continue
+        if mode.listen_port(None) is None:
+            continue  # local capture and friends listen nowhere
+        host = mode.listen_host(listen_host or None)
+        if not is_loopback(host):
+            out.append(host or "0.0.0.0 / :: (all interfaces)")
+    return out
+
+
+class ListenGuard:
+    def __init__(self, route_options: Any) -> None:
+        self.route_options = route_options
+        self.refuse = False
+
+    def load(self, loader: Any) -> None:
+        loader.add_option(
+            "proxai_allow_remote", bool, False,
+            "Serve LLM requests from other machines although a route injects an API key and mitmproxy "
+            "listens beyond loopback without proxyauth. Off: such requests get a 403 in their protocol "
+            "(and a warning is logged at start).",
+        )
+
+    def configure(self, updated: set[str]) -> None:
+        if not updated & _WATCHED:
+            return
+        opts = ctx.options
+        routes = getattr(getattr(self.route_options, "routes", None), "routes", ()) or ()
+        injecting = [r.name for r in routes if getattr(r, "api_key_env", None)]
+        exposed = exposed_listen_hosts(getattr(opts, "mode", ()), getattr(opts, "listen_host", ""))
+        guarded = bool(getattr(opts, "proxyauth", None))
+        allowed = bool(getattr(opts, "proxai_allow_remote", False))
+        self.refuse = bool(injecting and exposed and not guarded and not allowed)
+        if injecting and exposed and not guarded:
+            logger.warning(
+                "proxai: WARNING: route(s) %s inject an API key and mitmproxy listens on %s without proxyauth: "
+                "anyone who can reach this port could use the key. Start with --listen-host 127.0.0.1 (or set "
+                "proxyauth). %s", ", ".join(repr(n) for n in injecting), ", ".join(exposed),
+                "proxai_allow_remote is set: remote clients are served." if allowed else
+                "Until then LLM requests from other machines get 403 (proxai_allow_remote=true serves them).")
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        if not self.refuse or not flow.live or flow.response is not None:
+            return
+        peer = getattr(flow.client_conn, "peername", None)
+        if peer and is_loopback(str(peer[0])):
+            return
+        ep = recognize(flow.request.method, flow.request.path, flow.request.headers)
+        if ep is None:
+            return
+        proto = ep.protocol or (Protocol.ANTHROPIC if "anthropic-version" in flow.request.headers else Protocol.CHAT)
+        status, body = native_error(Error(kind="permission", status=403, message=(
+            "proxai: this proxy injects an API key and refuses clients from other machines "
+            "(listen on 127.0.0.1, set proxyauth, or proxai_allow_remote=true)")), proto)
+        flow.response = http.Response.make(status, orjson.dumps(body), {"content-type": "application/json"})
