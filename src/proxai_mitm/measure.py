@@ -156,7 +156,7 @@ def _model_label(asked: str | None, answered: str | None) -> str | None:
 
 
 def _stop_label(reason: str | None, category: str | None) -> str | None:
-    return f"{reason} ({category})" if reason and category else reason
+    return f"{reason} ({category})" if reason and category and category != reason else reason
 
 
 def _answered_model(body: bytes | None) -> str | None:

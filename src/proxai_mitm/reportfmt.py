@@ -121,7 +121,7 @@ def cells(r: dict[str, Any]) -> dict[str, str]:
     """The display text of one row's columns (not escaped)."""
     a, b = _short(r.get("client_protocol")), _short(r.get("upstream_protocol"))
     stop = r.get("reason") or "?"
-    if r.get("category"):
+    if r.get("category") and r["category"] != r.get("reason"):
         stop += f" ({r['category']})"
     model = r.get("model") or "?"
     if r.get("response_model") and r["response_model"] not in model:
