@@ -375,7 +375,9 @@ def check_files(paths: list[Path], scenarios: list[Scenario] = SCENARIOS) -> Non
         leaked = [s for s in SECRETS if s.encode() in data]
         if leaked:
             raise RuntimeError(f"{path}: credentials stored: {leaked}")
-        got = [f.metadata["proxai"]["stop"]["reason"] for f in read_flows(path)]
+        from proxai_mitm.record import FlowRecord
+
+        got = [FlowRecord.of(f).stop.reason for f in read_flows(path)]
         if got != sc.reasons:
             raise RuntimeError(f"{path}: stop reasons {got}, expected {sc.reasons}")
 

@@ -17,7 +17,7 @@ from mitmproxy import ctx, exceptions
 
 __all__ = ["DEFAULT_RECORD_LIMIT", "CappedBuffer", "RecordLimit", "record_limit", "truncation_note"]
 
-DEFAULT_RECORD_LIMIT = 8 * 1024 * 1024
+DEFAULT_RECORD_LIMIT = 4 * 1024 * 1024
 
 
 def truncation_note(kept: int, total: int) -> bytes:
@@ -66,9 +66,10 @@ class CappedBuffer:
         return self._parts[0] if self._parts else b""
 
     def value(self) -> bytes:
-        """The held bytes, plus the truncation note when bytes were dropped."""
-        head = self.head()
-        return head + truncation_note(self.kept, self.total) if self.truncated else head
+        """The held bytes, plus the truncation note when bytes were dropped (one copy, not two)."""
+        if not self.truncated:
+            return self.head()
+        return b"".join([*self._parts, truncation_note(self.kept, self.total)])
 
     def __len__(self) -> int:
         return self.kept

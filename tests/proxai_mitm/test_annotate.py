@@ -165,3 +165,26 @@ def test_non_llm_flows_get_no_record(addon):
     addon.responseheaders(f)
     addon.run(addon.response(f))
     assert "proxai" not in f.metadata and FlowRecord.of(f) is None
+
+
+def test_annotator_alone_writes_the_state_it_finds():
+    from mitmproxy.test import taddons
+
+    from proxai_core import Protocol, StopInfo, StopReason
+    from proxai_mitm.annotate import Annotator
+    from proxai_mitm.state import FlowState, set_state
+
+    a = Annotator()
+    with taddons.context(a):
+        f = make_flow(ANTH)
+        respond(f, 200, b"{}", "application/json")
+        set_state(f, FlowState("generate", Protocol(ANTH), Protocol(CHAT), "r", translation="json",
+                               stop=StopInfo(StopReason.MAX_OUTPUT, raw="length")))
+        a.response(f)
+        assert f.marked == ":scissors:" and f.comment.startswith("max_output")
+        rec = FlowRecord.of(f)
+        assert rec.route == "r" and rec.translation == "json" and rec.stop_info().raw == "length"
+        f.marked = ":scissors:"
+        f.metadata.clear()
+        a.error(f)  # once per flow
+        assert "proxai" not in f.metadata

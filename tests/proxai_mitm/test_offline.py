@@ -58,3 +58,23 @@ def test_offline_stream_without_body(addon):
     addon.cycle(f)
     m = f.metadata["proxai"]
     assert m["stop"] is None and any("not stored" in w for w in m["warnings"])
+
+
+@needs_codecs
+def test_offline_addon_alone_observes_a_plain_capture():
+    from mitmproxy.test import taddons
+
+    from proxai_mitm.offline import Offline
+    from proxai_mitm.state import get_state
+
+    o = Offline()
+    with taddons.context(o):
+        f = make_flow(ANTH, stream=True)
+        respond(f, 200, sse_bytes(ANTH, "refusal"), "text/event-stream")
+        f.live = False
+        o.response(f)
+        st = get_state(f)
+        assert st.translation == "observe" and st.stop.reason.value == "refusal" and st.route is None
+        g = make_flow(ANTH)  # live flows are not its business
+        o.response(g)
+        assert get_state(g) is None

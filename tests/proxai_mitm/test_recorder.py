@@ -72,3 +72,28 @@ def test_redaction_off_stores_everything(addon):
     f = make_flow(CHAT)
     addon.requestheaders(f)
     assert SECRET.encode() in stored(f)
+
+
+def test_recorder_alone_redacts_what_is_stored_with_the_flows_own_secrets():
+    import json
+
+    from mitmproxy.test import taddons
+
+    from proxai_core import Protocol
+    from proxai_mitm.recorder import Recorder
+    from proxai_mitm.state import FlowState, set_state
+
+    from .helpers import ANTH
+
+    r = Recorder()
+    with taddons.context(r) as tctx:
+        tctx.configure(r, proxai_redact=True)
+        key = "plain-injected-key-0042"  # no known key shape: only the flow's own secrets find it
+        f = make_flow(ANTH)
+        respond(f, 401, f'{{"error": "bad key {key}"}}'.encode(), "application/json")
+        set_state(f, FlowState("generate", Protocol(ANTH), Protocol(CHAT), "r", secrets=(key,)))
+        r.requestheaders(f)
+        assert key not in json.dumps(f.get_state(), default=repr)
+        assert key.encode() in f.response.content  # the live flow keeps it
+        tctx.configure(r, proxai_redact=False)
+        assert key.encode() in f.get_state()["response"]["content"]
