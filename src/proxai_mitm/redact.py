@@ -11,20 +11,24 @@ What is redacted
 * URLs: values of the query parameters in :data:`SECRET_PARAMS` (``key``, ``api_key``, ``token``,
   ``access_token``, ``sig``, ...) and the password of a ``user:password@`` userinfo. The placeholder
   is percent-encoded (``key=%3Credacted%3E``) so the URL stays valid.
-* Free text (bodies, metadata strings, the comment): common key shapes (:func:`redact_text`):
-  ``sk-…`` (OpenAI, OpenRouter), ``sk-ant-…`` (Anthropic), ``AIza…`` (Google), ``gsk_…`` (Groq),
-  ``xai-…``, ``hf_…``, GitHub tokens, AWS access key ids, JWTs, ``Bearer <token>``, and JSON string
-  values of keys such as ``"api_key"``, ``"password"``, ``"access_token"``.
+* The flow's own secrets (:func:`flow_secrets`: values of its credential headers, cookies and
+  credential query parameters, plus what the caller passes: the client's credential a route
+  removed, the injected key), wherever they appear: bodies (an upstream error echoing the key),
+  metadata strings, the comment, the error message.
+* Free text (bodies, metadata strings, the comment): common key shapes: ``sk-…`` (OpenAI,
+  OpenRouter), ``sk-ant-…`` (Anthropic), ``AIza…`` (Google), ``gsk_…`` (Groq), ``xai-…``, ``hf_…``,
+  GitHub tokens, AWS access key ids, JWTs, ``Bearer <token>``, and JSON string values of keys such
+  as ``"api_key"``, ``"password"``, ``"access_token"``. Both in one linear pass (scrubber.py);
+  compressed bodies are scanned as they decode (redact_body.py).
 
-When to call it (the live request must keep its credentials)
-------------------------------------------------------------
-mitmproxy's ``Save`` addon (``-w``) writes ``flow.get_state()`` of the *live* flow object from its
-own ``response`` / ``error`` hook; there is no separate copy to redact. ``Save`` sits after script
-addons in the chain, so the addon calls :func:`redact_flow` at the end of *its* ``response`` and
-``error`` hooks: by then the request has already been sent upstream (the credentials did their job)
-and the redacted state is what ``Save`` serializes (and what the UI shows from then on). Never call
-it in ``request`` / ``requestheaders`` / ``responseheaders``: that would strip the key from the
-request still to be sent. A client replay of a redacted flow sends ``<redacted>`` — by design.
+When it runs (the live flow keeps its credentials)
+--------------------------------------------------
+mitmproxy's ``Save`` (``-w``) serializes ``flow.get_state()`` in its ``response`` / ``error`` hook,
+before a non-streamed response is even sent. The recorder gives every flow a ``get_state`` that
+returns :func:`redacted_state` (a redacted copy; the live flow is untouched), and for big flows
+:func:`redact_ahead` prepares that copy on the worker thread first (RedactAhead, the last ProxAI
+addon), so the event loop never scans megabytes. :func:`redact_flow` redacts a flow in place
+(offline tools, tests). A client replay of a redacted flow sends ``<redacted>`` — by design.
 
 Everything here is idempotent and never raises on odd input.
 """

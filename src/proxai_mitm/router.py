@@ -106,6 +106,8 @@ class Router:
     def _handle(self, flow: http.HTTPFlow, ep: routing.Endpoint, body: Body | BodyError | None) -> None:
         try:
             if isinstance(body, BodyError):
+                if not self.options.routes and not codings(flow.request.headers.get("content-encoding")):
+                    return  # nothing to translate and nothing inflated: a big plain body passes untouched
                 self._bad_body(flow, ep, body)
             elif ep.kind == "generate":
                 self._generate(flow, ep, body)

@@ -2,8 +2,8 @@
 
 mitmproxy calls it synchronously inside its event loop, once per received body chunk and once with
 ``b""`` at the end of the message (not on a disconnect: then only the ``error`` hook runs, which
-calls :meth:`StreamHandler.finish` with the reason). Rules it keeps (notes/mitmproxy.md §1):
-never ``b""`` mid-stream (``[]`` instead), every exception caught and turned into the client's
+calls :meth:`StreamHandler.finish` with the reason). Rules it keeps: never ``b""`` mid-stream
+(``[]`` instead: on HTTP/1.1 an empty chunk is the chunked terminator), every exception caught and turned into the client's
 native error frame, content-encoding decoded defensively (the upstream was asked for identity).
 For the recording it keeps the decoded upstream chunks with their arrival times (replay pacing) and
 what it sent to the client (mitmproxy stores nothing of a streamed body by default), each capped at

@@ -221,3 +221,16 @@ def test_one_retarget_sequence_for_every_endpoint_kind(addon, monkeypatch):
         assert f.request.host == "api.anthropic.com" and f.request.port == 8443
         assert f.request.path.startswith("/x/v1/") and f.request.headers["x-api-key"] == "sk-ant-env-key-456"
     assert calls == ["generate", "count_tokens", "models"]
+
+
+def test_big_plain_body_passes_untouched_without_routes(addon):
+    """Over the cap but not compressed: nothing would be inflated, and without routes nothing is
+    translated, so the request goes on as it is (a route would need the body: native 413)."""
+    addon.configure(proxai_body_limit=1024)
+    f = make_flow(ANTH, body={**BODIES[ANTH], "pad": "x" * 4096})
+    addon.run(addon.request(f))
+    assert f.response is None and get_state(f) is None
+    addon.configure(proxai_target=CHAT)
+    g = make_flow(ANTH, body={**BODIES[ANTH], "pad": "x" * 4096})
+    addon.run(addon.request(g))
+    assert g.response.status_code == 413
