@@ -17,6 +17,7 @@ from .listenguard import ListenGuard
 from .measure import Measure
 from .offline import Offline
 from .options import RouteOptions
+from .otel import OTelExport
 from .probe import Probe
 from .recordcap import RecordLimit
 from .recorder import Recorder
@@ -47,6 +48,7 @@ def make_addons() -> list[Any]:
         Offline(),  # flows read from a file: state from the record or the bodies
         Annotator(),  # record, comment, marker, log line
         Measure(),  # timings and cost into the record, the one-line summary as the comment
+        OTelExport(),  # proxai_otel_endpoint: one span per LLM flow (OTLP/HTTP), sent from worker threads
         RedactAhead(),  # big flows: the redacted copy prepared off the event loop, before Save writes it
         Commands(),  # contentview, proxai.report, proxai.export
         WebColumns(),  # mitmweb: the comment column (the flow summary) on unless the user chose columns
