@@ -179,8 +179,9 @@ def main() -> None:
         for m in bare.values():
             m.cleanup()
     lines = [f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: `uv run python benchmarks/proxy.py"
-             f"{' --quick' if args.quick else ''}` — two mitmdump 12.3 in reverse mode, one with the addon, one "
-             f"bare (no addon, mitmproxy's defaults: it buffers a streamed answer whole), flows not saved, "
+             f"{' --quick' if args.quick else ''}` — three mitmdump 12.3 in reverse mode: one with the addon, "
+             f"two bare (no addon; mitmproxy's defaults, which buffer a streamed answer whole, and "
+             f"stream_large_bodies=1, which streams it), flows not saved, "
              f"loopback echo upstream; a streamed answer = {args.deltas} text events (+ the protocol's framing "
              f"events), a complete answer = the same text as one JSON body; {sum(count.values())} requests for "
              f"CPU ({args.rounds} interleaved rounds × {args.batch} per cell, {args.conc} concurrent), "

@@ -13,9 +13,9 @@ from proxai_core import error_stop_info, stop_of_error
 from proxai_core.neutral import Error
 
 from . import routing
+from .complete import observe_body
 from .record import FlowRecord, read_body
 from .state import FlowState, get_state, set_state
-from .translate import observe_body
 
 __all__ = ["Offline", "offline_state"]
 

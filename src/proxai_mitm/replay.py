@@ -1,51 +1,23 @@
-"""Offline upstream replay: recorded upstream responses served by a loopback HTTP/1.1 server.
+"""Offline upstream replay: the recording index and the matching key.
 
 The addon (option ``proxai_replay`` = a .mitm file or a folder of them) loads a
-:class:`RecordingIndex`, starts a :class:`ReplayServer` on 127.0.0.1 and points every upstream
-request at it (rewriting scheme/host/port). The server answers by the canonical key of the request
-it receives — the *upstream* request, after translation — so a recording made against one upstream
-protocol serves clients of every protocol, through the normal (stream) translation path. Streams are
-re-emitted as real chunked HTTP streams, event by event, with the recorded pacing.
+:class:`RecordingIndex`; the loopback server (replay_server.py) answers the *upstream* request (after
+translation) by its canonical key, so a recording made against one upstream protocol serves clients
+of every protocol through the normal translation path. docs/recording.md ("Replay offline") is the
+user's reference: the matching rule, pacing, misses.
 
-Matching rule (:func:`canonical_key`)
--------------------------------------
-``METHOD + " " + path + " " + sha256(canonical body)[:24]`` where
+Matching (:func:`canonical_key`): ``METHOD + " " + path + " " + sha256(canonical body)[:24]``; the path
+without query and fragment; a JSON object body without the top-level :data:`VOLATILE_FIELDS`,
+serialized with sorted keys and no whitespace (everything else counts: model, max_tokens, tools...);
+other bodies hashed as raw bytes. Bodies are compared decoded (no content-encoding). Several
+recordings with one key are served in recorded order, cycling (a 429 then a 200 replays as such);
+those of the requested kind (stream or not) first.
 
-* ``path`` is the request path without query string and fragment (``api-version=...`` and any key in
-  the query are ignored);
-* the canonical body of a JSON *object* is the object without the top-level :data:`VOLATILE_FIELDS`
-  (``stream``, ``stream_options``, ``metadata``, ``user``, ``safety_identifier``,
-  ``prompt_cache_key``, ``prompt_cache_retention``, ``store``, ``include``, ``service_tier``),
-  serialized with sorted keys (at every depth) and no whitespace. Everything else counts, including
-  ``model``, ``max_tokens``, ``temperature``, ``tools``, ``tool_choice`` and ``parallel_tool_calls``
-  (they change answers). Other JSON values are canonicalized the same way without removals;
-* a body that is not JSON is hashed as raw bytes. Bodies are compared decoded (no
-  content-encoding): pass ``flow.request.get_content()``, not ``raw_content``.
-
-Because ``stream`` is volatile, one recording answers a streaming and a non-streaming request alike.
-When several recordings share a key, those of the requested kind (stream or not) are preferred, and
-if the kind differs the server converts (SSE collected into JSON, or JSON re-emitted as a stream)
-with :mod:`proxai_core`, so the client still gets what it asked for.
-
-Several recordings with the same key
-------------------------------------
-They are served **in recorded order, cycling**: the n-th matching request gets recording
-``(n - 1) mod k``. A session that retried after a 429 replays as 429 then 200, and replaying the
-session again reproduces it again. :meth:`RecordingIndex.reset` restarts every cycle.
-
-What a recording is made of
----------------------------
-For each recorded HTTP flow that has a response: the key of ``flow.request`` (the request as sent
-upstream: ``-w`` saves the rewritten request), and from its :class:`~.record.FlowRecord`: the
-upstream's status, headers, body, chunk timing (``upstream_chunks``; without it the SSE events are
-spread evenly over the recorded duration) and whether it was cut (replayed cut: the recorded chunks,
-then the connection is closed without the chunked terminator). ``fast=True`` drops the pacing.
-
-Misses: ``404`` with ``x-proxai-replay: miss`` and a JSON body
-``{"type": "error", "error": {"type": "not_found_error", "code": "proxai_replay_miss", "message":
-"proxai replay: no recording matches POST /v1/messages (key ...)"}}``; the addon turns it into the
-client's native error (option ``proxai_replay_miss=error``), or checks :meth:`RecordingIndex.find`
-before redirecting and forwards misses upstream (``proxai_replay_miss=forward``).
+A recording is the key of ``flow.request`` (the request as sent upstream) and, from the flow's
+:class:`~.record.FlowRecord`, the upstream's status, headers, body, chunk timing (``upstream_chunks``;
+without it the SSE events are spread evenly over the recorded duration) and whether it was cut
+(replayed cut: the recorded chunks, then the connection closed without the chunked terminator).
+Misses: ``404`` with ``x-proxai-replay: miss`` and an error body naming the key (:func:`miss_body`).
 """
 
 from __future__ import annotations
