@@ -139,7 +139,11 @@ def parser() -> argparse.ArgumentParser:
                                  "report and export recorded exchanges.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     rn = sub.add_parser("run", allow_abbrev=False, help="start mitmdump (or --web / --console) with the ProxAI addon on 127.0.0.1; "
-                        "other options go to mitmproxy")
+                        "other options go to mitmproxy",
+                        description="Start mitmdump (or mitmweb / the mitmproxy console) with the ProxAI addon, "
+                        "bound to 127.0.0.1 unless --listen-host or --set listen_host= is given. Every other "
+                        "option goes to mitmproxy unchanged, e.g. proxai run -p 8080 --mode "
+                        "reverse:https://api.anthropic.com --set proxai_target=anthropic_messages")
     g = rn.add_mutually_exclusive_group()
     g.add_argument("--web", dest="tool", action="store_const", const="web", help="mitmweb instead of mitmdump")
     g.add_argument("--console", dest="tool", action="store_const", const="console",

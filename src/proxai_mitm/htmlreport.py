@@ -150,8 +150,10 @@ def _totals(rows: Sequence[dict[str, Any]]) -> str:
         cost = fmt_usd(t["cost_usd"]) if t["exchanges"] > t["unpriced"] else "unknown"
         if t["unpriced"] and t["exchanges"] > t["unpriced"]:
             cost += f" + {t['unpriced']} unknown"
-        out.append(f"<tr><td>{h(t['model'])}</td><td class=r>{t['exchanges']}</td><td class=r>{t['input_tokens']}</td>"
-                   f"<td class=r>{t['output_tokens']}</td><td class=r>{t['cache_read_tokens']}</td>"
+        known = t["untokened"] < t["exchanges"]
+        inp, outp = (t["input_tokens"], t["output_tokens"]) if known else ("?", "?")
+        out.append(f"<tr><td>{h(t['model'])}</td><td class=r>{t['exchanges']}</td><td class=r>{inp}</td>"
+                   f"<td class=r>{outp}</td><td class=r>{t['cache_read_tokens']}</td>"
                    f"<td class=r>{t['reasoning_tokens']}</td><td class=r>{h(cost)}</td></tr>")
     out.append("</tbody></table>")
     return "".join(out)

@@ -84,15 +84,18 @@ def filter_rows(rows: Iterable[dict[str, Any]], *, stop: Sequence[str] | str | N
 
 # ----------------------------------------------------------------------------- totals
 def totals(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per model (the model that answered, else the one asked for): exchanges, tokens, cost. The cost
-    sums the known prices; ``unpriced`` counts the exchanges whose price is unknown."""
+    """Per model (the model that answered, else the one asked for): exchanges, tokens, cost. Tokens and
+    cost sum the known values; ``untokened`` / ``unpriced`` count the exchanges whose counts / price are
+    unknown."""
     acc: dict[str, dict[str, Any]] = {}
     for r in rows:
         name = r.get("response_model") or r.get("model") or "?"
         t = acc.setdefault(name, {"model": name, "exchanges": 0, "input_tokens": 0, "output_tokens": 0,
                                   "cache_read_tokens": 0, "cache_write_tokens": 0, "reasoning_tokens": 0,
-                                  "cost_usd": 0.0, "unpriced": 0})
+                                  "cost_usd": 0.0, "unpriced": 0, "untokened": 0})
         t["exchanges"] += 1
+        if r.get("input_tokens") is None and r.get("output_tokens") is None:
+            t["untokened"] += 1
         for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens"):
             t[k] += r.get(k) or 0
         if r.get("cost_usd") is None:
@@ -146,8 +149,8 @@ def _total_cells(t: dict[str, Any]) -> list[str]:
     cost = fmt_usd(t["cost_usd"]) if t["exchanges"] > t["unpriced"] else "unknown"
     if t["unpriced"] and t["exchanges"] > t["unpriced"]:
         cost += f" + {t['unpriced']} unknown"
-    return [t["model"], str(t["exchanges"]), f"{t['input_tokens']}→{t['output_tokens']}",
-            str(t["cache_read_tokens"]), str(t["reasoning_tokens"]), cost]
+    tokens = f"{t['input_tokens']}→{t['output_tokens']}" if t["untokened"] < t["exchanges"] else "?→?"
+    return [t["model"], str(t["exchanges"]), tokens, str(t["cache_read_tokens"]), str(t["reasoning_tokens"]), cost]
 
 
 _TOTAL_HEADS = ["model", "exchanges", "tokens in→out", "cached", "reasoning", "cost"]
