@@ -266,3 +266,28 @@ def test_mitmweb_comment_column_on_unless_the_user_chose_columns():
     WebAddon().load(opts)
     opts.update(web_columns=["path", "status"])
     assert not enable_comment_column(opts) and opts.web_columns == ["path", "status"]
+
+
+@pytest.mark.parametrize("model", ["gpt-4o-2024-08-06", "gpt-4o-mini", "gpt-5", "claude-sonnet-4-5-20250929",
+                                   "claude-opus-4-1", "claude-haiku-4-5", "gemini-2.5-pro", "o3"])
+@pytest.mark.parametrize("counts", [(50, 5, 0, 0), (12_345, 678, 1_000, 300), (250_000, 4_000, 20_000, 5_000)])
+def test_price_equals_genai_prices_own_calculation(model, counts):
+    """The per-flow price (computed without genai-prices' generic machinery when that gives the same
+    result) equals calc_price, below and above tiered thresholds."""
+    inp, out, cread, cwrite = counts
+    u = genai_prices.Usage(input_tokens=inp, output_tokens=out, cache_read_tokens=cread or None,
+                           cache_write_tokens=cwrite or None)
+    try:
+        ref = float(genai_prices.calc_price(u, model).total_price)
+    except LookupError:
+        pytest.skip(f"{model} not in this genai-prices snapshot")
+    c = price(model, None, input_total=inp, output=out, cache_read=cread, cache_write=cwrite)
+    assert c.usd == pytest.approx(ref, rel=1e-12, abs=1e-15)
+
+
+def test_price_is_cheap_enough_for_the_event_loop():
+    price("gpt-4o", "api.openai.com", input_total=1, output=1)  # the database loaded (addon: in a thread)
+    t = time.perf_counter()
+    for i in range(200):
+        price("claude-sonnet-4-5-20250929", "127.0.0.1:8080", input_total=1000 + i, output=50 + i)
+    assert (time.perf_counter() - t) / 200 < 0.0005  # well under genai-prices' ~0.6 ms per calc_price
