@@ -14,7 +14,7 @@ from .commands import Commands
 from .har import HarExport
 from .idle import HeaderTimeout
 from .listenguard import ListenGuard
-from .measure import Measure
+from .measure import Measure, Summary
 from .offline import Offline
 from .options import RouteOptions
 from .otel import OTelExport
@@ -46,8 +46,9 @@ def make_addons() -> list[Any]:
         Translator(options),  # decide and run the response translation (streams, bodies, errors)
         HeaderTimeout(),  # proxai_header_timeout: no response headers in time -> native 504
         Offline(),  # flows read from a file: state from the record or the bodies
+        Measure(),  # timings and cost of the flow (TTFT, duration, tokens/s, USD), for the record
         Annotator(),  # record, comment, marker, log line
-        Measure(),  # timings and cost into the record, the one-line summary as the comment
+        Summary(),  # the comment becomes 'model · stop · in→out tok · TTFT · cost'
         OTelExport(),  # proxai_otel_endpoint: one span per LLM flow (OTLP/HTTP), sent from worker threads
         RedactAhead(),  # big flows: the redacted copy prepared off the event loop, before Save writes it
         Commands(),  # contentview, proxai.report, proxai.export

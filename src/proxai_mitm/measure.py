@@ -1,7 +1,7 @@
-"""The measuring addon: timings and cost into each LLM flow's record, and the one-line comment.
+"""The measuring addons: timings and cost into each LLM flow's record, and the one-line comment.
 
-Runs after the annotation addon (the record exists) and before the recording addons (the saved flow
-carries the measures). Live flows get their time to first token from the stream handler
+:class:`Measure` runs just before the annotation addon (which writes ``state.metrics`` into the
+record), :class:`Summary` just after it (the comment). Live flows get their time to first token from the stream handler
 (streaming.py notes the first content event); flows read from a file keep the measures they were
 recorded with, or get them from their timestamps and recorded chunk times.
 """
@@ -21,7 +21,7 @@ from proxai_core.neutral import Usage
 from .cost import Cost, price
 from .escape import escape
 from .metrics import first_content_offset, summary_line, timings
-from .record import METADATA_KEY, FlowRecord, MetricsRecord, read_body
+from .record import FlowRecord, MetricsRecord, read_body
 from .state import get_state
 
 logger = logging.getLogger(__name__)
@@ -33,25 +33,47 @@ _MODEL_SCAN_LIMIT = 256 << 10
 
 
 class Measure:
-    """Writes the measures (:class:`~.record.MetricsRecord` fields) into the record and the summary
-    into ``flow.comment``."""
+    """Measures each live LLM flow into its state (``state.metrics``), just before the annotation
+    addon writes the record."""
 
     def running(self) -> None:
         # the price database loads in ~0.5 s: not on the event loop, not with the first flow
         threading.Thread(target=_warm, name="proxai-prices", daemon=True).start()
 
     def response(self, flow: Any) -> None:
-        self._finish(flow)
+        self._measure(flow)
 
     def error(self, flow: Any) -> None:
-        self._finish(flow)
+        self._measure(flow)
 
     @staticmethod
-    def _finish(flow: Any) -> None:
+    def _measure(flow: Any) -> None:
+        state = get_state(flow)
+        if state is None or not flow.live or state.kind != "generate" or state.metrics is not None \
+                or state.annotated:
+            return
+        try:
+            state.metrics = measure_live(flow, state)
+        except Exception:  # noqa: BLE001 - measuring must never break a flow
+            logger.debug("proxai: measuring failed", exc_info=True)
+
+
+class Summary:
+    """The one-line summary as ``flow.comment`` (after the annotation addon), live or read from a file."""
+
+    def response(self, flow: Any) -> None:
+        self._comment(flow)
+
+    def error(self, flow: Any) -> None:
+        self._comment(flow)
+
+    @staticmethod
+    def _comment(flow: Any) -> None:
         try:
             state = get_state(flow)
             if flow.live and state is not None:
-                _finish_live(flow, state)
+                if state.kind == "generate":
+                    flow.comment = state_summary(state)
                 return
             rec = FlowRecord.of(flow)
             if rec is None or rec.kind != "generate":
@@ -59,15 +81,12 @@ class Measure:
             if rec.metrics is None:  # a flow read from a file keeps its record as recorded
                 rec = rec.model_copy(update={"metrics": measure_flow(flow, rec)})
             flow.comment = flow_summary(rec)
-        except Exception:  # noqa: BLE001 - measuring must never break a flow
-            logger.debug("proxai: measuring failed", exc_info=True)
+        except Exception:  # noqa: BLE001
+            logger.debug("proxai: summary failed", exc_info=True)
 
 
-def _finish_live(flow: Any, state: Any) -> None:
-    """The live path works on the stored plain dict (no validation: the values are ours)."""
-    raw = flow.metadata.get(METADATA_KEY)
-    if state.kind != "generate" or not isinstance(raw, dict) or raw.get("metrics") is not None:
-        return
+def measure_live(flow: Any, state: Any) -> dict[str, Any]:
+    """The measures of a live flow from its working state (plain values, as the record stores them)."""
     usage = state.usage.to_dict() if isinstance(state.usage, Usage) else (state.usage or None)
     handler = state.handler
     if handler is not None and hasattr(handler, "first_content"):
@@ -81,15 +100,19 @@ def _finish_live(flow: Any, state: Any) -> None:
         else:
             body = read_body(flow.response) if raw_len <= _MODEL_SCAN_LIMIT else None
         facts = _Facts(False, None, _answered_model(body))
-    m = _measures(flow, facts, usage, state.upstream_model or state.client_model,
-                  answered=state.stop is not None or usage is not None)
-    flow.metadata[METADATA_KEY] = {**raw, "metrics": m}  # a new dict: a cached typed record is not reused
-    inp = usage.get("input_total") if usage else None
-    flow.comment = escape(summary_line(_model_label(state.client_model, m["response_model"] or state.upstream_model),
-                                       _stop_label(state.stop.reason.value if state.stop else None,
-                                                   state.stop.category if state.stop else None),
-                                       inp if inp is not None else (usage or {}).get("input"),
-                                       (usage or {}).get("output"), m["ttft_ms"], m["cost_usd"]))
+    return _measures(flow, facts, usage, state.upstream_model or state.client_model,
+                     answered=state.stop is not None or usage is not None)
+
+
+def state_summary(state: Any) -> str:
+    m = state.metrics or {}
+    usage = state.usage.to_dict() if isinstance(state.usage, Usage) else (state.usage or {})
+    inp = usage.get("input_total")
+    stop = state.stop
+    return escape(summary_line(_model_label(state.client_model, m.get("response_model") or state.upstream_model),
+                               _stop_label(stop.reason.value if stop else None, stop.category if stop else None),
+                               inp if inp is not None else usage.get("input"), usage.get("output"),
+                               m.get("ttft_ms"), m.get("cost_usd")))
 
 
 def _warm() -> None:

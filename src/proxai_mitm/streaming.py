@@ -22,7 +22,7 @@ from proxai_core import Protocol, StreamTranslator
 from .bodies import BadEncoding, BodyError, Decoder, body_limit, codings
 from .metrics import FirstContent
 from .protocols import fallback_error_frame
-from .recordcap import CappedBuffer, record_limit
+from .recordcap import CappedBuffer, record_limit, truncation_note
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,9 @@ class StreamHandler:
     them (StopInfo, usage); otherwise forward what the translator produces."""
 
     __slots__ = (
+        "_forwarded",
         "_out_bytes",
+        "_times",
         "chunks",
         "client_protocol",
         "decoder",
@@ -92,6 +94,7 @@ class StreamHandler:
         "idle_message",
         "interrupted",
         "last_activity",
+        "mirror",
         "observe_ok",
         "out",
         "passthrough",
@@ -108,7 +111,6 @@ class StreamHandler:
         # ([offset ms since the headers, bytes] per chunk: replay pacing), and what the client got
         # (mitmproxy keeps nothing of a streamed body)
         cap = record_limit()
-        self.chunks = CappedBuffer(cap)
         self.out = CappedBuffer(cap)
         self.t0 = self.last_activity = time.monotonic()
         #: set by the idle watchdog just before it ends the upstream message (see idle.py)
@@ -128,6 +130,12 @@ class StreamHandler:
             self.decoder = None
             self.observe_ok = False
             self.extra_warnings.append(f"{e}; stream not observed")
+        #: identity pass-through: the client gets the upstream's bytes, so they are kept once (``out``)
+        #: and only their timings are noted
+        self.mirror = passthrough and self.decoder is None
+        self.chunks = CappedBuffer(0 if self.mirror else cap)
+        self._times: list[list[float | int]] = []
+        self._forwarded = 0
 
     # mitmproxy entry point -------------------------------------------------------------------
     def __call__(self, data: bytes) -> Any:
@@ -147,6 +155,7 @@ class StreamHandler:
     def _call(self, data: bytes) -> Any:
         if self.passthrough:
             if data:
+                self._forwarded += len(data)
                 self._observe(data)
                 return data
             self._finish_quietly()
@@ -173,7 +182,10 @@ class StreamHandler:
     # -------------------------------------------------------------------------------------------
     @property
     def upstream_bytes(self) -> bytes:
-        return self.chunks.value()
+        if not self.mirror:
+            return self.chunks.value()
+        head = self.out.head()[: self._forwarded]  # without a frame ProxAI added at the end
+        return head + truncation_note(len(head), self._forwarded) if self._forwarded > len(head) else head
 
     @property
     def client_bytes(self) -> bytes:
@@ -182,7 +194,7 @@ class StreamHandler:
 
     @property
     def chunk_times(self) -> list[list[float | int]]:
-        return self.chunks.times
+        return self._times if self.mirror else self.chunks.times
 
     @property
     def truncations(self) -> list[tuple[str, int, int]]:
@@ -191,9 +203,15 @@ class StreamHandler:
                                                                ("response", self.out)) if buf.truncated]
 
     def _add_chunk(self, chunk: bytes) -> None:
-        self.chunks.add(chunk, round((time.monotonic() - self.t0) * 1000.0, 1))
         if self.first_watch is not None and self.first_watch.feed(chunk):
             self.first_content, self.first_watch = time.time(), None
+        at = round((time.monotonic() - self.t0) * 1000.0, 1)
+        if not self.mirror:
+            self.chunks.add(chunk, at)
+            return
+        room = self.out.limit - self.out.kept  # timings of the recorded head only: bounded too
+        if room > 0:
+            self._times.append([at, min(len(chunk), room)])
 
     @property
     def warnings(self) -> list[str]:

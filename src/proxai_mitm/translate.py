@@ -103,11 +103,13 @@ class Translator:
         resp = flow.response
         if state is None or resp is None or not flow.live or state.synthetic:
             return
-        # what the upstream answered, before the status and headers are rewritten for the client
-        state.upstream_status = resp.status_code
-        state.upstream_headers = [(k, v) for k, v in resp.headers.items(multi=True)
-                                  if not k.lower().startswith("x-proxai-replay")]
         state.translation = plan(state, resp)
+        if state.translation not in ("observe", "none") or state.replay is not None:
+            # what the upstream answered, before the status and headers are rewritten for the client
+            # (a pass-through flow's own response shows them: no copy)
+            state.upstream_status = resp.status_code
+            state.upstream_headers = [(k, v) for k, v in resp.headers.items(multi=True)
+                                      if not k.lower().startswith("x-proxai-replay")]
         if state.translation == "stream" or (state.translation == "observe" and state.kind == "generate"
                                              and _SSE in resp.headers.get("content-type", "").lower()
                                              and resp.status_code < 300):

@@ -80,3 +80,32 @@ def test_no_import_cycle():
 def test_cycle_finder_finds_cycles():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_only_the_record_writes_flow_metadata():
+    """``flow.metadata`` is written in one place (record.py); every other module reads the record."""
+    writers = set()
+    for mod, tree in modules().items():
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else (
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+            for t in targets:
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Attribute) \
+                        and t.value.attr == "metadata":
+                    writers.add(mod)
+    assert writers == {"record"}, writers
+
+
+def test_metadata_is_read_only_through_the_record():
+    """No module but record.py looks anything up in ``flow.metadata`` itself (FlowRecord.of does)."""
+    def looks_up(node: ast.AST) -> bool:
+        if isinstance(node, ast.Subscript):
+            target = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            target = node.func.value
+        else:
+            return False
+        return isinstance(target, ast.Attribute) and target.attr == "metadata"
+
+    readers = {mod for mod, tree in modules().items() if mod != "record" and any(map(looks_up, ast.walk(tree)))}
+    assert not readers, readers
