@@ -14,7 +14,9 @@ from .commands import Commands
 from .har import HarExport
 from .idle import HeaderTimeout
 from .listenguard import ListenGuard
+from .measure import Measure, Summary
 from .options import RouteOptions
+from .otel import OTelExport
 from .probe import Probe
 from .recordcap import RecordLimit
 from .recorder import Recorder
@@ -22,6 +24,7 @@ from .redact_ahead import RedactAhead
 from .replayer import Replayer
 from .router import Router
 from .translate import Translator
+from .webcolumns import WebColumns
 
 __all__ = ["make_addons"]
 
@@ -41,7 +44,11 @@ def make_addons() -> list[Any]:
         Probe(options, replayer.active),  # unreachable upstreams: native 502
         Translator(options),  # decide and run the response translation (streams, bodies, errors)
         HeaderTimeout(),  # proxai_header_timeout: no response headers in time -> native 504
+        Measure(),  # timings and cost of the flow (TTFT, duration, tokens/s, USD), for the record
         Annotator(),  # record, comment, marker, log line (flows read from a file: from record or bodies)
+        Summary(),  # the comment becomes 'model · stop · in→out tok · TTFT · cost'
+        OTelExport(),  # proxai_otel_endpoint: one span per LLM flow (OTLP/HTTP), sent from worker threads
         RedactAhead(),  # big flows: the redacted copy prepared off the event loop, before Save writes it
         Commands(),  # contentview, proxai.report, proxai.export
+        WebColumns(),  # mitmweb: the comment column (the flow summary) on unless the user chose columns
     ]

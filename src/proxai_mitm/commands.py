@@ -25,12 +25,14 @@ class Commands:
         contentview.register()
 
     @command.command("proxai.report")
-    def report(self, flows: Sequence[mflow.Flow]) -> str:
-        """A table of the LLM exchanges among the flows: time, client → upstream protocol, model,
-        stop reason, category, tokens, status, route, path (e.g. proxai.report @all)."""
-        table = report_command(flows)
-        logger.info("proxai report:\n%s", table)
-        return table
+    def report(self, flows: Sequence[mflow.Flow]) -> Sequence[str]:
+        """The LLM exchanges among the flows, one line each: time, client → upstream protocol, model,
+        status, stop, tokens, TTFT, duration, cost; then totals per model (e.g. proxai.report @all).
+        Returned as lines (the console shows them as rows) and written to the event log."""
+        lines = report_command(flows).splitlines()
+        for line in lines:  # one event-log entry per line: mitmweb shows each on its own row
+            logger.info("proxai report: %s", line)
+        return lines
 
     @command.command("proxai.export")
     def export(self, flows: Sequence[mflow.Flow], path: mitmproxy.types.Path) -> str:

@@ -27,6 +27,7 @@ from .analysis import analyze_response
 from .protocols import TITLES, looks_like_response, looks_like_sse, protocol_from_path, sniff_protocol
 from .record import FlowRecord
 from .render import render_request, render_request_lenient, render_response
+from .views import ClientRequestView, UpstreamResponseView, header
 
 logger = logging.getLogger(__name__)
 
@@ -64,10 +65,10 @@ def _loads(data: bytes) -> Any:
 
 def render(data: bytes, metadata: contentviews.Metadata) -> str:
     """The LLM rendering of one body (may raise; :class:`LLMContentview` catches)."""
-    if not data or not data.strip():
-        return "(empty body)\n"
     rec = _record(metadata)
     flow = getattr(metadata, "flow", None)
+    if not data or not data.strip():
+        return _with_header(flow, rec, "(empty body)\n")
     req_obj = getattr(flow, "request", None) if flow is not None else None
     path_proto = protocol_from_path(req_obj.path) if req_obj is not None else None
     is_req = _is_request(data, metadata)
@@ -81,11 +82,13 @@ def render(data: bytes, metadata: contentviews.Metadata) -> str:
         note = None
         client = rec.client_protocol if rec else None
         if client is not None and client is not proto:
-            note = f"(sent upstream; translated from the client's {TITLES[client]} request)"
+            note = (f"(sent upstream; translated from the client's {TITLES[client]} request — "
+                    "the view \"LLM client request\" shows it)")
         try:
-            return render_request(obj, proto, note)
+            body = render_request(obj, proto, note)
         except Exception as first:  # noqa: BLE001 - a shape guess may be wrong; else be lenient
-            return render_request_lenient(obj, proto, first)
+            body = render_request_lenient(obj, proto, first)
+        return _with_header(flow, rec, body)
     msg = getattr(metadata, "http_message", None)
     status = msg.status_code if isinstance(msg, http.Response) else None
     proto = (rec.client_protocol if rec else None) or path_proto
@@ -94,6 +97,11 @@ def render(data: bytes, metadata: contentviews.Metadata) -> str:
         alt_info = analyze_response(data, None, status=status, content_type=metadata.content_type)
         if alt_info.response is not None:
             info = alt_info
+    if rec is not None and rec.usage is not None:  # the upstream's counts (a translated stream may carry none)
+        info.usage = rec.usage.usage()
+    elif rec is not None and rec.client_protocol is not rec.upstream_protocol and info.usage is not None \
+            and not (info.usage.input_total or info.usage.output):
+        info.usage = None  # a translated stream's placeholder zeros: the counts are unknown, not 0
     out = render_response(info, status)
     tail: list[str] = []
     if rec is not None:
@@ -108,7 +116,13 @@ def render(data: bytes, metadata: contentviews.Metadata) -> str:
             tail.append("proxai warnings: " + "; ".join(rec.warnings))
     if tail:
         out += "\n" + "\n".join(tail) + "\n"
-    return out
+    return _with_header(flow, rec, out)
+
+
+def _with_header(flow: Any, rec: FlowRecord | None, body: str) -> str:
+    """The summary header (views.py) above the conversation."""
+    head = header(flow, rec)
+    return "\n".join(head) + "\n\n" + body if head else body
 
 
 class LLMContentview(contentviews.Contentview):
@@ -159,6 +173,7 @@ class LLMContentview(contentviews.Contentview):
 
 
 _registered: LLMContentview | None = None
+_others: list[contentviews.Contentview] = []
 
 
 def register() -> LLMContentview:
@@ -168,4 +183,9 @@ def register() -> LLMContentview:
         _registered = LLMContentview()
     if contentviews.registry.get("llm") is not _registered:
         contentviews.add(_registered)
+    if not _others:
+        _others.extend((ClientRequestView(), UpstreamResponseView()))
+    for v in _others:  # the other side of a translation, chosen by hand
+        if contentviews.registry.get(v.name.lower()) is not v:
+            contentviews.add(v)
     return _registered

@@ -28,8 +28,8 @@ from .bodies import DEFAULT_LIMIT, BodyError, body_limit, decode
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LIMIT_OPTIONS", "METADATA_KEY", "read_body", "safe_body_limit", "SCHEMA_VERSION", "FlowRecord", "ReplayRecord", "StopRecord", "Truncation",
-           "UsageRecord"]
+__all__ = ["LIMIT_OPTIONS", "METADATA_KEY", "read_body", "safe_body_limit", "SCHEMA_VERSION", "FlowRecord",
+           "MetricsRecord", "ReplayRecord", "StopRecord", "Truncation", "UsageRecord"]
 
 METADATA_KEY = "proxai"
 SCHEMA_VERSION = 2
@@ -113,6 +113,22 @@ class Truncation(_Plain):
     total: int
 
 
+class MetricsRecord(_Plain):
+    """Timings and cost of one exchange (metrics.py, cost.py). Milliseconds from the start of the
+    client's request; None is unknown (never 0 for an unknown cost)."""
+
+    start: float | None = None  # epoch seconds: the client's request began
+    headers_ms: float | None = None  # the response headers arrived
+    ttft_ms: float | None = None  # the first content event (complete answers: the body arrived)
+    duration_ms: float | None = None
+    output_tps: float | None = None  # output tokens per second of generation
+    response_model: str | None = None  # the model that answered, as the upstream named it
+    cost_usd: float | None = None
+    cost_model: str | None = None  # the price entry used
+    cost_provider: str | None = None
+    cost_note: str | None = None  # why the cost is unknown
+
+
 class FlowRecord(_Plain):
     """Schema version 2 (docs/flow-record.md)."""
 
@@ -143,6 +159,7 @@ class FlowRecord(_Plain):
     upstream_cut: bool | None = None
     replay: ReplayRecord | None = None
     truncated: list[Truncation] = []
+    metrics: MetricsRecord | None = None
 
     @field_validator("client_protocol", "upstream_protocol", mode="before")
     @classmethod

@@ -23,7 +23,6 @@ from proxai_core import neutral as n
 from proxai_core.api import stop_of_error
 
 from .analysis import BodyInfo, analyze_response, compact_part, compact_request
-from .escape import escape
 from .flowfile import read_path
 from .protocols import SHORT, json_or_none, protocol_from_path, request_model, request_stream
 from .record import FlowRecord, read_body
@@ -178,8 +177,11 @@ def _as_protocol(v: Any) -> Protocol | None:
 
 
 def exchange(flow: Any) -> dict[str, Any] | None:
-    """The normalized exchange of one flow (None when it is not an LLM flow)."""
-    return _summary(flow, full=True)
+    """The normalized exchange of one flow (None when it is not an LLM flow), with its measures."""
+    ex = _summary(flow, full=True)
+    if ex is not None:
+        ex["metrics"] = _measures(flow, ex)
+    return ex
 
 
 def _short(p: str | None) -> str:
@@ -188,8 +190,8 @@ def _short(p: str | None) -> str:
 
 
 def rows(flows: Iterable[Any]) -> list[dict[str, Any]]:
-    """One row per LLM exchange: time, client → upstream protocol, model, reason, category,
-    input/output tokens, status, route, url path."""
+    """One row per LLM exchange, sorted by time: time, client → upstream protocol, model, reason,
+    category, tokens, status, route, url path, and the measures (TTFT, duration, tokens/s, cost)."""
     out = []
     for f in flows:
         try:
@@ -223,61 +225,23 @@ def rows(flows: Iterable[Any]) -> list[dict[str, Any]]:
             "route": s.get("route"),
             "path": s.get("path"),
             "id": s.get("id"),
+            **_measures(f, s),
         })
+    out.sort(key=lambda r: r.get("timestamp") or 0.0)  # by time, whatever the file order
     return out
 
 
-_COLUMNS = (
-    ("time", "time"),
-    ("protocols", "client → upstream"),
-    ("model", "model"),
-    ("reason", "reason"),
-    ("category", "category"),
-    ("input_tokens", "in"),
-    ("output_tokens", "out"),
-    ("status", "status"),
-    ("route", "route"),
-    ("path", "path"),
-)
-_RIGHT = {"input_tokens", "output_tokens", "status"}
+def _measures(flow: Any, s: dict[str, Any]) -> dict[str, Any]:
+    from .measure import measure_row
+
+    return measure_row(flow, s)
 
 
 def format_table(table_rows: Sequence[dict[str, Any]]) -> str:
-    """An aligned plain-text table of :func:`rows` output."""
-    if not table_rows:
-        return "no LLM flows"
-    cells: list[list[str]] = []
-    for r in table_rows:
-        line = []
-        for key, _ in _COLUMNS:
-            if key == "protocols":
-                a, b = _short(r.get("client_protocol")), _short(r.get("upstream_protocol"))
-                v = a if a == b else f"{a} → {b}"
-            else:
-                got = r.get(key)
-                v = "-" if got is None or got == "" else escape(got)  # recorded network text: no raw escapes
-            if key == "model" and len(v) > 48:
-                v = v[:47] + "…"
-            line.append(v)
-        cells.append(line)
-    heads = [h for _, h in _COLUMNS]
-    widths = [max(len(heads[i]), *(len(c[i]) for c in cells)) for i in range(len(heads))]
+    """An aligned plain-text table of :func:`rows` output with totals per model (reportfmt.py)."""
+    from .reportfmt import table
 
-    def fmt(vals: list[str]) -> str:
-        parts = []
-        for i, v in enumerate(vals):
-            key = _COLUMNS[i][0]
-            parts.append(v.rjust(widths[i]) if key in _RIGHT else v.ljust(widths[i]))
-        return "  ".join(parts).rstrip()
-
-    lines = [fmt(heads), "  ".join("-" * w for w in widths)]
-    lines += [fmt(c) for c in cells]
-    reasons: dict[str, int] = {}
-    for r in table_rows:
-        reasons[r.get("reason") or "?"] = reasons.get(r.get("reason") or "?", 0) + 1
-    summary = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
-    lines.append(f"{len(table_rows)} exchange(s): {summary}")
-    return "\n".join(lines)
+    return table(table_rows)
 
 
 def _dumps(obj: Any) -> bytes:

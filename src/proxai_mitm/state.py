@@ -59,6 +59,8 @@ class FlowState:
     #: the client got other bytes than the upstream sent although nothing was translated (a stream
     #: ended by ProxAI with an error event): the record keeps the upstream's
     keep_upstream: bool = False
+    #: timings and cost (measure.py; record.MetricsRecord's fields as plain values)
+    metrics: dict[str, Any] | None = None
 
     @property
     def client_path(self) -> str | None:
@@ -136,6 +138,7 @@ def record_dict(state: FlowState) -> dict[str, Any]:
         "replay": {k: state.replay.get(k) for k in ("result", "flow", "key", "upstream_url")}
         if state.replay else None,
         "truncated": [{"part": p, "kept": k, "total": t} for p, k, t in state.truncated],
+        "metrics": state.metrics,  # timings and cost (measure.py)
     }
 
 

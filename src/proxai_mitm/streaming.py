@@ -20,6 +20,7 @@ from typing import Any
 from proxai_core import Protocol, StreamTranslator
 
 from .bodies import BadEncoding, BodyError, Decoder, body_limit, codings
+from .metrics import FirstContent
 from .protocols import fallback_error_frame
 from .recordcap import CappedBuffer, record_limit, truncation_note
 
@@ -88,6 +89,8 @@ class StreamHandler:
         "extra_warnings",
         "failed",
         "finished",
+        "first_content",
+        "first_watch",
         "idle_message",
         "interrupted",
         "last_activity",
@@ -118,6 +121,9 @@ class StreamHandler:
         self.extra_warnings: list[str] = []
         self.interrupted: str | None = None
         self._out_bytes = 0
+        # epoch time of the first content event (time to first token, metrics.py)
+        self.first_content: float | None = None
+        self.first_watch: FirstContent | None = FirstContent(translator.source)
         try:
             self.decoder = make_decoder(content_encoding)
         except ValueError as e:
@@ -197,6 +203,8 @@ class StreamHandler:
                                                                ("response", self.out)) if buf.truncated]
 
     def _add_chunk(self, chunk: bytes) -> None:
+        if self.first_watch is not None and self.first_watch.feed(chunk):
+            self.first_content, self.first_watch = time.time(), None
         at = round((time.monotonic() - self.t0) * 1000.0, 1)
         if not self.mirror:
             self.chunks.add(chunk, at)

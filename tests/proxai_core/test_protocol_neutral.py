@@ -30,6 +30,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("report.py", "stop"): "the flow record's own field",
     ("state.py", "stop"): "the flow record's own field",
     ("streaming.py", "failed"): "an attribute name of the stream handler",
+    ("reportfmt.py", "stop"): "a report column", ("reportfmt.py", "tokens"): "a report column",
+    ("htmlreport.py", "stop"): "a report column", ("htmlreport.py", "tokens"): "a report column",
 }
 
 #: neutral vocabulary (error kinds, stop reasons and keys): never a protocol fact

@@ -15,6 +15,11 @@ from proxai_mitm.contentview import LLMContentview, register
 
 FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
 PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "anthropic": "/v1/messages"}
+
+def _body(out: str) -> str:
+    """The rendering after the summary header (views.py), when the flow has a record."""
+    return out.split("─" * 72 + "\n\n", 1)[-1]
+
 VIEW = LLMContentview()
 
 
@@ -133,7 +138,7 @@ def test_request_placeholders_tools_and_results():
     f = _flow("/v1/messages", json.dumps(body).encode())
     out = VIEW.prettify(f.request.content, contentviews.Metadata(flow=f, http_message=f.request,
                                                                  content_type="application/json"))
-    assert out.startswith("Anthropic Messages request — model claude-sonnet-4-5")
+    assert _body(out).startswith("Anthropic Messages request — model claude-sonnet-4-5")
     assert "tools (1): get_weather" in out and "reasoning: budget 2048 tokens" in out
     assert "── system ──\n  Be brief." in out
     assert "[image: base64 image/png, " in out and png[:50] not in out
@@ -148,7 +153,7 @@ def test_chat_request_with_data_url_image():
         {"role": "user", "content": [{"type": "text", "text": "what is this"},
                                      {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64," + "A" * 4000}}]}]}
     out = VIEW.prettify(json.dumps(body).encode(), contentviews.Metadata(content_type="application/json"))
-    assert out.startswith("OpenAI Chat Completions request")
+    assert _body(out).startswith("OpenAI Chat Completions request")
     assert "[image: base64 image/jpeg, " in out and "A" * 100 not in out
 
 
@@ -169,7 +174,7 @@ def test_translated_flow_uses_metadata():
     md = contentviews.Metadata(flow=f, http_message=f.response, content_type="application/json")
     assert VIEW.render_priority(f.response.content, md) > 1
     out = VIEW.prettify(f.response.content, md)
-    assert out.startswith("OpenAI Chat Completions response")  # the body is what the client got
+    assert _body(out).startswith("OpenAI Chat Completions response")  # the body is what the client got
     assert "⛔ REFUSAL: I can't help with that." in out
     assert "stop: refusal (output-refusal): I can't help with that." in out
     assert "upstream stop: refusal (cyber): I can't help with that." in out
@@ -180,7 +185,7 @@ def test_translated_flow_uses_metadata():
     f.request.content = json.dumps({"model": "claude-x", "max_tokens": 5,
                                     "messages": [{"role": "user", "content": "hi"}]}).encode()
     out = VIEW.prettify(f.request.content, contentviews.Metadata(flow=f, http_message=f.request))
-    assert out.startswith("Anthropic Messages request")
+    assert _body(out).startswith("Anthropic Messages request")
     assert "translated from the client's OpenAI Chat Completions request" in out
 
 

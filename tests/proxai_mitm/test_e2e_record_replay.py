@@ -259,7 +259,7 @@ def test_saved_flow_is_complete(recorded):
     gaps = [b[0] - a[0] for a, b in zip(chunks, chunks[1:])]
     assert max(gaps) >= mf.FINAL_GAP * 1000 * 0.9
     assert m["stop"]["reason"] == "end_turn" and m["usage"]["output"] == 9
-    assert turn3.comment.startswith("end_turn")
+    assert " · end_turn" in turn3.comment
 
     cut = read_flows(recorded.paths[5])[0]  # Anthropic client, Chat upstream cut mid-stream
     cm = cut.metadata["proxai"]
@@ -382,7 +382,7 @@ def test_documented_command_line_filters(env, recorded):
         assert proc.wait_exit(90) == 0, proc.log
         flows = read_flows(env.tmp / out)
         assert [f.request.path for f in flows] == ["/v1/chat/completions", "/v1/responses", "/v1/messages"], out
-        assert all(f.comment.startswith("refusal") and f.marked == ":no_entry:" for f in flows)
+        assert all(" · refusal" in f.comment and f.marked == ":no_entry:" for f in flows)
 
 
 # ----------------------------------------------------------------------------- reports

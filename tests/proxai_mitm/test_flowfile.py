@@ -109,7 +109,7 @@ def test_cli_report_and_export_on_damaged_files(tmp_path):
     assert "Traceback" not in out.stderr and "MemoryError" not in out.stderr
     assert f"damaged at byte {len(recs[0]) + len(recs[1])}" in out.stderr
     assert "2 intact flow(s)" in out.stderr
-    assert "completions" in out.stdout
+    assert "chat" in out.stdout and "2 exchange(s)" in out.stdout
     dest = tmp_path / "out.jsonl"
     out = subprocess.run([sys.executable, "-m", "proxai_mitm", "export", str(p), str(dest)], capture_output=True,
                          text=True, timeout=60)

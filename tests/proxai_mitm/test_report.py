@@ -122,14 +122,14 @@ def test_rows_from_metadata_and_derived():
 def test_format_table_is_aligned():
     table = format_table(rows(sample_flows()))
     lines = table.splitlines()
-    assert lines[0].split() == ["time", "client", "→", "upstream", "model", "reason", "category", "in", "out",
-                                "status", "route", "path"]
+    assert lines[0].split() == ["time", "client", "→", "upstream", "model", "status", "stop", "tokens", "in→out",
+                                "TTFT", "duration", "cost"]
     assert set(lines[1]) <= {"-", " "}
     assert "chat → anthropic" in table and "refusal" in table and "max_output" in table
-    col = lines[0].index("reason")
-    assert all(ln[col:].startswith(("refusal", "max_output", "interrupted", "-", "reason"))
-               for ln in lines[2:-1])
-    assert lines[-1].startswith("6 exchange(s): ")
+    col = lines[0].index("stop")
+    assert all(ln[col:].startswith(("refusal", "max_output", "interrupted", "?", "stop"))
+               for ln in lines[2:8])
+    assert lines[8].startswith("6 exchange(s): ") and "totals per model" in lines
     assert format_table([]) == "no LLM flows"
     assert report_command(sample_flows()) == table
 

@@ -1,0 +1,140 @@
+"""Cost in USD of one exchange, from the ``genai-prices`` database (the snapshot shipped with the
+package: nothing is fetched at run time).
+
+The price is looked up for the model that answered (else the model sent upstream), at the provider
+the upstream host belongs to when the database knows the host, else the provider the model name
+matches. An unknown model or missing token counts give ``None`` (shown as "unknown"), never 0.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import logging
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Cost", "price"]
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    usd: float | None
+    #: the price entry used (database model id) and its provider, or why there is no price
+    model: str | None = None
+    provider: str | None = None
+    note: str | None = None
+
+
+def price(model: str | None, host: str | None, *, input_total: int | None, output: int | None,
+          cache_read: int | None = None, cache_write: int | None = None) -> Cost:
+    """The cost of one exchange. ``input_total`` counts every input token (cached ones included),
+    ``output`` every output token (reasoning included), as the providers bill them."""
+    if not model:
+        return Cost(None, note="model unknown")
+    if input_total is None and output is None:
+        return Cost(None, note="token counts unknown")
+    return _price(model, (host or "").lower(), input_total or 0, output or 0, cache_read or 0, cache_write or 0)
+
+
+#: token prices per million the fast path computes itself (any other price of the entry: slow path)
+_TOKEN_KEYS = ("input_mtok", "cache_read_mtok", "cache_write_mtok", "output_mtok")
+
+
+def _price(model: str, host: str, inp: int, out: int, cread: int, cwrite: int) -> Cost:
+    entry = _entry(model, host, _dt.date.today().isoformat())
+    if isinstance(entry, str):
+        return Cost(None, note=entry)
+    mp, model_id, provider_id, fast = entry
+    if fast:
+        usd = _fast(mp, inp, out, cread, cwrite)
+    else:
+        try:
+            usd = float(mp.calc_price(_usage(inp, out, cread, cwrite))["total_price"])
+        except Exception as e:  # noqa: BLE001 - a database oddity must not break the flow
+            logger.debug("proxai: price computation failed for %r: %s", model, e)
+            return Cost(None, note=f"price computation failed: {e}")
+    return Cost(usd, model=model_id, provider=provider_id)
+
+
+def _usage(inp: int, out: int, cread: int, cwrite: int) -> Any:
+    import genai_prices
+
+    return genai_prices.Usage(input_tokens=inp, output_tokens=out, cache_read_tokens=cread or None,
+                              cache_write_tokens=cwrite or None)
+
+
+def _unit(price: Any, total_input: int) -> float:
+    """A price per million tokens; a tiered one applies its highest tier below the input size to all
+    tokens (the providers' "cliff" pricing, as genai-prices computes it)."""
+    if price is None:
+        return 0.0
+    tiers = getattr(price, "tiers", None)
+    if tiers is None:
+        return float(price)
+    applicable = price.base
+    for tier in reversed(tiers):
+        if total_input > tier.start:
+            applicable = tier.price
+            break
+    return float(applicable)
+
+
+def _fast(mp: Any, inp: int, out: int, cread: int, cwrite: int) -> float:
+    """Per-token prices summed as genai-prices does, without its generic unit machinery (~0.6 ms a
+    call: too much for every flow on the event loop). Cached tokens without a price of their own are
+    priced as input."""
+    p = mp.__dict__
+    fresh = max(inp - cread - cwrite, 0)
+    in_price = p.get("input_mtok")
+    read = p.get("cache_read_mtok") if p.get("cache_read_mtok") is not None else in_price
+    write = p.get("cache_write_mtok") if p.get("cache_write_mtok") is not None else in_price
+    total = (fresh * _unit(in_price, inp) + cread * _unit(read, inp) + cwrite * _unit(write, inp)
+             + out * _unit(p.get("output_mtok"), inp))
+    return total / 1_000_000
+
+
+@functools.lru_cache(maxsize=1024)
+def _entry(model: str, host: str, day: str) -> tuple[Any, str, str, bool] | str:
+    """The price entry of a model at a host (cached per day: prices can change by date), or why there is
+    none. ``fast``: the fast sum gives genai-prices' own result for this entry (checked once)."""
+    try:
+        import genai_prices  # noqa: F401
+        from genai_prices import data_snapshot
+    except ImportError:  # declared as a dependency; a broken install must not break the proxy
+        return "genai-prices not installed"
+    snap = data_snapshot.get_snapshot()
+    attempts: list[str | None] = [f"https://{host}"] if host else []
+    attempts.append(None)
+    for url in attempts:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                provider, info = snap.find_provider_model(model, None, None, url)
+                mp = info.get_prices(_dt.datetime.now(tz=_dt.UTC))
+        except LookupError:
+            continue
+        except Exception as e:  # noqa: BLE001
+            logger.debug("proxai: price lookup failed for %r: %s", model, e)
+            return f"price lookup failed: {e}"
+        return mp, info.id, provider.id, _fast_ok(mp)
+    return f"no price known for {model}"
+
+
+def _fast_ok(mp: Any) -> bool:
+    """The fast sum may be used for this entry: only token prices (and search prices, never used by
+    these requests), and it gives genai-prices' own result on probes below and above the tiers."""
+    keys = {k for k, v in mp.__dict__.items() if v is not None and not k.startswith("_")}
+    if not keys <= set(_TOKEN_KEYS) | {"cache_write_1h_mtok", "web_searches_kcount", "storage_searches_kcount"}:
+        return False
+    try:
+        for probe in ((10_000, 2_000, 3_000, 1_000), (1_000_000, 200_000, 300_000, 100_000)):
+            slow = float(mp.calc_price(_usage(*probe))["total_price"])
+            if abs(_fast(mp, *probe) - slow) > 1e-9 * max(1.0, slow):
+                return False
+    except Exception:  # noqa: BLE001
+        return False
+    return True

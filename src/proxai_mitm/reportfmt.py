@@ -1,0 +1,239 @@
+"""Report output: filters, totals per model, and the formats (table, JSON, CSV, Markdown).
+
+Works on the row dicts of :func:`proxai_mitm.report.rows` (it never imports report.py). Everything
+meant for a terminal (table) has its control characters escaped; JSON and CSV carry the values as
+recorded, JSON as ASCII escapes, CSV with control characters escaped.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .escape import escape
+from .metrics import fmt_ms, fmt_usd
+from .protocols import SHORT
+
+__all__ = ["FORMATS", "filter_rows", "format_rows", "select_flows", "table", "totals"]
+
+FORMATS = ("table", "json", "csv", "markdown")
+
+#: (key, heading) of the table / Markdown columns
+COLUMNS = (
+    ("time", "time"),
+    ("protocols", "client → upstream"),
+    ("model", "model"),
+    ("status", "status"),
+    ("stop", "stop"),
+    ("tokens", "tokens in→out"),
+    ("ttft", "TTFT"),
+    ("duration", "duration"),
+    ("cost", "cost"),
+)
+_RIGHT = {"status", "tokens", "ttft", "duration", "cost"}
+#: the fields of a JSON / CSV row, in order
+FIELDS = ("time", "timestamp", "id", "client_protocol", "upstream_protocol", "route", "model", "response_model",
+          "status", "reason", "category", "message", "input_tokens", "output_tokens", "cache_read_tokens",
+          "cache_write_tokens", "reasoning_tokens", "headers_ms", "ttft_ms", "duration_ms", "output_tps",
+          "cost_usd", "cost_note", "path")
+
+
+# ----------------------------------------------------------------------------- selection
+def select_flows(flows: Iterable[Any], expr: str | None) -> list[Any]:
+    """The flows matching a mitmproxy filter expression (``~d api.openai.com & ~c 200``)."""
+    flows = list(flows)
+    if not expr:
+        return flows
+    from mitmproxy import flowfilter
+
+    try:
+        match = flowfilter.parse(expr)
+    except ValueError as e:
+        raise ValueError(f"bad filter expression {expr!r}: {e}") from e
+    return [f for f in flows if match(f)]
+
+
+def _csv_set(values: Sequence[str] | str | None) -> set[str]:
+    if not values:
+        return set()
+    if isinstance(values, str):
+        values = [values]
+    return {v.strip().lower() for item in values for v in item.split(",") if v.strip()}
+
+
+def filter_rows(rows: Iterable[dict[str, Any]], *, stop: Sequence[str] | str | None = None,
+                model: str | None = None, route: Sequence[str] | str | None = None) -> list[dict[str, Any]]:
+    """Rows whose stop reason is one of ``stop`` (comma lists allowed), whose model (asked or answered)
+    contains ``model`` (case-insensitive), and whose route is one of ``route`` (``-``: no route)."""
+    stops, routes = _csv_set(stop), _csv_set(route)
+    needle = (model or "").lower()
+    out = []
+    for r in rows:
+        if stops and (r.get("reason") or "unknown").lower() not in stops:
+            continue
+        if needle and needle not in f"{r.get('model') or ''} {r.get('response_model') or ''}".lower():
+            continue
+        if routes and (r.get("route") or "-").lower() not in routes:
+            continue
+        out.append(r)
+    return out
+
+
+# ----------------------------------------------------------------------------- totals
+def totals(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per model (the model that answered, else the one asked for): exchanges, tokens, cost. Tokens and
+    cost sum the known values; ``untokened`` / ``unpriced`` count the exchanges whose counts / price are
+    unknown."""
+    acc: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        name = r.get("response_model") or r.get("model") or "?"
+        t = acc.setdefault(name, {"model": name, "exchanges": 0, "input_tokens": 0, "output_tokens": 0,
+                                  "cache_read_tokens": 0, "cache_write_tokens": 0, "reasoning_tokens": 0,
+                                  "cost_usd": 0.0, "unpriced": 0, "untokened": 0})
+        t["exchanges"] += 1
+        if r.get("input_tokens") is None and r.get("output_tokens") is None:
+            t["untokened"] += 1
+        for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens"):
+            t[k] += r.get(k) or 0
+        if r.get("cost_usd") is None:
+            t["unpriced"] += 1
+        else:
+            t["cost_usd"] += r["cost_usd"]
+    out = sorted(acc.values(), key=lambda t: (-t["cost_usd"], t["model"]))
+    for t in out:
+        t["cost_usd"] = round(t["cost_usd"], 8)
+    return out
+
+
+# ----------------------------------------------------------------------------- cells
+def _short(p: str | None) -> str:
+    for proto, short in SHORT.items():
+        if proto.value == p:
+            return short
+    return p or "?"
+
+
+def _tok(v: Any) -> str:
+    return "?" if v is None else str(v)
+
+
+def cells(r: dict[str, Any]) -> dict[str, str]:
+    """The display text of one row's columns (not escaped)."""
+    a, b = _short(r.get("client_protocol")), _short(r.get("upstream_protocol"))
+    stop = r.get("reason") or "?"
+    if r.get("category") and r["category"] != r.get("reason"):
+        stop += f" ({r['category']})"
+    model = r.get("model") or "?"
+    if r.get("response_model") and r["response_model"] not in model:
+        model += f" [{r['response_model']}]"
+    tokens = f"{_tok(r.get('input_tokens'))}→{_tok(r.get('output_tokens'))}"
+    if r.get("cache_read_tokens"):
+        tokens += f" (cached {r['cache_read_tokens']})"
+    return {
+        "time": r.get("time") or "?",
+        "protocols": a if a == b else f"{a} → {b}",
+        "model": model,
+        "status": "-" if r.get("status") is None else str(r["status"]),
+        "stop": stop,
+        "tokens": tokens,
+        "ttft": fmt_ms(r.get("ttft_ms")),
+        "duration": fmt_ms(r.get("duration_ms")),
+        "cost": "unknown" if r.get("cost_usd") is None else fmt_usd(r["cost_usd"]),
+    }
+
+
+def _total_cells(t: dict[str, Any]) -> list[str]:
+    cost = fmt_usd(t["cost_usd"]) if t["exchanges"] > t["unpriced"] else "unknown"
+    if t["unpriced"] and t["exchanges"] > t["unpriced"]:
+        cost += f" + {t['unpriced']} unknown"
+    tokens = f"{t['input_tokens']}→{t['output_tokens']}" if t["untokened"] < t["exchanges"] else "?→?"
+    return [t["model"], str(t["exchanges"]), tokens, str(t["cache_read_tokens"]), str(t["reasoning_tokens"]), cost]
+
+
+_TOTAL_HEADS = ["model", "exchanges", "tokens in→out", "cached", "reasoning", "cost"]
+
+
+# ----------------------------------------------------------------------------- formats
+def _aligned(heads: list[str], body: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(heads[i]), *(len(c[i]) for c in body)) if body else len(heads[i]) for i in range(len(heads))]
+
+    def fmt(vals: list[str]) -> str:
+        return "  ".join(v.rjust(widths[i]) if i in right else v.ljust(widths[i])
+                         for i, v in enumerate(vals)).rstrip()
+
+    return [fmt(heads), "  ".join("-" * w for w in widths), *(fmt(c) for c in body)]
+
+
+def table(rows: Sequence[dict[str, Any]]) -> str:
+    """An aligned plain-text table, a line of stop reasons and the totals per model (escaped)."""
+    if not rows:
+        return "no LLM flows"
+    heads = [h for _, h in COLUMNS]
+    body = []
+    for r in rows:
+        c = cells(r)
+        vals = [escape(c[k]) for k, _ in COLUMNS]
+        i = heads.index("model")
+        if len(vals[i]) > 48:
+            vals[i] = vals[i][:47] + "…"
+        body.append(vals)
+    right = {i for i, (k, _) in enumerate(COLUMNS) if k in _RIGHT}
+    lines = _aligned(heads, body, right)
+    reasons: dict[str, int] = {}
+    for r in rows:
+        reasons[r.get("reason") or "?"] = reasons.get(r.get("reason") or "?", 0) + 1
+    summary = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+    lines.append(f"{len(rows)} exchange(s): {escape(summary)}")
+    lines.append("")
+    lines.append("totals per model")
+    lines += _aligned(_TOTAL_HEADS, [[escape(v) for v in _total_cells(t)] for t in totals(rows)], {1, 2, 3, 4, 5})
+    return "\n".join(lines)
+
+
+def _md(v: str) -> str:
+    return escape(v).replace("|", "\\|")
+
+
+def markdown(rows: Sequence[dict[str, Any]]) -> str:
+    heads = [h for _, h in COLUMNS]
+    lines = ["| " + " | ".join(heads) + " |",
+             "|" + "|".join("---:" if k in _RIGHT else "---" for k, _ in COLUMNS) + "|"]
+    for r in rows:
+        c = cells(r)
+        lines.append("| " + " | ".join(_md(c[k]) for k, _ in COLUMNS) + " |")
+    lines += ["", "**Totals per model**", "", "| " + " | ".join(_TOTAL_HEADS) + " |",
+              "|---|---:|---:|---:|---:|---:|"]
+    for t in totals(rows):
+        lines.append("| " + " | ".join(_md(v) for v in _total_cells(t)) + " |")
+    return "\n".join(lines)
+
+
+def to_json(rows: Sequence[dict[str, Any]]) -> str:
+    """ASCII-only JSON (every other character as a ``\\u`` escape: lossless, and safe on a terminal)."""
+    doc = {"exchanges": [{k: r.get(k) for k in FIELDS} for r in rows], "totals": totals(rows)}
+    return json.dumps(doc, indent=2, ensure_ascii=True, default=str)
+
+
+def to_csv(rows: Sequence[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(FIELDS)
+    for r in rows:
+        w.writerow(["" if r.get(k) is None else escape(r[k]) if isinstance(r.get(k), str) else r.get(k)
+                    for k in FIELDS])
+    return buf.getvalue()
+
+
+def format_rows(rows: Sequence[dict[str, Any]], fmt: str = "table") -> str:
+    if fmt == "table":
+        return table(rows)
+    if fmt == "json":
+        return to_json(rows)
+    if fmt == "csv":
+        return to_csv(rows)
+    if fmt == "markdown":
+        return markdown(rows)
+    raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")

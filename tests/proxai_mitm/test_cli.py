@@ -1,0 +1,178 @@
+"""cli.py / reportfmt.py: the ``proxai`` command, report formats, filters, totals, export to stdout."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from proxai_mitm import cli
+from proxai_mitm.report import read_flows, rows
+from proxai_mitm.reportfmt import filter_rows, format_rows, select_flows, totals
+
+FLOWS = Path(__file__).resolve().parents[2] / "flows"
+
+
+def _all_flows():
+    return [f for p in sorted(FLOWS.glob("*.mitm")) for f in read_flows(p)]
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = cli.main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+# ----------------------------------------------------------------------------- run / addon-path
+def test_run_argv_binds_loopback_unless_told():
+    argv = cli.run_argv("dump", ["-p", "9090", "--set", "proxai_target=anthropic_messages"])
+    assert argv[0] == sys.executable and "mitmdump" in argv[2]
+    assert argv[3:5] == ["-s", str(cli.addon_path())]
+    assert argv[5:7] == ["--listen-host", "127.0.0.1"]
+    assert argv[7:] == ["-p", "9090", "--set", "proxai_target=anthropic_messages"]
+    for chosen in (["--listen-host", "0.0.0.0"], ["--listen-host=::"], ["--set", "listen_host=10.0.0.1"]):
+        argv = cli.run_argv("web", chosen)
+        assert "mitmweb" in argv[2] and argv.count("--listen-host") == chosen.count("--listen-host")
+        assert argv[-len(chosen):] == chosen and "127.0.0.1" not in argv
+
+
+def test_addon_path_is_a_loadable_script_in_the_package(capsys):
+    rc, out, _ = _run(capsys, "addon-path")
+    path = Path(out.strip())
+    assert rc == 0 and path == cli.addon_path() and path.is_file()
+    assert path.parent == Path(cli.__file__).resolve().parent  # inside the package: in the wheel
+    from mitmproxy.addons import script
+
+    mod = script.load_script(str(path))
+    assert mod is not None and {type(a).__name__ for a in mod.addons} >= {"Router", "Translator", "Measure"}
+
+
+def test_console_script_declared():
+    text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    assert 'proxai = "proxai_mitm.cli:main"' in text
+
+
+@pytest.mark.e2e
+def test_proxai_run_starts_mitmdump_on_loopback(tmp_path):
+    """``proxai run`` really starts mitmdump with the addon, bound to 127.0.0.1, options passed on."""
+    proc = subprocess.Popen([sys.executable, "-m", "proxai_mitm", "run", "-p", "0", "--set",
+                             f"confdir={tmp_path}", "--set", "proxai_idle_timeout=30"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        seen = []
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            if "listening at" in line:
+                break
+        text = "".join(seen)
+        assert "listening at 127.0.0.1:" in text, text
+        assert "--listen-host 127.0.0.1" in text  # the command line it ran is shown
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+# ----------------------------------------------------------------------------- report
+def test_report_rows_sorted_by_time_and_measured():
+    flows = _all_flows()
+    r = rows(list(reversed(flows)))
+    stamps = [x["timestamp"] for x in r]
+    assert stamps == sorted(stamps) and len(r) == 9
+    for x in r:
+        assert x["duration_ms"] is not None
+        if x["reason"] in ("end_turn", "tool_use", "refusal", "max_output"):
+            assert x["ttft_ms"] is not None and x["cost_usd"] > 0
+    unknown = [x for x in r if x["input_tokens"] is None]
+    assert unknown and all(x["cost_usd"] is None for x in unknown)
+
+
+def test_report_formats(capsys, tmp_path):
+    rc, out, _ = _run(capsys, "report", str(FLOWS), "--format", "json", "-o", "-")
+    doc = json.loads(out)
+    assert rc == 0 and len(doc["exchanges"]) == 9 and out.isascii()
+    ex = doc["exchanges"][0]
+    assert {"ttft_ms", "duration_ms", "cost_usd", "output_tps", "cache_read_tokens", "route", "model"} <= ex.keys()
+    assert sum(t["exchanges"] for t in doc["totals"]) == 9
+    priced = [e["cost_usd"] for e in doc["exchanges"] if e["cost_usd"] is not None]
+    assert sum(t["cost_usd"] for t in doc["totals"]) == pytest.approx(sum(priced))
+
+    rc, out, _ = _run(capsys, "report", str(FLOWS), "-f", "csv")
+    table = list(csv.DictReader(io.StringIO(out)))
+    assert len(table) == 9 and table[0]["ttft_ms"] and "cost_usd" in table[0]
+    assert [t["cost_usd"] for t in table if t["reason"] == "interrupted"] == ["", ""]  # unknown, not 0
+
+    dest = tmp_path / "r.md"
+    rc, out, _ = _run(capsys, "report", str(FLOWS), "-f", "markdown", "-o", str(dest))
+    md = dest.read_text()
+    assert rc == 0 and out == "" and md.startswith("| time | client → upstream | model | status | stop |")
+    assert "**Totals per model**" in md
+    assert sum(1 for line in md.splitlines() if line.startswith("| 20")) == 9
+
+    rc, out, _ = _run(capsys, "report", str(FLOWS))
+    assert "TTFT" in out and "totals per model" in out and "unknown" in out
+
+
+def test_report_filters(capsys):
+    flows = _all_flows()
+    r = rows(flows)
+    assert {x["reason"] for x in filter_rows(r, stop="refusal,max_output")} == {"refusal", "max_output"}
+    assert {x["reason"] for x in filter_rows(r, stop=["interrupted"])} == {"interrupted"}
+    assert all("gpt" in x["model"] for x in filter_rows(r, model="GPT"))
+    assert filter_rows(r, route="-") == [x for x in r if not x["route"]]
+    sel = select_flows(flows, "~u /v1/messages")
+    assert sel and all(f.request.path.startswith("/v1/messages") for f in sel)
+    with pytest.raises(ValueError, match="bad filter expression"):
+        select_flows(flows, "~nope(")
+    rc, out, _ = _run(capsys, "report", str(FLOWS), "--stop", "refusal", "-f", "json")
+    assert {e["reason"] for e in json.loads(out)["exchanges"]} == {"refusal"}
+    rc, out, _ = _run(capsys, "report", str(FLOWS), "--filter", "~u /v1/responses", "-f", "json")
+    assert {e["client_protocol"] for e in json.loads(out)["exchanges"]} == {"openai_responses"}
+    rc, _, err = _run(capsys, "report", str(FLOWS), "--filter", "~nope(")
+    assert rc == 1 and "bad filter expression" in err
+
+
+def test_totals_unknown_prices_are_counted_not_zero():
+    r = [{"model": "a", "input_tokens": 10, "output_tokens": 2, "cost_usd": 0.5},
+         {"model": "a", "input_tokens": None, "output_tokens": None, "cost_usd": None},
+         {"model": "b", "input_tokens": 1, "output_tokens": 1, "cost_usd": None}]
+    t = {x["model"]: x for x in totals(r)}
+    assert t["a"]["cost_usd"] == 0.5 and t["a"]["unpriced"] == 1 and t["a"]["input_tokens"] == 10
+    assert t["b"]["unpriced"] == 1
+    text = format_rows(r, "table")
+    assert "$0.5000 + 1 unknown" in text and "\nb " in text and text.rstrip().endswith("unknown")
+
+
+def test_control_characters_escaped_in_every_format():
+    r = [{"time": "t", "model": "evil\x1b]0;pwned\x07\x9b31m", "reason": "end_turn", "cost_usd": None,
+          "client_protocol": "openai_chat_completions", "upstream_protocol": "openai_chat_completions"}]
+    for fmt in ("table", "markdown", "csv", "json"):
+        out = format_rows(r, fmt)
+        assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out, fmt
+
+
+def test_export_to_stdout(capsys, tmp_path):
+    rc, out, err = _run(capsys, "export", str(FLOWS / "refusal-chat.mitm"), "-")
+    lines = out.splitlines()
+    assert rc == 0 and len(lines) == 1 and "to stdout" in err
+    ex = json.loads(lines[0])
+    assert ex["stop"]["reason"] == "refusal" and ex["metrics"]["cost_usd"] > 0
+    assert not (Path.cwd() / "-").exists()
+    dest = tmp_path / "x.jsonl"
+    rc, out, _ = _run(capsys, "export", str(FLOWS), str(dest), "--filter", "~marked")
+    assert rc == 0 and dest.read_text().count("\n") >= 1
+
+
+def test_python_m_still_works():
+    out = subprocess.run([sys.executable, "-m", "proxai_mitm", "report", str(FLOWS / "max-output.mitm")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "max_output" in out.stdout
