@@ -391,16 +391,16 @@ class StreamTranslator:
         """Upstream SSE events -> client bytes: each decoded once, its neutral events observed and
         encoded (a delta has nothing to observe: straight to the encoder unless names are restored)."""
         out: list[bytes] = []
-        dec = self._dec
+        feed, encode = self._dec.feed, self._enc.encode
         for name, data in events:
             try:
-                evs = dec.feed(name, data)
+                evs = feed(name, data)
             except Exception as exc:
                 evs = self._failed(exc)
             for ev in evs:
                 t = type(ev)
                 if self._fast and (t is _Delta or t is _BlockStart or t is _BlockEnd):
-                    out.append(self._enc.encode(ev))  # nothing to observe, no names to restore
+                    out.append(encode(ev))  # nothing to observe, no names to restore
                 else:
                     self._slow(ev, data, out)
             if self._terminal:

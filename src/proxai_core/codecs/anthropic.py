@@ -659,7 +659,7 @@ class StreamEncoder:
         if self.done:
             return b""
         if type(ev) is Delta:  # the hot path
-            return self.encode_delta((ev.index, ev.kind, ev.value))
+            return self._delta(ev.index, ev.kind, ev.value)
         h = _HANDLERS.get(type(ev))
         if h is None:
             return b""
@@ -735,7 +735,7 @@ class StreamEncoder:
                     out.append(self._end_block(ev))
                 else:
                     d = cast(Delta, ev)
-                    out.append(self.encode_delta((d.index, d.kind, d.value)))
+                    out.append(self._delta(d.index, d.kind, d.value))
         return b"".join(out)
 
     def _late(self, i: int, v: str) -> bytes:
@@ -869,11 +869,10 @@ class StreamEncoder:
         return error_frame(Error(kind="api_error", status=502, message=(
             f"upstream sent tool-call arguments for tool {name!r} that {what}; the turn was ended")))
 
-    def encode_delta(self, d: tuple[int, str, str]) -> bytes:
-        """encode(Delta(*d)): a delta that came unboxed from the decoder (see api.StreamTranslator)."""
+    def _delta(self, i: int, k: str, v: str) -> bytes:
+        """encode(Delta(i, k, v))."""
         if self.done:
             return b""
-        i, k, v = d
         o = self._open.get(i)
         if o is None or not v:
             if self._held and self._hold(i, Delta(i, k, v)):
@@ -1048,7 +1047,7 @@ class StreamEncoder:
 _HANDLERS: dict[type, Callable[[StreamEncoder, Any], bytes]] = {
     Start: StreamEncoder._start,
     BlockStart: StreamEncoder._block_start,
-    Delta: lambda self, ev: self.encode_delta((ev.index, ev.kind, ev.value)),
+    Delta: lambda self, ev: self._delta(ev.index, ev.kind, ev.value),
     BlockEnd: StreamEncoder._block_end,
     UsageEvent: StreamEncoder._usage_ev,
     Stop: StreamEncoder._stop_ev,
