@@ -68,9 +68,11 @@ from proxai_core import (  # noqa: E402
 )
 from proxai_core.sse import SSEReader  # noqa: E402
 
-A, C, R = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES
-PROTOCOLS = (C, R, A)
-SHORT = {C: "chat", R: "responses", A: "anthropic"}
+A, C, R, G = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES, Protocol.GEMINI
+PROTOCOLS = (C, R, A, G)
+#: the protocols a client can speak through mitmdump (the addon's Gemini side comes later)
+PROXY_PROTOCOLS = (C, R, A)
+SHORT = {C: "chat", R: "responses", A: "anthropic", G: "gemini"}
 FIXTURES = ROOT.parent / "shared" / "fixtures"
 ALLOWED = (TranslationError, ValueError)
 CASE_LIMIT = 2.0  # seconds a core call may take
@@ -78,6 +80,15 @@ HUGE = "A" * 1_000_000
 
 # ----------------------------------------------------------------------------- seeds
 BUILTIN_REQUESTS: dict[Protocol, list[dict]] = {
+    G: [
+        {"systemInstruction": {"parts": [{"text": "Be brief."}]},
+         "contents": [{"role": "user", "parts": [{"text": "Hi"}]},
+                      {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {"x": 1}}}]},
+                      {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {"output": "ok"}}}]}],
+         "tools": [{"functionDeclarations": [{"name": "f", "parametersJsonSchema": {"type": "object"}}]}],
+         "generationConfig": {"maxOutputTokens": 100, "stopSequences": ["END"],
+                              "thinkingConfig": {"thinkingBudget": 1024, "includeThoughts": True}}},
+    ],
     C: [
         {"model": "gpt-4o", "messages": [{"role": "system", "content": "Be brief."},
                                          {"role": "user", "content": [{"type": "text", "text": "Hi"},
@@ -131,11 +142,11 @@ def _fixture_files(proto: Protocol, suffix: str, limit: int) -> list[Path]:
 
 def load_seeds(limit: int = 25) -> dict[str, dict[Protocol, list]]:
     """Seed requests, complete bodies and streams (real recordings where present + built-in ones)."""
-    reqs = {p: list(v) for p, v in BUILTIN_REQUESTS.items()}
+    reqs = {p: list(BUILTIN_REQUESTS.get(p, ())) for p in PROTOCOLS}
     bodies: dict[Protocol, list[dict]] = {p: [] for p in PROTOCOLS}
     streams: dict[Protocol, list[list[bytes]]] = {p: [] for p in PROTOCOLS}
     for p in PROTOCOLS:
-        for sc in RECORDED[p.value].values():
+        for sc in RECORDED.get(p.value, {}).values():
             bodies[p].append(sc["json"])
             streams[p].append([_enc_event(e) for e in sc["sse"]])
         for f in _fixture_files(p, ".request.json", limit):
@@ -457,6 +468,11 @@ def terminal_ok(target: Protocol, out: bytes, passthrough: bool, error: bool = F
             return False
         if not isinstance(obj, dict):
             return False
+        if target is G:  # a chunk with a finishReason or a prompt block, or a Google error
+            cands = obj.get("candidates")
+            return (isinstance(obj.get("error"), dict) or isinstance(obj.get("promptFeedback"), dict)
+                    or (isinstance(cands, list) and bool(cands) and isinstance(cands[0], dict)
+                        and cands[0].get("finishReason") is not None))
         if target is A:
             return name in ("message_stop", "error") and obj.get("type") in ("message_stop", "error")
         return obj.get("type") in ("response.completed", "response.incomplete", "response.failed", "error")
@@ -533,6 +549,8 @@ def check_response(body: Any, src: Protocol, tgt: Protocol, repro: str) -> tuple
 
 # ----------------------------------------------------------------------------- stream case builder
 def _error_frame(p: Protocol) -> bytes:
+    if p is G:
+        return b'data: {"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}\r\n\r\n'
     if p is A:
         return b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'
     if p is C:
@@ -633,6 +651,8 @@ def run_requests(n: int, seeds: dict, tally: Tally) -> None:
             schema = {"type": "object", "properties": {"p": deep(d, "dict")}}
             if src is C:
                 body["tools"][0]["function"]["parameters"] = schema
+            elif src is G:
+                body["tools"][0]["functionDeclarations"][0]["parametersJsonSchema"] = schema
             elif src is R:
                 body["tools"][0]["parameters"] = schema
             else:
@@ -704,7 +724,7 @@ PATHS = {C: "/v1/chat/completions", R: "/v1/responses", A: "/v1/messages"}
 
 def routes_toml(upstream_url: str) -> str:
     out = []
-    for p in PROTOCOLS:
+    for p in PROXY_PROTOCOLS:
         out.append(f'[[routes]]\nname = "to-{SHORT[p]}"\nmatch = {{ path = "/to-{SHORT[p]}/*" }}\n'
                    f'target = {{ protocol = "{p.value}", base_url = "{upstream_url}", '
                    f'api_key_env = "PROXAI_FUZZ_KEY" }}\n')
@@ -789,8 +809,8 @@ def _native_error(client: Protocol, body: Any) -> str | None:
 
 def raw_client_cases(data: st.DataObject, seeds: dict) -> tuple[Protocol, Protocol, bytes, dict, str]:
     """(client protocol of the path, route target, raw body, headers, description)."""
-    client = data.draw(st.sampled_from(PROTOCOLS), label="client")
-    target = data.draw(st.sampled_from([p for p in PROTOCOLS if p is not client]), label="target")
+    client = data.draw(st.sampled_from(PROXY_PROTOCOLS), label="client")
+    target = data.draw(st.sampled_from([p for p in PROXY_PROTOCOLS if p is not client]), label="target")
     mode = data.draw(st.sampled_from(["mutated", "mutated", "mutated", "wrong-protocol", "invalid-utf8", "truncated",
                                       "not-json", "not-object", "huge", "deep", "empty", "gzip-garbage"]),
                      label="mode")
@@ -803,7 +823,7 @@ def raw_client_cases(data: st.DataObject, seeds: dict) -> tuple[Protocol, Protoc
         raw = json.dumps(body, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
         desc = "; ".join(ops)
     elif mode == "wrong-protocol":
-        other = data.draw(st.sampled_from([p for p in PROTOCOLS if p is not client]), label="other")
+        other = data.draw(st.sampled_from([p for p in PROXY_PROTOCOLS if p is not client]), label="other")
         raw = orjson.dumps(data.draw(st.sampled_from(seeds["requests"][other]), label="other seed"))
         desc = f"a {SHORT[other]} body"
     elif mode == "invalid-utf8":
@@ -934,8 +954,8 @@ def run_mitm_upstream(n: int, seeds: dict, tally: Tally, rig: MitmRig, budget_s:
     def one(data):
         if time.monotonic() > end or not rig.alive():
             return
-        client = data.draw(st.sampled_from(PROTOCOLS), label="client")
-        upstream = data.draw(st.sampled_from([p for p in PROTOCOLS if p is not client]), label="upstream")
+        client = data.draw(st.sampled_from(PROXY_PROTOCOLS), label="client")
+        upstream = data.draw(st.sampled_from([p for p in PROXY_PROTOCOLS if p is not client]), label="upstream")
         stream = data.draw(st.booleans(), label="stream")
         kind = data.draw(st.sampled_from(["sse", "sse", "json", "text"]), label="kind")
         rig.up.reset()

@@ -241,12 +241,21 @@ def _parts(parts: list[Any], path: str, role: str, turn: int, ids: _CallIds, war
     out: list[Any] = []
     calls = 0
     for k, p in enumerate(parts):
-        if p.__class__ is dict and len(p) == 1:  # the usual part: plain text
+        if p.__class__ is dict and len(p) == 1:  # the usual parts: plain text, a call, a result
             t = p.get("text")
             if t.__class__ is str:
                 if t:
-                    out.append(Text(t))
+                    out.append(Text(t))  # type: ignore[arg-type]
                 continue
+            fc = p.get("functionCall")
+            if fc.__class__ is dict:
+                name = fc.get("name")
+                args = fc.get("args")
+                if name.__class__ is str and (args is None or args.__class__ is dict):
+                    out.append(ToolCall(ids.call(fc.get("id"), name, turn, calls), name,  # type: ignore[arg-type]
+                                        dumps(args or {}).decode()))
+                    calls += 1
+                    continue
         pp = f"{path}[{k}]"
         p = _obj(p, pp)
         sig = p.get("thoughtSignature")
