@@ -214,14 +214,19 @@ class Router:
         if not is_obj:
             return reply(flow, state, 400, "invalid_request",
                          f"request body is not a valid JSON object{': ' + jerr if jerr else ''}")
-        if not counts_tokens(route.protocol):
-            # OpenAI protocols have no token counting endpoint: an honest local estimate
-            state.warnings.append("input_tokens estimated locally (about 4 characters per token); "
-                                  f"the {route.protocol.value} upstream has no token counting endpoint")
+        if not counts_tokens(route.protocol) or route.protocol is not ep.protocol:
+            # the upstream cannot count this request (no endpoint, or another protocol's): an honest
+            # local estimate in the client's shape
+            why = "has no token counting endpoint" if not counts_tokens(route.protocol) else "speaks another protocol"
+            state.warnings.append("input tokens estimated locally (about 4 characters per token); "
+                                  f"the {route.protocol.value} upstream {why}")
             state.synthetic = True
             state.translation = "synthetic"
+            shape = get(ep.protocol).count_tokens_body if ep.protocol is not None else None
+            if shape is None:  # recognized as a count only where the protocol has one
+                return reply(flow, state, 404, "not_found", "this protocol has no token counting endpoint")
             flow.response = http.Response.make(
-                200, orjson.dumps({"input_tokens": estimate_tokens(body)}),
+                200, orjson.dumps(shape(estimate_tokens(body))),
                 {"content-type": "application/json", "x-proxai-estimate": "chars/4"},
             )
             return None
@@ -324,10 +329,7 @@ def encode_body(flow: http.HTTPFlow, state: FlowState, up: dict[str, Any]) -> by
 def own_secrets(headers: Any, route: Route | None, path: str = "") -> tuple[str, ...]:
     """The flow's own secrets: the client's credential (header or query) and the key injected for
     the route."""
-    out = []
-    cred = routing.client_credential(headers, path.partition("?")[2])
-    if cred and len(cred) >= 8:
-        out.append(cred)
+    out = [c for c in routing.client_credentials(headers, path.partition("?")[2]) if len(c) >= 8]
     if route is not None and route.api_key_env:
         v = os.environ.get(route.api_key_env, "").strip()
         if len(v) >= 8:

@@ -235,6 +235,23 @@ def _key_headers() -> tuple[str, ...]:
     return tuple(out)
 
 
+def client_credentials(headers: Mapping[str, str], query: str = "") -> list[str]:
+    """Every key the client sent (bearer token, each protocol's key header, key query parameters)."""
+    out: list[str] = []
+    for name in _key_headers():
+        v = headers.get(name, "")
+        if name == "authorization":
+            v = v[7:] if v[:7].lower() == "bearer " else ""
+        v = v.strip()
+        if v and v not in out:
+            out.append(v)
+    names = _key_query_names()
+    for k, v in parse_qsl(query, keep_blank_values=True) if query else ():
+        if k in names and v.strip() and v.strip() not in out:
+            out.append(v.strip())
+    return out
+
+
 def client_credential(headers: Mapping[str, str], query: str = "") -> str | None:
     """The client's key: a bearer token, a protocol's key header, or a key query parameter."""
     for name in _key_headers():

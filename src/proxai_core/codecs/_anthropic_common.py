@@ -317,7 +317,7 @@ def sniff_request(obj: dict[str, Any]) -> Evidence | None:
         if isinstance(content, list):
             for j, b in enumerate(content):
                 t = b.get("type") if isinstance(b, dict) else None
-                if t in _BLOCKS:
+                if isinstance(t, str) and t in _BLOCKS:
                     return (SNIFF_CONTENT, -(i * 1000 + j + 1))
     tools = obj.get("tools")
     if isinstance(tools, list) and tools and isinstance(tools[0], dict):

@@ -326,13 +326,14 @@ def sniff_request(obj: dict[str, Any]) -> Evidence | None:
     for i, m in enumerate(msgs):
         if not isinstance(m, dict):
             continue
-        if m.get("role") in _ROLES or "tool_calls" in m:
+        role = m.get("role")
+        if (isinstance(role, str) and role in _ROLES) or "tool_calls" in m:
             return (SNIFF_CONTENT, -i * 1000)
         content = m.get("content")
         if isinstance(content, list):
             for j, b in enumerate(content):
                 t = b.get("type") if isinstance(b, dict) else None
-                if t in _BLOCKS or (isinstance(t, str) and t.endswith("_url")):
+                if isinstance(t, str) and (t in _BLOCKS or t.endswith("_url")):
                     return (SNIFF_CONTENT, -(i * 1000 + j + 1))
     tools = obj.get("tools")
     if isinstance(tools, list) and tools and isinstance(tools[0], dict):

@@ -1083,4 +1083,5 @@ CODEC = Codec(
     sniff_response=_facts.sniff_response,
     sniff_stream=_facts.sniff_stream,
     is_error_body=_facts.is_error_body,
+    count_tokens_body=lambda n: {"input_tokens": n},
 )

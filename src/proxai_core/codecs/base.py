@@ -256,6 +256,9 @@ class Codec:
     #: the reader of this protocol's streams (None: SSE, :class:`proxai_core.sse.SSEReader`); a
     #: protocol with another framing gives a reader with SSEReader's methods
     stream_reader: Callable[[], Any] | None = None
+    #: protocols with a token counting endpoint: the answer's body for a count (a proxy that
+    #: estimates locally answers in this shape)
+    count_tokens_body: Callable[[int], JSONObject] | None = None
 
     def error_status(self, err: Error) -> int:
         """The HTTP status this protocol's clients expect for ``err``: the upstream's status when

@@ -1087,4 +1087,5 @@ CODEC = Codec(
     sniff_stream=_facts.sniff_stream,
     is_error_body=_facts.is_error_body,
     stream_reader=_facts.StreamReader,
+    count_tokens_body=lambda n: {"totalTokens": n},
 )

@@ -1,0 +1,65 @@
+"""Router with Gemini clients and upstreams: model and stream from the URL, the key= query credential,
+token counts across protocols."""
+
+from __future__ import annotations
+
+import json
+
+from proxai_mitm.state import get_state
+
+from .conftest import needs_codecs
+from .helpers import ANTH, BODIES, make_flow
+
+GEM = "gemini_generate_content"
+GEM_BODY = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+
+
+@needs_codecs
+def test_gemini_client_to_anthropic_model_and_stream_from_the_url(addon, monkeypatch):
+    monkeypatch.setenv("PROXAI_TEST_KEY", "sk-ant-env-key-456")
+    addon.configure(proxai_target=ANTH, proxai_upstream="https://api.anthropic.com",
+                    proxai_key_env="PROXAI_TEST_KEY", proxai_model="gemini-*=claude-sonnet-4-5")
+    f = make_flow(ANTH, body=GEM_BODY, path="/v1beta/models/gemini-2.5-flash:streamGenerateContent?key=AIzaCLIENTKEY99",
+                  headers=[("x-goog-api-key", "AIzaCLIENTKEY99")])
+    addon.request(f)
+    r = f.request
+    assert r.url == "https://api.anthropic.com/v1/messages"  # the key= query does not travel
+    assert r.headers["x-api-key"] == "sk-ant-env-key-456" and "x-goog-api-key" not in r.headers
+    body = json.loads(r.content)
+    assert body["model"] == "claude-sonnet-4-5" and body["stream"] is True
+    st = get_state(f)
+    assert st.client_model == "gemini-2.5-flash" and st.client_stream is True and not st.client_sse
+    assert "AIzaCLIENTKEY99" in st.secrets  # redacted wherever the flow is written
+
+
+@needs_codecs
+def test_anthropic_client_to_gemini_model_in_the_url(addon, monkeypatch):
+    monkeypatch.setenv("PROXAI_TEST_KEY", "AIza-env-key-456")
+    addon.configure(proxai_target=GEM, proxai_upstream="https://generativelanguage.googleapis.com",
+                    proxai_key_env="PROXAI_TEST_KEY", proxai_model="gemini-2.5-pro")
+    f = make_flow(ANTH, stream=True, headers=[("x-api-key", "sk-ant-client")])
+    addon.request(f)
+    r = f.request
+    assert r.url == ("https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-pro:"
+                     "streamGenerateContent?alt=sse")
+    assert r.headers["x-goog-api-key"] == "AIza-env-key-456" and "x-api-key" not in r.headers
+    assert "anthropic-version" not in r.headers
+    body = json.loads(r.content)
+    assert "model" not in body and body["contents"]
+    assert get_state(f).upstream_model == "gemini-2.5-pro"
+
+
+@needs_codecs
+def test_token_count_across_protocols_is_estimated_in_the_clients_shape(addon):
+    addon.configure(proxai_target=ANTH, proxai_upstream="https://api.anthropic.com")
+    f = make_flow(ANTH, body=GEM_BODY, path="/v1beta/models/gemini-2.5-flash:countTokens",
+                  headers=[("x-goog-api-key", "AIzaCLIENT")])
+    addon.request(f)
+    assert f.response is not None and f.response.status_code == 200
+    out = json.loads(f.response.content)
+    assert set(out) == {"totalTokens"} and out["totalTokens"] >= 1
+    assert "speaks another protocol" in " ".join(get_state(f).warnings)
+    f = make_flow(ANTH, body=dict(BODIES[ANTH]), path="/v1/messages/count_tokens")
+    addon.configure(proxai_target=GEM, proxai_upstream="https://generativelanguage.googleapis.com")
+    addon.request(f)
+    assert set(json.loads(f.response.content)) == {"input_tokens"}
