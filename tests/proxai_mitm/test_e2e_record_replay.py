@@ -259,7 +259,7 @@ def test_saved_flow_is_complete(recorded):
     gaps = [b[0] - a[0] for a, b in zip(chunks, chunks[1:])]
     assert max(gaps) >= mf.FINAL_GAP * 1000 * 0.9
     assert m["stop"]["reason"] == "end_turn" and m["usage"]["output"] == 9
-    assert " · end_turn" in turn3.comment
+    assert turn3.comment.startswith("end_turn")
 
     cut = read_flows(recorded.paths[5])[0]  # Anthropic client, Chat upstream cut mid-stream
     cm = cut.metadata["proxai"]
@@ -373,7 +373,7 @@ def test_nr_annotates_a_plain_capture_like_the_addon(recorded):
         assert got["stop"]["reason"] == want["stop"]["reason"], (fs.request.path, got["stop"], want["stop"])
         if want["stop"]["reason"] != "interrupted":
             assert got["stop"]["category"] == want["stop"]["category"]
-        assert fp.comment.split(" ", 1)[0] == fs.comment.split(" ", 1)[0]
+        assert fp.comment.split(" ", 1)[0] == fs.comment.split(" ", 1)[0], (fp.comment, fs.comment)
         assert fp.marked == fs.marked
 
 
@@ -382,7 +382,7 @@ def test_documented_command_line_filters(env, recorded):
         assert proc.wait_exit(90) == 0, proc.log
         flows = read_flows(env.tmp / out)
         assert [f.request.path for f in flows] == ["/v1/chat/completions", "/v1/responses", "/v1/messages"], out
-        assert all(" · refusal" in f.comment and f.marked == ":no_entry:" for f in flows)
+        assert all("refusal" in f.comment and f.marked == ":no_entry:" for f in flows)
 
 
 # ----------------------------------------------------------------------------- reports
@@ -398,18 +398,12 @@ def test_report_and_export_cli(tmp_path):
     expect = [("chat → anthropic", "tool_use"), ("chat → anthropic", "tool_use"), ("chat → anthropic", "end_turn"),
               ("chat", "refusal"), ("responses", "refusal"), ("anthropic", "refusal"), ("anthropic", "max_output"),
               ("anthropic → chat", "interrupted"), ("responses → anthropic", "interrupted")]
-    # the folder is read in name order
-    order = sorted(range(len(SHIPPED)), key=lambda i: SHIPPED[i].name)
-    by_file = []
-    pos = 0
-    for sc in mf.SCENARIOS:
-        by_file.append(expect[pos:pos + len(sc.reasons)])
-        pos += len(sc.reasons)
-    for row, (protos, reason) in zip(rows, [x for i in order for x in by_file[i]], strict=True):
+    # the rows come in time order: the order the scenarios were recorded in
+    for row, (protos, reason) in zip(rows, expect, strict=True):
         cells = re.split(r"\s{2,}", row)
-        assert cells[1] == protos and cells[3] == reason, row
+        assert cells[1] == protos and cells[4].split(" (")[0] == reason, row
     assert "9 exchange(s): refusal 3, interrupted 2, tool_use 2, end_turn 1, max_output 1" in r.stdout
-    assert "refusal      cyber" in r.stdout
+    assert "refusal (cyber)" in r.stdout
 
     out = tmp_path / "x.jsonl"
     r = run("export", "flows/tool-loop.mitm", str(out))
