@@ -234,7 +234,7 @@ class Router:
         def payload() -> bytes | None:
             up = dict(body)
             mapped = route.models.map(model)
-            if mapped:
+            if mapped and get(route.protocol).endpoints.path_for is None:  # else the model is in the URL
                 set_request_model(up, mapped, route.protocol)
             state.upstream_model = mapped
             return encode_body(flow, state, up)

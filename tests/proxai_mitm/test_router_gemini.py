@@ -63,3 +63,16 @@ def test_token_count_across_protocols_is_estimated_in_the_clients_shape(addon):
     addon.configure(proxai_target=GEM, proxai_upstream="https://generativelanguage.googleapis.com")
     addon.request(f)
     assert set(json.loads(f.response.content)) == {"input_tokens"}
+
+
+@needs_codecs
+def test_gemini_token_count_to_gemini_keeps_the_model_in_the_url(addon, monkeypatch):
+    monkeypatch.setenv("PROXAI_TEST_KEY", "AIza-env-key-456")
+    addon.configure(proxai_target=GEM, proxai_upstream="https://generativelanguage.googleapis.com",
+                    proxai_key_env="PROXAI_TEST_KEY", proxai_model="gemini-2.5-pro")
+    f = make_flow(ANTH, body=GEM_BODY, path="/v1beta/models/gemini-2.5-flash:countTokens",
+                  headers=[("x-goog-api-key", "AIzaCLIENT")])
+    addon.request(f)
+    assert f.response is None
+    assert f.request.url == "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-pro:countTokens"
+    assert json.loads(f.request.content) == GEM_BODY and f.request.headers["x-goog-api-key"] == "AIza-env-key-456"
