@@ -15,7 +15,6 @@ from .har import HarExport
 from .idle import HeaderTimeout
 from .listenguard import ListenGuard
 from .measure import Measure, Summary
-from .offline import Offline
 from .options import RouteOptions
 from .otel import OTelExport
 from .probe import Probe
@@ -42,12 +41,11 @@ def make_addons() -> list[Any]:
         Recorder(),  # proxai_redact: stored flows are redacted
         Router(options, replayer.replay_only),  # recognize, route, rewrite the request, or answer natively
         replayer,  # proxai_replay: upstream requests go to the loopback replay server
-        Probe(replayer.active),  # unreachable upstreams: native 502
+        Probe(options, replayer.active),  # unreachable upstreams: native 502
         Translator(options),  # decide and run the response translation (streams, bodies, errors)
         HeaderTimeout(),  # proxai_header_timeout: no response headers in time -> native 504
-        Offline(),  # flows read from a file: state from the record or the bodies
         Measure(),  # timings and cost of the flow (TTFT, duration, tokens/s, USD), for the record
-        Annotator(),  # record, comment, marker, log line
+        Annotator(),  # record, comment, marker, log line (flows read from a file: from record or bodies)
         Summary(),  # the comment becomes 'model · stop · in→out tok · TTFT · cost'
         OTelExport(),  # proxai_otel_endpoint: one span per LLM flow (OTLP/HTTP), sent from worker threads
         RedactAhead(),  # big flows: the redacted copy prepared off the event loop, before Save writes it

@@ -3,7 +3,8 @@
 At the end of a flow (``response`` / ``error``, after the translation addon) the flow's state becomes
 its :class:`~.record.FlowRecord` in ``flow.metadata["proxai"]``; the StopInfo becomes the flow's
 comment and, for non-ok reasons, a marker; one INFO line is logged. A flow read from a file keeps its
-record and gets the log line only.
+record and gets the log line only; one recorded without the addon is observed from its bodies first
+(offline.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from mitmproxy import http
 from proxai_core import StopReason
 
 from .escape import escape
+from .offline import offline_state
 from .record import FlowRecord
 from .state import FlowState, get_state, record_dict, scrub
 
@@ -47,7 +49,7 @@ class Annotator:
 
     @staticmethod
     def _finish(flow: http.HTTPFlow) -> None:
-        state = get_state(flow)
+        state = get_state(flow) if flow.live else offline_state(flow)
         if state is None:
             return
         if not state.annotated:

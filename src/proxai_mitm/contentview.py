@@ -24,7 +24,7 @@ from typing import Any
 from mitmproxy import contentviews, http
 
 from .analysis import analyze_response
-from .protocols import TITLES, looks_like_sse, protocol_from_path, sniff_protocol
+from .protocols import TITLES, looks_like_response, looks_like_sse, protocol_from_path, sniff_protocol
 from .record import FlowRecord
 from .render import render_request, render_request_lenient, render_response
 from .views import ClientRequestView, UpstreamResponseView, header
@@ -51,8 +51,7 @@ def _is_request(data: bytes, metadata: contentviews.Metadata) -> bool:
     obj = _loads(data)
     if not isinstance(obj, dict):
         return False
-    if any(k in obj for k in ("choices", "output", "stop_reason", "error")) or obj.get("type") in (
-            "message", "error") or obj.get("object") in ("response", "chat.completion"):
+    if looks_like_response(obj):
         return False
     return "messages" in obj or "input" in obj or "instructions" in obj
 

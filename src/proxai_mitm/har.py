@@ -109,18 +109,36 @@ def _annotation(flow: http.HTTPFlow) -> tuple[str, dict[str, Any] | None]:
     return comment, data
 
 
+def _interactive(master: Any) -> bool:
+    """mitmproxy / mitmweb (not mitmdump): the user may run save.har at any time."""
+    return type(master).__name__ != "DumpMaster"
+
+
 class HarExport:
     """Keeps the client's request of each live flow and makes mitmproxy's HAR export use
     :func:`har_flow` and carry the StopInfo. Runs first among the ProxAI addons (before any rewrite)."""
 
     def __init__(self) -> None:
         self._wrapped: Any = None
+        self._configured = False
 
     def load(self, loader: Any) -> None:
         self._wrap()
 
     def running(self) -> None:
         self._wrap()
+
+    def configure(self, updated: set[str]) -> None:
+        # mitmdump exports a HAR only with hardump; the interactive tools may run save.har any time.
+        # Not needed: the capture hook is switched off (mitmproxy skips a hook that is None).
+        if "hardump" not in updated and self._configured:
+            return
+        self._configured = True
+        needed = bool(getattr(ctx.options, "hardump", "")) or _interactive(ctx.master)
+        if needed:
+            self.__dict__.pop("request", None)
+        else:
+            self.request = None  # type: ignore[assignment]
 
     def _wrap(self) -> None:
         savehar = ctx.master.addons.get("savehar")

@@ -263,10 +263,7 @@ class HeaderTimeout:
         if t is not None:
             t.cancel()
 
-    def responseheaders(self, flow: Any) -> None:
-        self._cancel(flow)
-
-    def response(self, flow: Any) -> None:
+    def responseheaders(self, flow: Any) -> None:  # (a response set by an addon: the timer finds it)
         self._cancel(flow)
 
     def error(self, flow: Any) -> None:

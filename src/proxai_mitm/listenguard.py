@@ -85,6 +85,12 @@ class ListenGuard:
         guarded = bool(getattr(opts, "proxyauth", None))
         allowed = bool(getattr(opts, "proxai_allow_remote", False))
         self.refuse = bool(injecting and exposed and not guarded and not allowed)
+        # nothing to refuse: the hook is switched off (mitmproxy skips a hook that is None), so an
+        # ordinary flow pays no dispatch for it
+        if self.refuse:
+            self.__dict__.pop("request", None)
+        else:
+            self.request = None  # type: ignore[assignment]
         if injecting and exposed and not guarded:
             logger.warning(
                 "proxai: WARNING: route(s) %s inject an API key and mitmproxy listens on %s without proxyauth: "

@@ -1,4 +1,4 @@
-"""Flows read from a file (``mitmdump -nr``): never rewritten, annotated.
+"""Flows read from a file (``mitmdump -nr``): never rewritten; the annotation addon annotates them.
 
 A flow the addon recorded keeps its record (read through :meth:`FlowRecord.of`, any schema version);
 a flow recorded without the addon is observed from its stored bodies like a pass-through flow.
@@ -14,22 +14,11 @@ from proxai_core.neutral import Error
 
 from . import routing
 from .complete import observe_body
+from .protocols import request_model, request_stream
 from .record import FlowRecord, read_body
 from .state import FlowState, get_state, set_state
 
-__all__ = ["Offline", "offline_state"]
-
-
-class Offline:
-    """Gives offline flows their state, for the annotation addon that runs next."""
-
-    def response(self, flow: http.HTTPFlow) -> None:
-        if not flow.live:
-            offline_state(flow)
-
-    def error(self, flow: http.HTTPFlow) -> None:
-        if not flow.live:
-            offline_state(flow)
+__all__ = ["offline_state"]
 
 
 def offline_state(flow: http.HTTPFlow) -> FlowState | None:
@@ -58,10 +47,9 @@ def offline_state(flow: http.HTTPFlow) -> FlowState | None:
         body = None
     if not routing.looks_like_llm(body):
         return None
-    model = body.get("model")
     state = FlowState("generate", ep.protocol, ep.protocol, None, client_body=body, endpoint=ep,
-                      client_stream=bool(body.get("stream")), translation="observe",
-                      client_model=model if isinstance(model, str) else None)
+                      client_stream=request_stream(body), translation="observe",
+                      client_model=request_model(body))
     set_state(flow, state)
     resp = flow.response
     try:
@@ -85,5 +73,4 @@ def _model_of(body: bytes | None) -> str | None:
         obj = orjson.loads(body or b"")
     except orjson.JSONDecodeError:
         return None
-    model = obj.get("model") if isinstance(obj, dict) else None
-    return model if isinstance(model, str) else None
+    return request_model(obj)

@@ -19,6 +19,7 @@ from mitmproxy import ctx, http
 from proxai_core import stop_of_error
 from proxai_core.neutral import Error
 
+from .options import RouteOptions
 from .replies import reply
 from .state import FlowState, get_state
 
@@ -43,11 +44,23 @@ def is_connect_error(msg: str) -> bool:
 class Probe:
     """Probes first contacts and recently dead upstreams of routed requests."""
 
-    def __init__(self, skip: Callable[[], bool] = lambda: False) -> None:
+    def __init__(self, options: RouteOptions | None = None, skip: Callable[[], bool] = lambda: False) -> None:
+        self.options = options
         #: True while replay answers upstream requests (nothing to probe)
         self.skip = skip
         self._dead: dict[tuple[str, int], float] = {}
         self._seen: dict[tuple[str, int], float] = {}  # upstream -> last time it answered
+
+    def configure(self, updated: set[str]) -> None:
+        """Flow hooks only while some route can send requests upstream (mitmproxy skips a hook that
+        is None: pass-through flows pay no dispatch for probing). Runs after the routing and replay
+        options are parsed (it comes after them in the addon list)."""
+        on = self.options is None or (bool(self.options.routes) and not self.skip())
+        for name in ("request", "responseheaders", "error"):
+            if on:
+                self.__dict__.pop(name, None)
+            else:
+                setattr(self, name, None)
 
     def request(self, flow: http.HTTPFlow) -> Any:
         state = get_state(flow)

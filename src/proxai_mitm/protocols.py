@@ -27,9 +27,13 @@ __all__ = [
     "fallback_error_frame",
     "model_list_client",
     "is_error_body",
+    "looks_like_response",
     "json_or_none",
     "looks_like_sse",
     "protocol_from_path",
+    "request_model",
+    "request_stream",
+    "set_request_model",
     "sniff_protocol",
     "sniff_sse",
 ]
@@ -212,6 +216,29 @@ def is_error_body(obj: Any, protocol: Protocol | None) -> bool:
     return "error" in obj and "output" not in obj
 
 
+
+
+# ----------------------------------------------------------------------------- request fields
+# PROTOCOL: where a request keeps its model and its stream flag (registry: ``get(p).fields``); the
+# same top-level keys in the three protocols served today
+def request_model(body: Any) -> str | None:
+    model = body.get("model") if isinstance(body, dict) else None
+    return model if isinstance(model, str) else None
+
+
+def request_stream(body: Any) -> bool:
+    return bool(body.get("stream")) if isinstance(body, dict) else False
+
+
+def set_request_model(body: dict[str, Any], model: str) -> None:
+    body["model"] = model
+
+
+def looks_like_response(obj: dict[str, Any]) -> bool:
+    """PROTOCOL: a stored JSON body that is a response or an error, not a request (registry:
+    ``sniff_response(obj)`` / ``is_error_body``)."""
+    return any(k in obj for k in ("choices", "output", "stop_reason", "error")) or obj.get("type") in (
+        "message", "error") or obj.get("object") in ("response", "chat.completion")
 
 
 # ----------------------------------------------------------------------------- clients and formats

@@ -28,8 +28,13 @@ from .bodies import DEFAULT_LIMIT, BodyError, body_limit, decode
 
 logger = logging.getLogger(__name__)
 
+<<<<<<< HEAD
 __all__ = ["METADATA_KEY", "read_body", "safe_body_limit", "SCHEMA_VERSION", "FlowRecord", "MetricsRecord",
            "ReplayRecord", "StopRecord", "Truncation", "UsageRecord"]
+=======
+__all__ = ["LIMIT_OPTIONS", "METADATA_KEY", "read_body", "safe_body_limit", "SCHEMA_VERSION", "FlowRecord", "ReplayRecord", "StopRecord", "Truncation",
+           "UsageRecord"]
+>>>>>>> mitm
 
 METADATA_KEY = "proxai"
 SCHEMA_VERSION = 2
@@ -253,6 +258,10 @@ def read_body(msg: Any) -> bytes | None:
         return decode(raw, msg.headers.get("content-encoding"), safe_body_limit())
     except BodyError:
         return raw
+
+
+#: the options the body cap depends on (addons re-read it in ``configure`` when one changes)
+LIMIT_OPTIONS = frozenset({"proxai_body_limit", "body_size_limit"})
 
 
 def safe_body_limit() -> int:

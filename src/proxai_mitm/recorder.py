@@ -43,15 +43,7 @@ class Recorder:
             self.redact = bool(ctx.options.proxai_redact)
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
-        self._install(flow)
-
-    def response(self, flow: http.HTTPFlow) -> None:
-        self._install(flow)
-
-    def error(self, flow: http.HTTPFlow) -> None:
-        self._install(flow)
-
-    def _install(self, flow: Any) -> None:
+        # every HTTP flow passes here, flows read from a file too (mitmproxy replays their hooks)
         if "get_state" not in vars(flow):
             flow.get_state = functools.partial(_redacted_state, flow, self)
 

@@ -10,6 +10,7 @@ Only the big flow itself waits for its own scan.
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from typing import Any
 
 from mitmproxy import ctx, http
@@ -31,17 +32,20 @@ def _size(flow: http.HTTPFlow) -> int:
 
 
 class RedactAhead:
-    async def response(self, flow: http.HTTPFlow) -> None:
-        await self._prepare(flow)
+    """Plain (not ``async``) hooks that hand mitmproxy a coroutine only for a big flow: every other
+    flow costs no coroutine."""
 
-    async def error(self, flow: http.HTTPFlow) -> None:
-        await self._prepare(flow)
+    def response(self, flow: http.HTTPFlow) -> Coroutine[Any, Any, None] | None:
+        return self._prepare(flow)
 
-    async def _prepare(self, flow: Any) -> None:
+    def error(self, flow: http.HTTPFlow) -> Coroutine[Any, Any, None] | None:
+        return self._prepare(flow)
+
+    def _prepare(self, flow: Any) -> Coroutine[Any, Any, None] | None:
         opts = ctx.options
         if not getattr(opts, "proxai_redact", True) or not getattr(opts, "save_stream_file", None):
-            return
+            return None
         if _size(flow) < THRESHOLD:
-            return
+            return None
         state = get_state(flow)
-        await redact_ahead(flow, state.secrets if state is not None else ())
+        return redact_ahead(flow, state.secrets if state is not None else ())

@@ -13,6 +13,7 @@ from proxai_core import neutral as n
 
 from .analysis import BodyInfo
 from .protocols import TITLES as _TITLES
+from .protocols import request_model, request_stream
 
 __all__ = ["render_part", "render_request", "render_request_lenient", "render_response"]
 
@@ -319,8 +320,9 @@ def _raw_part(b: Any) -> list[str]:
 def render_request_lenient(obj: dict[str, Any], protocol: Protocol | None, error: Exception) -> str:
     """A best-effort rendering of a request the codec rejects (unknown part types, provider extras)."""
     title = _TITLES.get(protocol, "LLM") if protocol else "LLM"
-    facts = [f"model {obj.get('model')}"] if obj.get("model") else []
-    facts.append("stream" if obj.get("stream") else "no stream")
+    model = request_model(obj)
+    facts = [f"model {model}"] if model else []
+    facts.append("stream" if request_stream(obj) else "no stream")
     lines = [f"{title} request — " + ", ".join(facts),
              f"(lenient view; the {protocol.value if protocol else 'LLM'} reader said: {error})"]
     tools = obj.get("tools")

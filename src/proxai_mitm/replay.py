@@ -32,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from .protocols import request_stream
 from .record import FlowRecord, read_body
 
 logger = logging.getLogger(__name__)
@@ -48,7 +49,8 @@ __all__ = [
     "wants_stream",
 ]
 
-#: Top-level request fields that do not change the answer (removed before hashing).
+#: PROTOCOL: top-level request fields that do not change the answer (removed before hashing), in
+#: any of the protocols (registry: the codecs' ``fields`` and their volatile request keys).
 VOLATILE_FIELDS = frozenset({
     "stream",
     "stream_options",
@@ -140,7 +142,7 @@ def wants_stream(body: bytes) -> bool | None:
     except orjson.JSONDecodeError:
         return None
     if isinstance(obj, dict):
-        return bool(obj.get("stream", False))
+        return request_stream(obj)
     return None
 
 

@@ -41,6 +41,7 @@ class Replayer:
 
     def __init__(self) -> None:
         self.index: RecordingIndex | None = None
+        self._hooks(False)
         self.source = ""
         self.fast = False
         self.miss = "error"
@@ -99,8 +100,18 @@ class Replayer:
         if index is not None:
             lazy_connections("replay answers from a loopback server")
 
+    def _hooks(self, on: bool) -> None:
+        """Flow hooks only while replaying: mitmproxy skips a hook that is None, so flows pay no
+        dispatch for an addon that has nothing to do."""
+        for name in ("request", "responseheaders", "response"):
+            if on:
+                self.__dict__.pop(name, None)
+            else:
+                setattr(self, name, None)
+
     def _set_index(self, index: RecordingIndex | None, source: str) -> None:
         self.index = index
+        self._hooks(index is not None)
         self.source = source if index is not None else ""
         if index is None:
             if self.server is not None:

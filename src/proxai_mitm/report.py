@@ -24,7 +24,7 @@ from proxai_core.api import stop_of_error
 
 from .analysis import BodyInfo, analyze_response, compact_part, compact_request
 from .flowfile import read_path
-from .protocols import SHORT, json_or_none, protocol_from_path
+from .protocols import SHORT, json_or_none, protocol_from_path, request_model, request_stream
 from .record import FlowRecord, read_body
 from .replay import canonical_key
 
@@ -98,10 +98,10 @@ def _summary(flow: Any, *, full: bool) -> dict[str, Any] | None:
     else:
         usage = info.usage.to_dict() if info is not None and info.usage is not None else None
 
-    client_model = (rec.client_model if rec else None) or _model(client_obj)
-    upstream_model = (rec.upstream_model if rec else None) or _model(upstream_obj)
+    client_model = (rec.client_model if rec else None) or request_model(client_obj)
+    upstream_model = (rec.upstream_model if rec else None) or request_model(upstream_obj)
     model = client_model or upstream_model or (info.model if info else None)
-    stream = bool(client_obj.get("stream")) if isinstance(client_obj, dict) else None
+    stream = request_stream(client_obj) if isinstance(client_obj, dict) else None
 
     warnings = list(rec.warnings) if rec is not None else []
     if info is not None and rec is None:
@@ -167,11 +167,6 @@ def _details(out: dict[str, Any], flow: Any, info: BodyInfo | None, client_obj: 
 
 def _ctype(resp: Any) -> str | None:
     return resp.headers.get("content-type") if resp is not None else None
-
-
-def _model(obj: Any) -> str | None:
-    m = obj.get("model") if isinstance(obj, dict) else None
-    return m if isinstance(m, str) else None
 
 
 def _as_protocol(v: Any) -> Protocol | None:

@@ -20,12 +20,19 @@ from mitmproxy import http
 from proxai_core import TranslationError, dumps, error_response, error_stop_info, translate_request
 
 from . import routing
-from .bodies import BodyError, codings, decode, offload, too_large_reply
+from .bodies import DEFAULT_LIMIT, BodyError, codings, decode, offload, too_large_reply
 from .config import Route
 from .modellist import estimate_tokens
 from .options import RouteOptions
-from .protocols import DEFAULT_PROTOCOL, counts_tokens, model_list_client
-from .record import safe_body_limit
+from .protocols import (
+    DEFAULT_PROTOCOL,
+    counts_tokens,
+    model_list_client,
+    request_model,
+    request_stream,
+    set_request_model,
+)
+from .record import LIMIT_OPTIONS, safe_body_limit
 from .replies import reply, reply_body
 from .state import FlowState, get_state, set_state
 
@@ -64,6 +71,17 @@ class Router:
         self.options = options
         #: replay answers every upstream request: no key is needed (nothing leaves the machine)
         self.replay_only = replay_only
+        self.body_limit = DEFAULT_LIMIT
+
+    def configure(self, updated: set[str]) -> None:
+        if updated & LIMIT_OPTIONS:
+            self.body_limit = safe_body_limit()  # read once: an option lookup costs a copy
+        # the WebSocket refusal concerns routed flows only: without routes the hook is off (None is
+        # skipped by mitmproxy's dispatch)
+        if self.options.routes:
+            self.__dict__.pop("requestheaders", None)
+        else:
+            self.requestheaders = None  # type: ignore[assignment]
 
     # ------------------------------------------------------------------------- hooks
     def requestheaders(self, flow: http.HTTPFlow) -> None:
@@ -97,10 +115,10 @@ class Router:
         raw, ce = req.raw_content or b"", req.headers.get("content-encoding")
         if codings(ce) or len(raw) > THREAD_BYTES:
             return self._handle_off_loop(flow, ep, raw, ce)  # only this flow waits for its body
-        return self._handle(flow, ep, parse_body(raw, ce, safe_body_limit()))
+        return self._handle(flow, ep, parse_body(raw, ce, self.body_limit))
 
     async def _handle_off_loop(self, flow: http.HTTPFlow, ep: routing.Endpoint, raw: bytes, ce: str) -> None:
-        body = await offload(parse_body, raw, ce, safe_body_limit())
+        body = await offload(parse_body, raw, ce, self.body_limit)
         self._handle(flow, ep, body)
 
     def _handle(self, flow: http.HTTPFlow, ep: routing.Endpoint, body: Body | BodyError | None) -> None:
@@ -108,7 +126,7 @@ class Router:
             if isinstance(body, BodyError):
                 if not self.options.routes and not codings(flow.request.headers.get("content-encoding")):
                     return  # nothing to translate and nothing inflated: a big plain body passes untouched
-                self._bad_body(flow, ep, body)
+                bad_body(flow, ep, body)
             elif ep.kind == "generate":
                 self._generate(flow, ep, body)
             elif ep.kind == "count_tokens":
@@ -124,21 +142,10 @@ class Router:
             reply(flow, state, 500, "api_error", f"proxai failed to handle the request: {exc}")
 
     # ------------------------------------------------------------------------- endpoints
-    @staticmethod
-    def _bad_body(flow: http.HTTPFlow, ep: routing.Endpoint, exc: BodyError) -> None:
-        """A body over the cap (native 413) or not decodable (native 400): answered, never inflated."""
-        state = FlowState(ep.kind, ep.protocol, ep.protocol, None, endpoint=ep,
-                          warnings=[f"request body not read: {exc}"])
-        set_state(flow, state)
-        flow.response = too_large_reply(exc, ep.protocol, request=True)
-        state.synthetic = True
-        state.translation = "synthetic"
-        state.stop = error_stop_info(flow.response.status_code, flow.response.content or b"")
-
     def _generate(self, flow: http.HTTPFlow, ep: routing.Endpoint, parsed: Body) -> None:
         req = flow.request
         raw, body, jerr = parsed
-        model = _model(body)
+        model = request_model(body)
         path = req.path.partition("?")[0]
         route = self.options.routes.find(req.host, path, model)
         client = ep.protocol
@@ -146,7 +153,7 @@ class Router:
         if route is None:
             if routing.looks_like_llm(body):
                 set_state(flow, FlowState("generate", client, client, None, client_body=body,
-                                          client_stream=bool(body.get("stream")), client_model=model,
+                                          client_stream=request_stream(body), client_model=model,
                                           endpoint=ep, secrets=own_secrets(req.headers, None)))
             return
         if body is _INVALID and "json" not in req.headers.get("content-type", "").lower() \
@@ -155,7 +162,7 @@ class Router:
         is_obj = isinstance(body, dict)
         state = FlowState("generate", client, route.protocol, route.name, client_text=_text(raw),
                           client_body=body if is_obj else None,
-                          client_stream=bool(body.get("stream")) if is_obj else False,
+                          client_stream=request_stream(body),
                           client_model=model, translated=route.protocol is not client, endpoint=ep,
                           secrets=own_secrets(req.headers, route))
         set_state(flow, state)
@@ -179,18 +186,18 @@ class Router:
                 return None
             if up is body:
                 up = dict(body)
-            mapped = route.models.map(_model(up) or model)
+            mapped = route.models.map(request_model(up) or model)
             if mapped:
-                up["model"] = mapped
-            state.upstream_model = _model(up)
-            return self._encode(flow, state, up)
+                set_request_model(up, mapped)
+            state.upstream_model = request_model(up)
+            return encode_body(flow, state, up)
 
         self.forward(flow, state, ep, route, payload)
 
     def _count_tokens(self, flow: http.HTTPFlow, ep: routing.Endpoint, parsed: Body) -> None:
         req = flow.request
         raw, body, jerr = parsed
-        model = _model(body)
+        model = request_model(body)
         route = self.options.routes.find(req.host, req.path.partition("?")[0], model, alt_paths=ep.generate_paths)
         if route is None:
             return
@@ -219,9 +226,9 @@ class Router:
             up = dict(body)
             mapped = route.models.map(model)
             if mapped:
-                up["model"] = mapped
+                set_request_model(up, mapped)
             state.upstream_model = mapped
-            return self._encode(flow, state, up)
+            return encode_body(flow, state, up)
 
         self.forward(flow, state, ep, route, payload)
 
@@ -262,17 +269,6 @@ class Router:
             req.content = content
         return None
 
-    @staticmethod
-    def _encode(flow: http.HTTPFlow, state: FlowState, up: dict[str, Any]) -> bytes | None:
-        try:
-            return dumps(up)  # falls back to the stdlib past orjson's 254 levels
-        except (TranslationError, TypeError) as exc:
-            err = exc if isinstance(exc, TranslationError) else TranslationError(
-                f"body: the request cannot be re-encoded ({exc})", field="body")
-            status, native = error_response(err, state.client_protocol or DEFAULT_PROTOCOL)
-            reply_body(flow, state, status, native)
-            return None
-
     def _key(self, route: Route, same_host: bool, headers: Any, host: str) -> tuple[str | None, str | None]:
         """The credential to send upstream, or an error text (401) naming the variable."""
         if route.api_key_env:
@@ -293,6 +289,28 @@ class Router:
                       f"addressed, so the client's credentials are not forwarded; set {hint} to the name "
                       f"of an environment variable holding the upstream key")
 
+
+
+def bad_body(flow: http.HTTPFlow, ep: routing.Endpoint, exc: BodyError) -> None:
+    """A body over the cap (native 413) or not decodable (native 400): answered, never inflated."""
+    state = FlowState(ep.kind, ep.protocol, ep.protocol, None, endpoint=ep,
+                      warnings=[f"request body not read: {exc}"])
+    set_state(flow, state)
+    flow.response = too_large_reply(exc, ep.protocol, request=True)
+    state.synthetic = True
+    state.translation = "synthetic"
+    state.stop = error_stop_info(flow.response.status_code, flow.response.content or b"")
+
+
+def encode_body(flow: http.HTTPFlow, state: FlowState, up: dict[str, Any]) -> bytes | None:
+    try:
+        return dumps(up)  # falls back to the stdlib past orjson's 254 levels
+    except (TranslationError, TypeError) as exc:
+        err = exc if isinstance(exc, TranslationError) else TranslationError(
+            f"body: the request cannot be re-encoded ({exc})", field="body")
+        status, native = error_response(err, state.client_protocol or DEFAULT_PROTOCOL)
+        reply_body(flow, state, status, native)
+        return None
 
 
 def own_secrets(headers: Any, route: Route | None) -> tuple[str, ...]:
@@ -322,8 +340,3 @@ def parse_body(raw: bytes, content_encoding: str | None, limit: int) -> Body | B
         return data, orjson.loads(data), None
     except orjson.JSONDecodeError as e:
         return data, _INVALID, str(e)
-
-
-def _model(body: Any) -> str | None:
-    model = body.get("model") if isinstance(body, dict) else None
-    return model if isinstance(model, str) else None

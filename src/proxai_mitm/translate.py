@@ -4,7 +4,7 @@
 ``responseheaders``; the decision is stored in ``state.translation`` (and so in the record).
 ``responseheaders`` installs the stream callable for ``stream`` / streamed ``observe``;
 ``response`` runs the body translations; ``error`` finishes a stream cut by a disconnect.
-Offline flows (``mitmdump -nr``) are left to offline.py.
+Flows read from a file (``mitmdump -nr``) are left to the annotation addon.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from proxai_core import (
 )
 from proxai_core.neutral import Error
 
-from .bodies import BodyError, codings, offload
+from .bodies import DEFAULT_LIMIT, BodyError, codings, offload
 from .complete import decode_or_error, finish_error, observe_body, translate_body, unreadable
 from .idle import IdleWatch
 from .modellist import finish_models
 from .options import RouteOptions, check_deferred, options_error
-from .record import safe_body_limit
+from .record import LIMIT_OPTIONS, safe_body_limit
 from .replies import native_error, set_body
 from .state import FlowState, get_state
 from .streaming import StreamHandler, native_error_frame
@@ -76,6 +76,7 @@ class Translator:
 
     def __init__(self, options: RouteOptions) -> None:
         self.options = options
+        self.body_limit = DEFAULT_LIMIT
         self.idle = IdleWatch()
 
     def load(self, loader: Any) -> None:
@@ -88,6 +89,8 @@ class Translator:
         check_deferred(ints=("proxai_idle_timeout",))
 
     def configure(self, updated: set[str]) -> None:
+        if updated & LIMIT_OPTIONS:
+            self.body_limit = safe_body_limit()  # read once: an option lookup costs a copy
         if "proxai_idle_timeout" in updated:
             idle = int(ctx.options.proxai_idle_timeout)
             if idle < 0:
@@ -163,7 +166,7 @@ class Translator:
         return None
 
     async def _response_off_loop(self, flow: http.HTTPFlow, state: FlowState, raw: bytes, ce: str) -> None:
-        content = await offload(decode_or_error, raw, ce, safe_body_limit())
+        content = await offload(decode_or_error, raw, ce, self.body_limit)
         self._finish(flow, state, content)
 
     def _finish(self, flow: http.HTTPFlow, state: FlowState, content: bytes | BodyError | None) -> None:
@@ -202,7 +205,7 @@ class Translator:
     def _finish_body(self, flow: http.HTTPFlow, state: FlowState, resp: http.Response,
                      content: bytes | BodyError | None) -> None:
         if content is None and resp.raw_content is not None:
-            content = decode_or_error(resp.raw_content, resp.headers.get("content-encoding"), safe_body_limit())
+            content = decode_or_error(resp.raw_content, resp.headers.get("content-encoding"), self.body_limit)
         if content is None:
             return
         how = state.translation

@@ -93,3 +93,21 @@ def test_offline_flow_without_capture_uses_the_record_body():
         entry = save.make_har([f])["log"]["entries"][0]
         assert '"gpt-x"' in entry["request"]["postData"]["text"]
         assert CLIENT_KEY not in json.dumps(entry)
+
+
+def test_capture_only_where_a_har_can_be_written(monkeypatch):
+    """mitmdump without hardump can never export a HAR: the capture hook is off (no per-flow cost);
+    hardump switches it on."""
+    from proxai_mitm import har as har_mod
+
+    har, save = HarExport(), SaveHar()
+    with taddons.context(save, har) as tctx:
+        tctx.configure(har, hardump="")  # what mitmproxy does when the script loads
+        assert har.request is not None  # an interactive master: save.har may come any time
+    monkeypatch.setattr(har_mod, "_interactive", lambda master: False)  # as in mitmdump
+    har2, save2 = HarExport(), SaveHar()
+    with taddons.context(save2, har2) as tctx:
+        tctx.configure(har2, hardump="")
+        assert har2.request is None
+        tctx.options.update(hardump="x.har")
+        assert har2.request is not None

@@ -33,6 +33,13 @@ def _ctx(monkeypatch):
     return routes, guard, taddons.context(Proxyserver(), ProxyAuth(), routes, guard)
 
 
+def _hook(addon, name, flow):
+    """Call a hook the way mitmproxy does: a hook that is None is skipped."""
+    fn = getattr(addon, name, None)
+    if fn:
+        fn(flow)
+
+
 def _remote_flow():
     f = tflow.tflow()
     f.client_conn.peername = ("192.168.7.7", 50000)
@@ -52,14 +59,14 @@ def test_warns_and_refuses_remote_clients(monkeypatch, caplog, listen_host):
         assert "inject an API key and mitmproxy listens on" in caplog.text
         assert "--listen-host 127.0.0.1" in caplog.text
         f = _remote_flow()
-        guard.request(f)
+        _hook(guard, "request", f)
         assert f.response is not None and f.response.status_code == 403
         body = json.loads(f.response.content)
         assert body["type"] == "error" and body["error"]["type"] == "permission_error"
         local = tflow.tflow()
         local.request.method, local.request.path = "POST", "/v1/chat/completions"
         local.client_conn.peername = ("127.0.0.1", 1)
-        guard.request(local)
+        _hook(guard, "request", local)
         assert local.response is None
 
 
@@ -72,12 +79,16 @@ def test_quiet_when_safe(monkeypatch, caplog):
         tctx.options.update(listen_host="0.0.0.0", proxyauth="user:pass")  # exposed but guarded
         assert "inject an API key" not in caplog.text
         f = _remote_flow()
-        guard.request(f)
+        assert guard.request is None  # nothing to refuse: no per-flow hook at all
+        _hook(guard, "request", f)
         assert f.response is None
         tctx.options.update(proxyauth="", proxai_allow_remote=True)  # exposed, allowed explicitly: warns, serves
         assert "proxai_allow_remote is set" in caplog.text
-        guard.request(f)
+        _hook(guard, "request", f)
         assert f.response is None
+        tctx.options.update(proxai_allow_remote=False)  # exposed, unguarded again: the hook is back
+        _hook(guard, "request", f)
+        assert f.response is not None and f.response.status_code == 403
 
 
 def test_no_key_injected_no_warning(monkeypatch, caplog):

@@ -1,4 +1,5 @@
-"""offline.py: flows read from a file are never rewritten; annotated from their record or bodies."""
+"""offline.py (through the annotation addon): flows read from a file are never rewritten; annotated
+from their record or their bodies."""
 
 from __future__ import annotations
 
@@ -61,20 +62,21 @@ def test_offline_stream_without_body(addon):
 
 
 @needs_codecs
-def test_offline_addon_alone_observes_a_plain_capture():
+def test_annotator_alone_observes_a_plain_capture():
     from mitmproxy.test import taddons
 
-    from proxai_mitm.offline import Offline
+    from proxai_mitm.annotate import Annotator
     from proxai_mitm.state import get_state
 
-    o = Offline()
-    with taddons.context(o):
+    a = Annotator()
+    with taddons.context(a):
         f = make_flow(ANTH, stream=True)
         respond(f, 200, sse_bytes(ANTH, "refusal"), "text/event-stream")
         f.live = False
-        o.response(f)
+        a.response(f)
         st = get_state(f)
         assert st.translation == "observe" and st.stop.reason.value == "refusal" and st.route is None
-        g = make_flow(ANTH)  # live flows are not its business
-        o.response(g)
-        assert get_state(g) is None
+        assert f.metadata["proxai"]["stop"]["reason"] == "refusal" and f.marked == ":no_entry:"
+        g = make_flow(ANTH)  # a live flow without state: nothing to annotate
+        a.response(g)
+        assert get_state(g) is None and "proxai" not in g.metadata

@@ -40,7 +40,7 @@ def test_first_contact_is_probed_and_answering_upstreams_are_not():
 
 def test_unrouted_replayed_and_offline_flows_are_not_probed():
     replaying = [False]
-    probe = Probe(lambda: replaying[0])
+    probe = Probe(skip=lambda: replaying[0])
     with taddons.context(probe) as tctx:
         async def check() -> None:
             f = make_flow(ANTH, host="127.0.0.1", port=9)
@@ -78,3 +78,10 @@ def test_seen_on_response_headers():
         routed(f)
         probe.responseheaders(f)
         assert ("192.0.2.7", 443) in probe._seen
+
+
+def test_hooks_are_off_without_routes_or_while_replaying(addon, tmp_path):
+    """mitmproxy skips a hook that is None: pass-through flows pay no dispatch for probing."""
+    assert addon.probe.request is None and addon.probe.error is None
+    addon.configure(proxai_target="openai_chat_completions")
+    assert callable(addon.probe.request) and callable(addon.probe.responseheaders)

@@ -10,7 +10,7 @@ from mitmproxy import exceptions
 from mitmproxy.test import taddons
 
 from proxai_core import Protocol, StreamTranslator
-from proxai_mitm import recordcap
+from proxai_mitm import recordcap, streaming
 from proxai_mitm.recordcap import CappedBuffer, RecordLimit, truncation_note
 from proxai_mitm.streaming import StreamHandler
 
@@ -43,7 +43,8 @@ def _chat_events(n: int) -> list[bytes]:
 
 @pytest.mark.parametrize("passthrough", [True, False])
 def test_stream_handler_copies_are_capped_stop_and_usage_intact(passthrough, monkeypatch):
-    monkeypatch.setattr(recordcap, "DEFAULT_RECORD_LIMIT", 4096)
+    # the handler reads the cap when it is built (a master left by another test may hold the option)
+    monkeypatch.setattr(streaming, "record_limit", lambda: 4096)
     client = Protocol.CHAT if passthrough else Protocol.ANTHROPIC
     h = StreamHandler(StreamTranslator(Protocol.CHAT, client), client, passthrough=passthrough)
     total = 0

@@ -181,3 +181,12 @@ def test_damaged_recording_replays_its_intact_flows_and_says_where(addon, tmp_pa
     addon.configure(proxai_replay=str(path))
     assert len(addon.replayer.index) == 1
     assert f"damaged at byte {len(data)}" in caplog.text and "Traceback" not in caplog.text
+
+
+def test_flow_hooks_only_while_replaying(addon, tmp_path):
+    """mitmproxy skips a hook that is None: without replay, flows pay no dispatch for it."""
+    assert addon.replayer.request is None and addon.replayer.response is None
+    addon.configure(proxai_replay=_recording(tmp_path))
+    assert callable(addon.replayer.request) and callable(addon.replayer.responseheaders)
+    addon.configure(proxai_replay="")
+    assert addon.replayer.request is None
