@@ -28,13 +28,8 @@ from .bodies import DEFAULT_LIMIT, BodyError, body_limit, decode
 
 logger = logging.getLogger(__name__)
 
-<<<<<<< HEAD
-__all__ = ["METADATA_KEY", "read_body", "safe_body_limit", "SCHEMA_VERSION", "FlowRecord", "MetricsRecord",
-           "ReplayRecord", "StopRecord", "Truncation", "UsageRecord"]
-=======
-__all__ = ["LIMIT_OPTIONS", "METADATA_KEY", "read_body", "safe_body_limit", "SCHEMA_VERSION", "FlowRecord", "ReplayRecord", "StopRecord", "Truncation",
-           "UsageRecord"]
->>>>>>> mitm
+__all__ = ["LIMIT_OPTIONS", "METADATA_KEY", "read_body", "safe_body_limit", "SCHEMA_VERSION", "FlowRecord",
+           "MetricsRecord", "ReplayRecord", "StopRecord", "Truncation", "UsageRecord"]
 
 METADATA_KEY = "proxai"
 SCHEMA_VERSION = 2
