@@ -198,7 +198,7 @@ def _answered_model(body: bytes | None) -> str | None:
 
 
 def flow_summary(rec: FlowRecord) -> str:
-    """``stop · model · in→out tok · TTFT · cost`` for the flow list (control characters escaped)."""
+    """``model · stop · in→out tok · TTFT · cost`` for the flow list (control characters escaped)."""
     m = rec.metrics or MetricsRecord()
     u = rec.usage
     stop = rec.stop

@@ -159,11 +159,10 @@ def _tok(v: int | None) -> str:
 
 def summary_line(model: str | None, stop: str | None, input_tokens: int | None, output_tokens: int | None,
                  ttft_ms: float | None, cost_usd: float | None) -> str:
-    """``stop · model · in→out tok · TTFT · cost`` (unknowns shown as such, never as 0)."""
-    # the stop first: the documented filters (``~comment ^refusal``) read the comment's start
+    """``model · stop · in→out tok · TTFT · cost`` (unknowns shown as such, never as 0)."""
     return " · ".join((
-        stop or "stop ?",
         model or "model ?",
+        stop or "stop ?",
         f"{_tok(input_tokens)}→{_tok(output_tokens)} tok",
         f"TTFT {fmt_ms(ttft_ms)}",
         fmt_usd(cost_usd),

@@ -183,6 +183,16 @@ class OTelExport:
         self._tracer: Any = None
         self._pool: ThreadPoolExecutor | None = None
         self._content = False
+        self._hooks(False)
+
+    def _hooks(self, on: bool) -> None:
+        """Flow hooks only while exporting: mitmproxy skips a hook that is None, so flows pay no
+        dispatch for this addon when it is off."""
+        for name in ("response", "error"):
+            if on:
+                self.__dict__.pop(name, None)
+            else:
+                setattr(self, name, None)
 
     def load(self, loader: Any) -> None:
         loader.add_option("proxai_otel_endpoint", str, "",
@@ -218,6 +228,7 @@ class OTelExport:
         self._provider = provider
         self._tracer = provider.get_tracer("proxai_mitm")
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proxai-otel")
+        self._hooks(True)
         logger.info("proxai: OpenTelemetry spans to %s%s", endpoint,
                     " (with prompts and completions)" if self._content else "")
 
@@ -266,6 +277,7 @@ class OTelExport:
     def _shutdown(self) -> None:
         pool, provider = self._pool, self._provider
         self._pool = self._provider = self._tracer = None
+        self._hooks(False)
         if pool is not None:
             pool.shutdown(wait=True)
         if provider is not None:

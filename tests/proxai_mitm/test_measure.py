@@ -80,9 +80,9 @@ def test_timings_streamed_and_complete():
 
 def test_summary_line_unknowns_are_unknown():
     line = summary_line("gpt-4o", "end_turn", 21, 9, 512.3, 0.000123)
-    assert line == "end_turn · gpt-4o · 21→9 tok · TTFT 512 ms · $0.0001"
+    assert line == "gpt-4o · end_turn · 21→9 tok · TTFT 512 ms · $0.0001"
     line = summary_line(None, None, None, None, None, None)
-    assert line == "stop ? · model ? · ?→? tok · TTFT ? · cost unknown"
+    assert line == "model ? · stop ? · ?→? tok · TTFT ? · cost unknown"
     assert "$0" not in line
 
 

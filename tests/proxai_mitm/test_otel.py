@@ -151,7 +151,7 @@ def test_content_only_when_opted_in(addon, receiver):
 
 def test_off_by_default_and_bad_endpoint(addon):
     otel = _otel(addon)
-    assert otel._pool is None
+    assert otel._pool is None and otel.response is None and otel.error is None  # no per-flow dispatch when off
     f = make_flow(CHAT)
     addon.request(f)
     respond(f, 200, json_bytes(CHAT), "application/json")

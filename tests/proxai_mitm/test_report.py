@@ -178,6 +178,7 @@ def test_documented_filters_work():
     from mitmproxy import flowfilter
 
     from proxai_core import classify_stop
+    from proxai_mitm.metrics import summary_line
 
     def annotated(raw, category=None, marker="", route=None, path="/v1/messages", status=200):
         f = flow(path, {"model": "m", "messages": []}, b"{}", status=status)
@@ -185,7 +186,8 @@ def test_documented_filters_work():
         f.metadata["proxai"] = {"client_protocol": "openai_chat_completions",
                                 "upstream_protocol": "anthropic_messages", "route": route,
                                 "stop": st.to_dict(), "usage": None, "warnings": []}
-        f.comment = st.describe()
+        stop = st.reason.value + (f" ({st.category})" if st.category and st.category != st.reason.value else "")
+        f.comment = summary_line("m", stop, 10, 2, 120.0, None)  # as the addon writes it (measure.py)
         f.marked = marker
         return f
 
@@ -197,9 +199,9 @@ def test_documented_filters_work():
              annotated("error", "rate_limit", ":electric_plug:", status=429),
              flow("/index.html", b"", b"<html/>")]
     expect = {
-        "~comment ^refusal": [0],
-        '~comment "^(max_output|context_full)"': [1, 2],
-        '!~comment "^(end_turn|tool_use)" & ~meta proxai': [0, 1, 2, 5],
+        '~comment "· refusal"': [0],
+        '~comment "· (max_output|context_full)"': [1, 2],
+        '!~comment "· (end_turn|tool_use)" & ~meta proxai': [0, 1, 2, 5],
         "~comment cyber": [0],
         "~marked": [0, 1, 2, 5],
         "~marker :no_entry:": [0],
@@ -207,7 +209,8 @@ def test_documented_filters_work():
         '~meta "reason.: .max_output"': [1],
         '~meta "category.: .cyber"': [0],
         '~meta "route.: .codex-on-claude"': [0],
-        "~u /v1/messages & ~comment ^refusal": [0],
+        '~u /v1/messages & ~comment "· refusal"': [0],
+        '~comment "cost unknown"': [0, 1, 2, 3, 4, 5],
         "~c 429": [5],
     }
     for expr, want in expect.items():
