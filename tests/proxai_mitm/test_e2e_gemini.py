@@ -13,6 +13,7 @@ import pytest
 from google import genai
 from google.genai import types
 
+from proxai_mitm.record import FlowRecord
 from tests.fake_upstream import GEMINI_MODEL, RECORDED, FakeUpstream, Reply
 from tests.mitm_harness import Mitmdump
 
@@ -122,6 +123,10 @@ def _serve_loop(up: FakeUpstream, upstream: str) -> None:
         up.on(path, make(tool, times=1), stream=stream)
 
 
+def get_path(flow) -> str:
+    return flow.request.path.partition("?")[0]
+
+
 def _no_client_key(rec) -> None:
     assert CLIENT_KEY not in json.dumps(rec.headers) and CLIENT_KEY not in rec.path
     assert CLIENT_KEY not in rec.body.decode("utf-8", "replace")
@@ -209,7 +214,12 @@ def test_key_query_parameter_moved_stripped_and_never_recorded(proxy, up):
     _no_client_key(rec)
     assert rec.path == UPSTREAM_PATH[ANTH] and rec.header("x-api-key") == ENV_KEY_VALUE
     flows = wait_flows(proxy, 1)
-    assert flows
+    # recorded and annotated from the URL: the client's model and stream flag, the stop
+    rec = FlowRecord.of(next(f for f in reversed(flows) if "to-anthropic-x:generateContent" in f.request.path
+                             or get_path(f) == UPSTREAM_PATH[ANTH]))
+    assert rec is not None and rec.client_protocol.value == GEMINI and rec.upstream_protocol.value == ANTH
+    assert rec.client_model == "to-anthropic-x" and rec.stream is False
+    assert rec.stop is not None and rec.stop.reason == "end_turn"
     assert CLIENT_KEY.encode() not in proxy.flows_path.read_bytes()  # the recording: redacted
     assert CLIENT_KEY not in proxy.log
 
