@@ -48,8 +48,8 @@ def offline_state(flow: http.HTTPFlow) -> FlowState | None:
     if not routing.looks_like_llm(body):
         return None
     state = FlowState("generate", ep.protocol, ep.protocol, None, client_body=body, endpoint=ep,
-                      client_stream=request_stream(body), translation="observe",
-                      client_model=request_model(body))
+                      client_stream=ep.stream if ep.stream is not None else request_stream(body, ep.protocol),
+                      translation="observe", client_model=ep.model_id or request_model(body, ep.protocol))
     set_state(flow, state)
     resp = flow.response
     try:

@@ -80,3 +80,19 @@ def test_annotator_alone_observes_a_plain_capture():
         g = make_flow(ANTH)  # a live flow without state: nothing to annotate
         a.response(g)
         assert get_state(g) is None and "proxai" not in g.metadata
+
+
+@needs_codecs
+def test_offline_gemini_capture_reads_model_and_stream_from_the_url(addon):
+    from tests.fake_upstream import RECORDED
+
+    chunks = RECORDED["gemini_generate_content"]["text"]["sse"]
+    body = b"".join(b"data: " + json.dumps(c).encode() + b"\r\n\r\n" for c in chunks)
+    f = make_flow(ANTH, body={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+                  path="/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse")
+    respond(f, 200, body, "text/event-stream")
+    f.live = False
+    addon.cycle(f)
+    m = f.metadata["proxai"]
+    assert m["client_protocol"] == "gemini_generate_content" and m["client_model"] == "gemini-2.5-flash"
+    assert m["stream"] is True and m["stop"]["reason"] == "end_turn"
