@@ -233,11 +233,24 @@ def _raw_sizes(text: bytes, blocks: list[str | None]) -> list[int]:
 
 def frame(event: str | None, obj: object) -> bytes:
     """One SSE frame: ``event:`` line (when given) and a compact JSON ``data:`` line."""
-    data = orjson.dumps(obj)
+    try:
+        data = orjson.dumps(obj)
+    except orjson.JSONEncodeError:
+        data = _deep_dumps(obj)
     if event:
         return b"event: " + event.encode() + b"\ndata: " + data + b"\n\n"
     return b"data: " + data + b"\n\n"
 
 
 def frame_data(obj: object) -> bytes:
-    return b"data: " + orjson.dumps(obj) + b"\n\n"
+    try:
+        return b"data: " + orjson.dumps(obj) + b"\n\n"
+    except orjson.JSONEncodeError:
+        return b"data: " + _deep_dumps(obj) + b"\n\n"
+
+
+def _deep_dumps(obj: object) -> bytes:
+    # bodies nested deeper than orjson writes (an upstream's own) still become a frame
+    from .jsonutil import dumps
+
+    return dumps(obj)

@@ -178,3 +178,17 @@ def test_a_cut_event_read_raw_in_pieces_is_handed_over_with_its_bytes():
     assert r.feed_raw(b'data: {"a":') == ([], [])
     assert r.feed_raw(b'"b') == ([], [])
     assert r.close_raw() == ([(None, '{"a":"b')], [b'data: {"a":"b'])
+
+
+def test_frame_of_a_body_nested_deeper_than_orjson_writes():
+    """An upstream's own deeply nested body passed through same-protocol still becomes a frame."""
+    from proxai_core.sse import frame, frame_data
+
+    deep: dict = {}
+    node = deep
+    for _ in range(300):
+        node["a"] = {}
+        node = node["a"]
+    out = frame("x", deep)
+    assert out.startswith(b"event: x\ndata: {\"a\":{\"a\":") and out.endswith(b"}\n\n")
+    assert frame_data(deep) == out[len(b"event: x\n"):]
