@@ -2,8 +2,10 @@
 real mitmdump, completes a tool loop on a loopback Anthropic upstream (the CLI reads a file with its
 own ``read_file`` tool, the result goes back, the answer comes out).
 
-Runs in CI: the CLI is installed with npm into ``.cache/gemini-cli`` when missing (the npm registry
-is the only network use); when it cannot be installed the test fails with the reason, never skips.
+Runs in CI: the CLI is installed with npm into ``~/.cache/proxai/gemini-cli`` (or
+``$PROXAI_GEMINI_CLI_CACHE``) when missing, so one install serves every checkout on the machine (the
+npm registry is the only network use); when it cannot be installed the test fails with the reason,
+never skips.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_upstream import FakeUpstream, Reply, _anth_json, _anth_sse
-from tests.mitm_harness import ROOT, Mitmdump
+from tests.mitm_harness import Mitmdump
 
 from .conftest import needs_codecs
 from .e2e_util import ANTH, CLIENT_KEY, ENV_KEY, ENV_KEY_VALUE, UPSTREAM_MODEL
@@ -26,7 +28,7 @@ pytestmark = [pytest.mark.e2e, needs_codecs]
 
 #: the CLI version the test is written against (its flags and its read_file tool's parameters)
 CLI_VERSION = "0.61.0"
-CACHE = ROOT / ".cache" / "gemini-cli"
+CACHE = Path(os.environ.get("PROXAI_GEMINI_CLI_CACHE") or Path.home() / ".cache" / "proxai" / "gemini-cli")
 NOTE = "secret-note-content-42"
 ANSWER = "The note says: secret-note-content-42."
 CALL_ID = "toolu_01GeminiCliLoop0000000"
