@@ -1,4 +1,4 @@
-"""Stream translation cost per upstream event, all six directions, side by side with the orjson floor
+"""Stream translation cost per upstream event, every direction among the registry's protocols, side by side with the orjson floor
 and the peers, in one run; and the SSE reader on one long event arriving in many reads.
 
 Run by hand (prints markdown and, with --write, updates docs/performance.md):
@@ -36,8 +36,11 @@ import orjson  # noqa: E402
 from benchmarks._common import machine, write_section  # noqa: E402
 
 from proxai_core import Protocol, StreamTranslator  # noqa: E402
+from proxai_core.codecs import all_codecs  # noqa: E402
 
-C, R, A = Protocol.CHAT, Protocol.RESPONSES, Protocol.ANTHROPIC
+C, R, A, G = Protocol.CHAT, Protocol.RESPONSES, Protocol.ANTHROPIC, Protocol.GEMINI
+#: every protocol the codec registry serves
+PROTOCOLS = tuple(c.protocol for c in all_codecs())
 
 PEER_FIXTURES = {
     "C-text": "chat/mirascope__python_tests_e2e_output_cassettes_test_max_tokens_openai_gpt_4o_completions_stream__i0.sse",
@@ -51,9 +54,22 @@ STREAMS = {
         "tools": "anthropic/mirascope__python_tests_e2e_output_cassettes_test_call_with_tools_anthropic_claude_sonnet_4_0_stream__i0.sse"},
     R: {"text": "responses/mirascope__python_tests_e2e_output_cassettes_test_max_tokens_openai_gpt_4o_responses_stream__i0.sse",
         "tools": "responses/mirascope__python_tests_e2e_output_cassettes_test_call_with_tools_openai_gpt_4o_responses_stream__i0.sse"},
+    G: {"text": "gemini/js-genai__test_system_recordings_Chats_Tests_sendMessage_Google_AI_with_config_stream__i0.sse",
+        "tools": "gemini/js-genai__test_system_recordings_MCP_related_client_Tests_generateContentStream_with_"
+                 "streamFunctionCallingArguments_enabled_Vertex_AI_should_stream_arguments_when_afc_is_disabled_"
+                 "explicitly__i0.sse"},
 }
-DIRECTIONS = [(s, d) for s in (C, R, A) for d in (C, R, A) if s is not d]
+DIRECTIONS = [(s, d) for s in PROTOCOLS for d in PROTOCOLS if s is not d]
+#: a Gemini client's streaming path (model and method live in the URL; ?alt=sse asks for SSE framing)
+GEMINI_CLIENT_PATH = "/v1beta/models/m:streamGenerateContent?alt=sse"
 LF_FORMAT = {C: "openai_chat_completions", R: "open_responses", A: "anthropic_messages"}
+
+
+def stream_path(src: Protocol, rel: str) -> str | None:
+    """The recorded request path of a stream whose protocol keeps model and method in the URL."""
+    url = FIX / rel.removesuffix(".sse")
+    url = url.with_name(url.name + ".url.txt")
+    return url.read_text().strip() if src is G and url.exists() else None
 
 
 def split_events(raw: bytes) -> list[bytes]:
@@ -73,9 +89,15 @@ def payloads(events: list[bytes]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- cases
-def case_ours(src, dst, events):
+def case_ours(src, dst, events, path=None):
+    # a Gemini source reads its model from the upstream path; a Gemini client gets the framing its path asks for
+    if dst is G:
+        path, req = GEMINI_CLIENT_PATH, {"contents": []}
+    else:
+        req = None
+
     def run():
-        t = StreamTranslator(src, dst)
+        t = StreamTranslator(src, dst, req, path=path)
         out = [t.feed(e) for e in events]
         out.append(t.close())
         return out
@@ -186,7 +208,7 @@ def case_linguafranca(events, src=C, dst=A):
 #: peer -> (module to import, {(source, target): case factory}); a direction it does not offer is absent
 PEERS = {
     "linguafranca": ("linguafranca", {(s, d): (lambda ev, s=s, d=d: case_linguafranca(ev, s, d))
-                                      for s, d in DIRECTIONS}),
+                                      for s, d in DIRECTIONS if s in LF_FORMAT and d in LF_FORMAT}),
     "any-llm": ("any_llm", {(C, A): case_anyllm}),
     "LiteLLM": ("litellm", {(C, A): case_litellm}),
 }
@@ -274,7 +296,7 @@ def main() -> None:
              f"benchmarks/stream.py --reps {args.reps}` on {machine()}{peer_versions()}. µs (CPU) per upstream event: median (min–max); "
              "× = median of the per-round ratios to bare orjson (decode + encode + framing of the same "
              "payloads) — target ≤ 3 from every source.",
-             "\n### Stream translation, all six directions, with the peers on the same streams\n",
+             "\n### Stream translation, every direction, with the peers on the same streams\n",
              "| source → target, stream | events | bare orjson | ProxAI | " + " | ".join(peer_names) + " |",
              "|---|---|---|---|" + "---|" * len(peer_names)]
     worst: dict[Protocol, float] = {}
@@ -282,7 +304,7 @@ def main() -> None:
         for kind, rel in STREAMS[src].items():
             events = split_events((FIX / rel).read_bytes())
             units = len([p for p in payloads(events) if p != "[DONE]"])
-            cases = {"bare": case_bare_orjson(events), "ProxAI": case_ours(src, dst, events)}
+            cases = {"bare": case_bare_orjson(events), "ProxAI": case_ours(src, dst, events, stream_path(src, rel))}
             peers, notes = peer_cases(events, src, dst, args.no_peers)
             cases.update(peers)
             res = bench(cases, units, args.reps, args.rep_ms)
@@ -297,12 +319,12 @@ def main() -> None:
     lines.append("\n### Same protocol (pass-through: bytes forwarded, StopInfo still observed)\n")
     lines.append("| stream | events | bare orjson | ProxAI |")
     lines.append("|---|---|---|---|")
-    for src in (C, R, A):
+    for src in PROTOCOLS:
         rel = STREAMS[src]["tools"]
         events = split_events((FIX / rel).read_bytes())
         units = len([p for p in payloads(events) if p != "[DONE]"])
-        res = bench({"bare": case_bare_orjson(events), "ProxAI": case_ours(src, src, events)}, units, args.reps,
-                    args.rep_ms)
+        res = bench({"bare": case_bare_orjson(events), "ProxAI": case_ours(src, src, events, stream_path(src, rel))},
+                    units, args.reps, args.rep_ms)
         lines.append(f"| {src.value}, tools | {units} | **{statistics.median(res['bare']):.1f}** | "
                      f"{fmt(res['ProxAI'], res['bare'])} |")
         print(lines[-1], flush=True)
