@@ -24,6 +24,10 @@ Directions and peer entry points (landscape.md §4.1/§4.2):
   .translate_request``; linguafranca. (any-llm 1.40.2 has no public M→R request converter.)
 - Chat → Responses and Responses → Anthropic Messages: ProxAI; linguafranca (the other peers offer
   no request converter for these).
+- Gemini generateContent ↔ each of the others: ProxAI only (no peer offers a Gemini request converter
+  here). A Gemini request keeps its model and stream flag in the URL: the Gemini source is translated with
+  the path of a streaming call (``translate_request(..., path=...)``); its built-in request is the
+  Anthropic one translated into Gemini by ProxAI. The protocols come from the codec registry.
 
 Each direction runs on the built-in 6-turn request, on a 1,000-message history of the same turns
 (what a long agent session sends), and on a real recorded request where ../shared/fixtures has one.
@@ -51,8 +55,11 @@ import orjson  # noqa: E402
 from benchmarks._common import machine, write_section  # noqa: E402
 
 from proxai_core import Protocol, translate_request  # noqa: E402
+from proxai_core.codecs import all_codecs  # noqa: E402
 
-A, C, R = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES
+A, C, R, G = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES, Protocol.GEMINI
+#: every protocol the codec registry serves
+PROTOCOLS = tuple(c.protocol for c in all_codecs())
 FIX = ROOT.parent / "shared" / "fixtures"
 
 # ----------------------------------------------------------------------------- requests
@@ -115,11 +122,21 @@ R_REQUEST = {
         {"role": "user", "content": [{"type": "input_text", "text": "Thanks. And what time is it there and in Tokyo?"}]},
     ],
 }
+#: the URL of a streaming Gemini call (model and method live there, not in the body)
+G_PATH = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+#: the built-in conversation as a Gemini client sends it
+G_REQUEST = translate_request(M_REQUEST, A, G)
+
+
+def history_key(proto: Protocol) -> str:
+    return {R: "input", G: "contents"}.get(proto, "messages")
+
+
 def history(src: Protocol, n: int = 1000) -> dict:
     """The built-in request of ``src`` with ``n`` messages: its turns (user question, assistant tool
     call, tool result, assistant answer) repeated with fresh tool-call ids, ending on a user turn."""
     body = orjson.loads(orjson.dumps(BODIES[src]))
-    key = "input" if src is R else "messages"
+    key = history_key(src)
     lead = [m for m in body[key] if m.get("role") == "system"]
     turn = [m for m in body[key] if m.get("role") != "system"]
     first_user, last_user = turn[0], turn[-1]
@@ -141,7 +158,19 @@ def history(src: Protocol, n: int = 1000) -> dict:
 REAL = {
     A: "anthropic/mirascope__python_tests_e2e_output_cassettes_test_call_with_tools_anthropic_claude_sonnet_4_0_stream__i0.request.json",
     C: "chat/mirascope__python_tests_e2e_output_cassettes_test_call_with_tools_openai_gpt_4o_completions_stream__i0.request.json",
+    G: "gemini/mirascope__python_tests_e2e_output_cassettes_test_call_with_tools_google_gemini_2_5_flash_stream__i0.request.json",
 }
+
+
+def request_path(src: Protocol, rel: str | None) -> str | None:
+    """The request path to translate with: the recording's own (``.url.txt``) or a streaming call's."""
+    if src is not G:
+        return None
+    if rel:
+        url = FIX / rel.replace(".request.json", ".url.txt")
+        if url.exists():
+            return url.read_text().strip()
+    return G_PATH
 
 
 # ----------------------------------------------------------------------------- cases
@@ -162,8 +191,8 @@ def case_bare(raw: bytes):
     return lambda: orjson.dumps(orjson.loads(raw))
 
 
-def case_ours(raw: bytes, src, dst):
-    return lambda: orjson.dumps(translate_request(orjson.loads(raw), src, dst))
+def case_ours(raw: bytes, src, dst, path=None):
+    return lambda: orjson.dumps(translate_request(orjson.loads(raw), src, dst, path=path))
 
 
 def case_litellm_m2c(raw: bytes):
@@ -279,9 +308,11 @@ def expectations(raw: bytes) -> dict[str, str]:
     body = orjson.loads(raw)
     exp = {}
     for t in body.get("tools") or []:
-        name = t.get("name") or (t.get("function") or {}).get("name")
-        if name:
-            exp[f"tool {name}"] = name
+        decls = t.get("functionDeclarations") or [t.get("function") or t]  # Gemini groups them
+        for d in decls:
+            name = d.get("name")
+            if name:
+                exp[f"tool {name}"] = name
     s = raw.decode()
     if "15 degrees" in s:
         exp["tool result"] = "15 degrees"
@@ -299,9 +330,9 @@ def sanity(name: str, out: bytes, target: str, expect: dict[str, str]) -> str:
     if not isinstance(obj, dict):
         return f"{type(obj).__name__}"
     notes = []
-    if "model" not in obj:
+    if "model" not in obj and target != "gemini":  # Gemini: the model is in the URL
         notes.append("no 'model' (SDK kwargs, not a wire body)" if "model_id" in obj else "no 'model'")
-    key = "input" if target == "responses" else "messages"
+    key = {"responses": "input", "gemini": "contents"}.get(target, "messages")
     msgs = obj.get(key)
     if not isinstance(msgs, list) and not (target == "responses" and isinstance(msgs, str)):
         notes.append(f"no '{key}' list")
@@ -312,15 +343,12 @@ def sanity(name: str, out: bytes, target: str, expect: dict[str, str]) -> str:
     return "ok" if not notes else "; ".join(notes)
 
 
-DIRECTIONS = {
-    "C→R": (C, R, "openai_chat_completions", "open_responses", "responses"),
-    "C→M": (C, A, "openai_chat_completions", "anthropic_messages", "anthropic"),
-    "R→C": (R, C, "open_responses", "openai_chat_completions", "chat"),
-    "R→M": (R, A, "open_responses", "anthropic_messages", "anthropic"),
-    "M→C": (A, C, "anthropic_messages", "openai_chat_completions", "chat"),
-    "M→R": (A, R, "anthropic_messages", "open_responses", "responses"),
-}
-BODIES = {A: M_REQUEST, C: C_REQUEST, R: R_REQUEST}
+#: per protocol: its letter in the direction labels, its linguafranca format (None: none), its short name
+NAMES = {C: ("C", "openai_chat_completions", "chat"), R: ("R", "open_responses", "responses"),
+         A: ("M", "anthropic_messages", "anthropic"), G: ("G", None, "gemini")}
+DIRECTIONS = {f"{NAMES[s][0]}→{NAMES[d][0]}": (s, d, NAMES[s][1], NAMES[d][1], NAMES[d][2])
+              for s in PROTOCOLS for d in PROTOCOLS if s is not d}
+BODIES = {A: M_REQUEST, C: C_REQUEST, R: R_REQUEST, G: G_REQUEST}
 
 
 def peers_for(direction: str, raw: bytes) -> dict:
@@ -331,7 +359,8 @@ def peers_for(direction: str, raw: bytes) -> dict:
         "R→C": {"LiteLLM": lambda: case_litellm_r2c(raw)},
         "M→R": {"LiteLLM": lambda: case_litellm_m2r(raw)},
     }.get(direction, {})
-    mk["linguafranca"] = lambda: case_lf(raw, lsrc, ldst)
+    if lsrc and ldst:
+        mk["linguafranca"] = lambda: case_lf(raw, lsrc, ldst)
     return mk
 
 
@@ -367,14 +396,14 @@ def main() -> None:
             versions[dist] = version(dist)
         except Exception:  # noqa: BLE001
             versions[dist] = "not installed"
-    inputs: list[tuple[str, str, bytes]] = []
+    inputs: list[tuple[str, str, bytes, str | None]] = []
     for d, (src, *_rest) in DIRECTIONS.items():
-        inputs.append((d, "built-in", orjson.dumps(BODIES[src])))
+        inputs.append((d, "built-in", orjson.dumps(BODIES[src]), request_path(src, None)))
         long = history(src, args.history)
-        inputs.append((d, f"{len(long['input' if src is R else 'messages']):,} messages", orjson.dumps(long)))
+        inputs.append((d, f"{len(long[history_key(src)]):,} messages", orjson.dumps(long), request_path(src, None)))
         rel = REAL.get(src)
         if rel and (FIX / rel).exists():
-            inputs.append((d, "recorded", (FIX / rel).read_bytes()))
+            inputs.append((d, "recorded", (FIX / rel).read_bytes(), request_path(src, rel)))
     peers = list(PEER_MODULES)
     lines = [f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: `{Path(sys.executable).name} "
              f"benchmarks/request_translation.py --reps {args.reps}` on {machine()}; " + ", ".join(f"{k} {v}" for k, v in versions.items())
@@ -388,9 +417,9 @@ def main() -> None:
              "|---|---|---|" + "---|" * (2 * len(peers))]
     notes = []
     worst: dict[str, float] = {}
-    for d, label, raw in inputs:
+    for d, label, raw, path in inputs:
         src, dst, *_x, tshort = DIRECTIONS[d]
-        cases = {"bare": case_bare(raw), "ProxAI": case_ours(raw, src, dst)}
+        cases = {"bare": case_bare(raw), "ProxAI": case_ours(raw, src, dst, path)}
         failed = {p: "not installed" for p in peers if not installed[p]}
         exp = expectations(raw)
         offered = peers_for(d, raw)
@@ -434,7 +463,7 @@ def main() -> None:
     print(text)
     if args.write:
         write_section(ROOT / "docs" / "performance.md", "requests",
-                      "### Request translation, all six directions, side by side with the peers\n\n" + text,
+                      "### Request translation, every direction, side by side with the peers\n\n" + text,
                       "Performance")
         print("wrote the requests section of docs/performance.md")
 
