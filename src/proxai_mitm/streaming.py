@@ -34,30 +34,16 @@ __all__ = ["StreamHandler", "make_decoder", "native_error_frame"]
 CHUNK_LIMIT = 8 * 1024 * 1024
 
 
-class _Decoder:
-    """bodies.Decoder for a stream: no total cap, but no chunk inflates past the body cap (a bomb)."""
-
-    __slots__ = ("_d",)
-
-    def __init__(self, content_encoding: str) -> None:
-        self._d = Decoder(content_encoding, sys.maxsize, feed_limit=min(body_limit(), CHUNK_LIMIT))
-
-    def decompress(self, data: bytes) -> bytes:
-        return self._d.feed(data)
-
-    def flush(self) -> bytes:
-        return self._d.close()
-
-
-def make_decoder(content_encoding: str | None) -> Any:
-    """An incremental, bounded decoder for a response's content-encoding, or None for identity.
+def make_decoder(content_encoding: str | None) -> Decoder | None:
+    """An incremental decoder for a response's content-encoding, or None for identity: no total cap,
+    but no network chunk inflates past the body cap (a bomb).
 
     Raises ValueError for an encoding we cannot decode.
     """
     if not codings(content_encoding):
         return None
     try:
-        return _Decoder(content_encoding or "")
+        return Decoder(content_encoding, sys.maxsize, feed_limit=min(body_limit(), CHUNK_LIMIT))
     except BadEncoding as e:
         raise ValueError(f"unsupported content-encoding {content_encoding!r}") from e
 
@@ -220,7 +206,7 @@ class StreamHandler:
     def _decode(self, data: bytes) -> bytes:
         if self.decoder is None:
             return data
-        return self.decoder.decompress(data)
+        return self.decoder.feed(data)
 
     def _observe(self, data: bytes) -> None:
         if not self.observe_ok:
@@ -243,7 +229,7 @@ class StreamHandler:
             return
         try:
             if self.decoder is not None:
-                tail = self.decoder.flush()
+                tail = self.decoder.close()
                 if tail:
                     self._add_chunk(tail)
                     self.translator.feed(tail)
@@ -259,7 +245,7 @@ class StreamHandler:
             return []
         out = b""
         if self.decoder is not None:
-            tail = self.decoder.flush()
+            tail = self.decoder.close()
             if tail:
                 self._add_chunk(tail)
                 out = self.translator.feed(tail)
