@@ -26,7 +26,7 @@ from .recordcap import CappedBuffer, record_limit, truncation_note
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["StreamHandler", "make_decoder", "native_error_frame"]
+__all__ = ["StreamHandler", "make_decoder"]
 
 
 # ----------------------------------------------------------------------------- content-encoding
@@ -46,18 +46,6 @@ def make_decoder(content_encoding: str | None) -> Decoder | None:
         return Decoder(content_encoding, sys.maxsize, feed_limit=min(body_limit(), CHUNK_LIMIT))
     except BadEncoding as e:
         raise ValueError(f"unsupported content-encoding {content_encoding!r}") from e
-
-
-# ----------------------------------------------------------------------------- error frames
-def native_error_frame(protocol: Protocol, message: str, kind: str = "api_error", status: int = 500) -> bytes:
-    """The client's native SSE error frame, built without the codec (last-resort fallback)."""
-    try:
-        from proxai_core.codecs import codec
-        from proxai_core.neutral import Error
-
-        return codec(protocol).error_frame(Error(kind=kind, message=message, status=status))
-    except Exception:  # noqa: BLE001 - the fallback must not fail
-        return fallback_error_frame(protocol, message)
 
 
 # ----------------------------------------------------------------------------- the callable
@@ -262,12 +250,12 @@ class StreamHandler:
             self.interrupted = self.idle_message
             self.extra_warnings.append(self.idle_message or "idle timeout")
         if self.failed or (self.passthrough and not self.observe_ok):
-            frame = b"" if self.failed else native_error_frame(self.client_protocol, self.idle_message or "")
+            frame = b"" if self.failed else fallback_error_frame(self.client_protocol, self.idle_message or "")
             return [frame] if frame else []
         try:
             frame = self.translator.abort(self.idle_message or "idle timeout")
         except Exception:  # noqa: BLE001
-            frame = native_error_frame(self.client_protocol, self.idle_message or "idle timeout")
+            frame = fallback_error_frame(self.client_protocol, self.idle_message or "idle timeout")
         return [frame] if frame else []
 
     def _fail(self, exc: BaseException) -> list[bytes]:
@@ -280,7 +268,7 @@ class StreamHandler:
         try:
             frame = self.translator.abort(msg)
         except Exception:  # noqa: BLE001
-            frame = native_error_frame(self.client_protocol, msg)
+            frame = fallback_error_frame(self.client_protocol, msg)
         return [frame] if frame else []
 
     def finish(self, interrupted: str | None = None) -> None:

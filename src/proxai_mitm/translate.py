@@ -28,10 +28,11 @@ from .complete import decode_or_error, finish_error, observe_body, stream_type, 
 from .idle import IdleWatch
 from .modellist import finish_models
 from .options import RouteOptions, check_deferred, options_error
+from .protocols import fallback_error_frame
 from .record import LIMIT_OPTIONS, safe_body_limit
 from .replies import native_error, set_body
 from .state import FlowState, get_state
-from .streaming import StreamHandler, native_error_frame
+from .streaming import StreamHandler
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ class Translator:
                 resp.stream = True
                 return
             state.handler = resp.stream = ErrorOnce(
-                native_error_frame(client, f"proxai cannot translate this stream: {exc}"))
+                fallback_error_frame(client, f"proxai cannot translate this stream: {exc}"))
             translator = None
         if translator is not None:
             handler = StreamHandler(translator, client, passthrough=passthrough,
