@@ -35,6 +35,7 @@ from ..neutral import (
     ToolResult,
 )
 from ._chat_common import PROTOCOL, reasoning_parts, thinking_text
+from ._openai_common import EFFORTS, effort_for_budget
 from ._request_common import (
     Tail,
     expected,
@@ -51,9 +52,6 @@ from ._request_common import (
     req_str,
     where,
 )
-
-_BUDGET_EFFORT = ((32768, "xhigh"), (16384, "high"), (8192, "medium"), (2048, "low"))
-_EFFORTS = frozenset({"none", "minimal", "low", "medium", "high", "xhigh"})
 
 #: Top-level request fields that go to Request.extra unchanged (Chat names).
 _EXTRA_KEYS = (
@@ -548,16 +546,13 @@ def _effort(rc: ReasoningConfig, warnings: list[str]) -> str | None:
         if e == "max":
             warnings.append("reasoning effort 'max' sent as 'xhigh' (the highest Chat effort)")
             return "xhigh"
-        if e not in _EFFORTS:
+        if e not in EFFORTS:
             warnings.append(f"reasoning effort {e!r} is not a Chat value; sent unchanged")
         return e
     if rc.disabled:
         return None
     if rc.budget_tokens is not None:
-        for limit, name in _BUDGET_EFFORT:
-            if rc.budget_tokens >= limit:
-                return name
-        return "minimal"
+        return effort_for_budget(rc.budget_tokens)
     return None
 
 

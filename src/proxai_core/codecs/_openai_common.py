@@ -11,6 +11,18 @@ from .base import Credentials, ErrorFacts
 
 VENDOR = "openai"
 
+#: reasoning efforts both OpenAI protocols accept
+EFFORTS = frozenset({"none", "minimal", "low", "medium", "high", "xhigh"})
+_BUDGET_EFFORT = ((32768, "xhigh"), (16384, "high"), (8192, "medium"), (2048, "low"))
+
+
+def effort_for_budget(budget: int) -> str:
+    """The largest effort whose thinking budget is <= ``budget``."""
+    for limit, name in _BUDGET_EFFORT:
+        if budget >= limit:
+            return name
+    return "minimal"
+
 # kind -> (error.type, default error.code) of an OpenAI error body
 _BODY: dict[str, tuple[str, str | None]] = {
     "invalid_request": ("invalid_request_error", None),

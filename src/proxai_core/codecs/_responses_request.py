@@ -44,6 +44,7 @@ from ..neutral import (
     ToolChoice,
     ToolResult,
 )
+from ._openai_common import EFFORTS, effort_for_budget
 from ._request_common import (
     Tail,
     expected,
@@ -96,8 +97,6 @@ _KNOWN = frozenset(_EXTRA_PASS) | {
 _TAIL = Tail(_EXTRA_PASS, _KNOWN, "unknown request field {!r} ignored")
 _SERVICE_TIERS = frozenset({"auto", "default", "flex", "scale", "priority", "fast"})
 
-_EFFORT_TABLE = ((32768, "xhigh"), (16384, "high"), (8192, "medium"), (2048, "low"), (0, "minimal"))
-_EFFORTS = frozenset({"none", "minimal", "low", "medium", "high", "xhigh"})
 
 
 # ============================================================================= decode
@@ -711,13 +710,6 @@ def _encode_tool_choice(req: Request) -> Any:
     return {"type": "allowed_tools", "mode": "required" if tc.allowed_required else "auto", "tools": tools}
 
 
-def _effort_for_budget(budget: int) -> str:
-    for limit, name in _EFFORT_TABLE:
-        if budget >= limit:
-            return name
-    return "minimal"
-
-
 def _encode_reasoning(rc: ReasoningConfig, w: list[str]) -> tuple[dict[str, Any] | None, bool]:
     """(reasoning object, whether reasoning is on)."""
     d: dict[str, Any] = {}
@@ -725,11 +717,11 @@ def _encode_reasoning(rc: ReasoningConfig, w: list[str]) -> tuple[dict[str, Any]
     if effort == "max":
         w.append("reasoning effort 'max' sent as 'xhigh'")
         effort = "xhigh"
-    if effort is not None and effort not in _EFFORTS:
+    if effort is not None and effort not in EFFORTS:
         w.append(f"reasoning effort {effort!r} unknown to Responses: omitted")
         effort = None
     if effort is None and rc.budget_tokens is not None and not rc.disabled:
-        effort = _effort_for_budget(rc.budget_tokens)
+        effort = effort_for_budget(rc.budget_tokens)
         w.append(f"thinking budget {rc.budget_tokens} sent as reasoning effort {effort!r}")
     if rc.disabled and effort is None:
         w.append("reasoning disabled: Responses has no off switch valid for every model; effort omitted")
