@@ -231,9 +231,32 @@ def _get(obj: Any, path: tuple) -> Any:
     return obj
 
 
+def json_copy(obj: Any) -> Any:
+    """A deep copy of a JSON value without recursion: a mutated event may already hold a value nested
+    1024 deep, which copy.deepcopy (two frames per level) cannot copy."""
+    if not isinstance(obj, (dict, list)):
+        return obj
+    root: Any = {} if isinstance(obj, dict) else []
+    todo = [(obj, root)]
+    while todo:
+        src, dst = todo.pop()
+        items = src.items() if isinstance(src, dict) else enumerate(src)
+        for k, v in items:
+            if isinstance(v, (dict, list)):
+                c: Any = {} if isinstance(v, dict) else []
+                todo.append((v, c))
+            else:
+                c = v
+            if isinstance(dst, dict):
+                dst[k] = c
+            else:
+                dst.append(c)
+    return root
+
+
 def mutate(data: st.DataObject, obj: Any, max_ops: int = 3) -> tuple[Any, list[str]]:
     """Apply 1..max_ops random mutations (replace / delete / add key / wrap) to a deep copy."""
-    obj = copy.deepcopy(obj)
+    obj = json_copy(obj)
     ops: list[str] = []
     for _ in range(data.draw(st.integers(1, max_ops), label="ops")):
         ps = paths(obj)
