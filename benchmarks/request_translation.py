@@ -378,6 +378,7 @@ def main() -> None:
     ap.add_argument("--rep-ms", type=float, default=40)
     ap.add_argument("--history", type=int, default=1000, help="messages in the long-history rows")
     ap.add_argument("--write", action="store_true", help="update docs/performance.md")
+    ap.add_argument("--only", action="append", default=[], help="only these directions, e.g. C->M (repeatable)")
     args = ap.parse_args()
     t_imp, installed = {}, {}
     for peer, mod in PEER_MODULES.items():
@@ -398,6 +399,8 @@ def main() -> None:
             versions[dist] = "not installed"
     inputs: list[tuple[str, str, bytes, str | None]] = []
     for d, (src, *_rest) in DIRECTIONS.items():
+        if args.only and d not in [o.replace("->", "→") for o in args.only]:
+            continue
         inputs.append((d, "built-in", orjson.dumps(BODIES[src]), request_path(src, None)))
         long = history(src, args.history)
         inputs.append((d, f"{len(long[history_key(src)]):,} messages", orjson.dumps(long), request_path(src, None)))

@@ -288,6 +288,9 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="update docs/performance.md")
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--source", action="append", default=[], help="only these sources (protocol value; repeatable)")
+    ap.add_argument("--target", action="append", default=[], help="only these targets (protocol value; repeatable)")
+    ap.add_argument("--streams-only", action="store_true", help="skip the long-event and memory sections")
     args = ap.parse_args()
     if not FIX.is_dir():
         sys.exit("../shared/fixtures is required")
@@ -300,7 +303,13 @@ def main() -> None:
              "| source → target, stream | events | bare orjson | ProxAI | " + " | ".join(peer_names) + " |",
              "|---|---|---|---|" + "---|" * len(peer_names)]
     worst: dict[Protocol, float] = {}
+
+    def wanted(src: Protocol, dst: Protocol) -> bool:
+        return (not args.source or src.value in args.source) and (not args.target or dst.value in args.target)
+
     for src, dst in DIRECTIONS:
+        if not wanted(src, dst):
+            continue
         for kind, rel in STREAMS[src].items():
             events = split_events((FIX / rel).read_bytes())
             units = len([p for p in payloads(events) if p != "[DONE]"])
@@ -320,6 +329,8 @@ def main() -> None:
     lines.append("| stream | events | bare orjson | ProxAI |")
     lines.append("|---|---|---|---|")
     for src in PROTOCOLS:
+        if not wanted(src, src):
+            continue
         rel = STREAMS[src]["tools"]
         events = split_events((FIX / rel).read_bytes())
         units = len([p for p in payloads(events) if p != "[DONE]"])
@@ -328,8 +339,9 @@ def main() -> None:
         lines.append(f"| {src.value}, tools | {units} | **{statistics.median(res['bare']):.1f}** | "
                      f"{fmt(res['ProxAI'], res['bare'])} |")
         print(lines[-1], flush=True)
-    lines.append(sse_long_event(args.reps))
-    if not args.no_memory:
+    if not args.streams_only:
+        lines.append(sse_long_event(args.reps))
+    if not args.no_memory and not args.streams_only:
         lines.append(memory())
     text = "\n".join(lines)
     print(text)
