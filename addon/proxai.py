@@ -11,6 +11,6 @@ try:
 except ImportError:  # running from a checkout without an installed package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from proxai_mitm.addon import make_addons
+from proxai_mitm.addon import ProxAI
 
-addons = make_addons()
+addons = [ProxAI()]  # the addons of make_addons(), behind one object (cheaper dispatch)

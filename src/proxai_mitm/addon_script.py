@@ -4,6 +4,6 @@ mitmproxy loads this file as a script and takes its ``addons`` list (docs/config
 options). ``proxai run`` passes it for you.
 """
 
-from proxai_mitm.addon import make_addons
+from proxai_mitm.addon import ProxAI
 
-addons = make_addons()
+addons = [ProxAI()]  # the addons of make_addons(), behind one object (cheaper dispatch)

@@ -50,6 +50,7 @@ class Probe:
         self.skip = skip
         self._dead: dict[tuple[str, int], float] = {}
         self._seen: dict[tuple[str, int], float] = {}  # upstream -> last time it answered
+        self.configure(set())  # no routes before the options are parsed
 
     def configure(self, updated: set[str]) -> None:
         """Flow hooks only while some route can send requests upstream (mitmproxy skips a hook that

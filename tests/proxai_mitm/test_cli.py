@@ -50,7 +50,8 @@ def test_addon_path_is_a_loadable_script_in_the_package(capsys):
     from mitmproxy.addons import script
 
     mod = script.load_script(str(path))
-    assert mod is not None and {type(a).__name__ for a in mod.addons} >= {"Router", "Translator", "Measure"}
+    assert mod is not None and [type(a).__name__ for a in mod.addons] == ["ProxAI"]
+    assert {type(a).__name__ for a in mod.addons[0].concerns} >= {"Router", "Translator", "Measure"}
 
 
 def test_console_script_declared():

@@ -10,7 +10,7 @@ from mitmproxy import contentviews, exceptions
 from mitmproxy import io as mio
 from mitmproxy.test import taddons, tflow
 
-from proxai_mitm.addon import make_addons
+from proxai_mitm.addon import ProxAI
 
 from .chain import Chain
 from .helpers import ANTH, CHAT, json_bytes, make_flow, respond
@@ -49,9 +49,9 @@ def test_commands(tmp_path):
     """The commands as the console / mitmweb run them: flow specs resolved by mitmproxy's view."""
     from mitmproxy.addons import view
 
-    addons, v = make_addons(), view.View()
-    with taddons.context(*addons, v) as tctx:
-        _commands(Chain(tctx, addons), v, tctx, tmp_path)
+    proxai, v = ProxAI(), view.View()
+    with taddons.context(proxai, v) as tctx:
+        _commands(Chain(tctx, proxai), v, tctx, tmp_path)
 
 
 @pytest.mark.parametrize("name", ["tool-loop", "refusal-chat", "refusal-responses", "refusal-anthropic",
