@@ -25,6 +25,7 @@ from .protocols import fallback_error_frame
 from .recordcap import CappedBuffer, record_limit, truncation_note
 
 logger = logging.getLogger(__name__)
+_monotonic = time.monotonic
 
 __all__ = ["StreamHandler", "make_decoder"]
 
@@ -86,7 +87,7 @@ class StreamHandler:
         # (mitmproxy keeps nothing of a streamed body)
         cap = record_limit()
         self.out = CappedBuffer(cap)
-        self.t0 = self.last_activity = time.monotonic()
+        self.t0 = self.last_activity = _monotonic()
         #: set by the idle watchdog just before it ends the upstream message (see idle.py)
         self.idle_message: str | None = None
         self.finished = False
@@ -114,7 +115,9 @@ class StreamHandler:
     # mitmproxy entry point -------------------------------------------------------------------
     def __call__(self, data: bytes) -> Any:
         if data:
-            self.last_activity = time.monotonic()
+            now = self.last_activity = _monotonic()
+            if self.mirror:  # identity pass-through, the common case: one call per chunk
+                return self._mirror(data, now)
         elif self.idle_message is not None:
             res = self._idle_end()
             self.out.extend(res)
@@ -125,6 +128,25 @@ class StreamHandler:
         else:
             self.out.extend(res)
         return res
+
+    def _mirror(self, data: bytes, now: float) -> bytes:
+        """Forward ``data`` unchanged: note its timing and keep it (both within the recording cap),
+        observe it (first content, StopInfo, usage)."""
+        out = self.out
+        self._forwarded += len(data)
+        if self.observe_ok:
+            try:
+                watch = self.first_watch
+                if watch is not None and watch.feed(data):
+                    self.first_content, self.first_watch = time.time(), None
+                room = out.limit - out.kept  # timings of the recorded head only: bounded too
+                if room > 0:
+                    self._times.append([round((now - self.t0) * 1000.0, 1), min(len(data), room)])
+                self.translator.feed(data)
+            except Exception as exc:
+                self._observe_failed(exc)
+        out.add(data)
+        return data
 
     def _call(self, data: bytes) -> Any:
         if self.passthrough:
@@ -179,7 +201,7 @@ class StreamHandler:
     def _add_chunk(self, chunk: bytes) -> None:
         if self.first_watch is not None and self.first_watch.feed(chunk):
             self.first_content, self.first_watch = time.time(), None
-        at = round((time.monotonic() - self.t0) * 1000.0, 1)
+        at = round((_monotonic() - self.t0) * 1000.0, 1)
         if not self.mirror:
             self.chunks.add(chunk, at)
             return
@@ -205,9 +227,12 @@ class StreamHandler:
                 self._add_chunk(chunk)
                 self.translator.feed(chunk)
         except Exception as exc:
-            self.observe_ok = False
-            self.extra_warnings.append(f"stream not observed: {type(exc).__name__}: {exc}")
-            logger.debug("proxai: pass-through observation failed", exc_info=True)
+            self._observe_failed(exc)
+
+    def _observe_failed(self, exc: Exception) -> None:
+        self.observe_ok = False
+        self.extra_warnings.append(f"stream not observed: {type(exc).__name__}: {exc}")
+        logger.debug("proxai: pass-through observation failed", exc_info=exc)
 
     def _finish_quietly(self) -> None:
         if self.finished:
