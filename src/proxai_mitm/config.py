@@ -8,9 +8,11 @@ make one route named ``"default"``; ``proxai_config`` (a TOML file) makes severa
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -205,6 +207,13 @@ class RoutesFile(_Strict):
 
 
 # ----------------------------------------------------------------------------- runtime route
+@functools.lru_cache(maxsize=512)
+def _glob(pattern: str) -> Callable[[str], re.Match[str] | None]:
+    """The matcher of a shell-style pattern, case-sensitive (``fnmatch.fnmatchcase``), compiled once
+    per pattern (a route is matched against every request)."""
+    return re.compile(fnmatch.translate(pattern)).match
+
+
 @dataclass(frozen=True, slots=True)
 class Route:
     name: str
@@ -219,13 +228,13 @@ class Route:
     def matches(self, host: str, path: str, model: str | None, *, alt_paths: tuple[str, ...] = ()) -> bool:
         """``alt_paths``: for auxiliary endpoints (``/models``, ``count_tokens``) the generation paths
         they accompany; the path condition holds if any of them matches."""
-        if self.match_host and not fnmatch.fnmatch(host.lower(), self.match_host.lower()):
+        if self.match_host and _glob(self.match_host.lower())(host.lower()) is None:
             return False
         if self.match_path:
-            paths = alt_paths or (path,)
-            if not any(fnmatch.fnmatchcase(p, self.match_path) for p in paths):
+            match = _glob(self.match_path)
+            if not any(match(p) is not None for p in alt_paths or (path,)):
                 return False
-        if self.match_model and model is not None and not fnmatch.fnmatchcase(model, self.match_model):
+        if self.match_model and model is not None and _glob(self.match_model)(model) is None:
             return False
         if self.match_model and model is None and not alt_paths:
             return False

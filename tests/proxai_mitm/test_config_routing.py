@@ -302,3 +302,18 @@ def test_gemini_headers_toward_another_host():
     routing.rewrite_headers(h, client=Protocol.CHAT, target=Protocol.GEMINI, same_host=False, key="AIzaENV",
                             upstream_host="generativelanguage.googleapis.com")
     assert h["x-goog-api-key"] == "AIzaENV" and "authorization" not in h and "openai-beta" not in h
+
+
+def test_route_patterns_match_as_shell_globs():
+    """Host patterns ignore case, path and model patterns do not; ``alt_paths`` stand in for the path."""
+    from proxai_mitm.config import Route
+
+    r = Route("r", Protocol.ANTHROPIC, match_host="*.Example.COM", match_path="/v1/*", match_model="claude-?-*")
+    assert r.matches("API.example.com", "/v1/messages", "claude-3-opus")
+    assert not r.matches("example.org", "/v1/messages", "claude-3-opus")
+    assert not r.matches("api.example.com", "/V1/messages", "claude-3-opus")
+    assert not r.matches("api.example.com", "/v1/messages", "Claude-3-opus")
+    assert not r.matches("api.example.com", "/v1/messages", None)  # a model condition needs a model
+    assert r.matches("api.example.com", "/v1/models", None, alt_paths=("/x", "/v1/messages"))
+    assert not r.matches("api.example.com", "/v1/models", None, alt_paths=("/x",))
+    assert Route("p", Protocol.CHAT, match_path="/a[bc]/[!x]").matches("h", "/ab/y", None)
