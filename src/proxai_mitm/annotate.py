@@ -56,7 +56,21 @@ class Annotator:
             annotate(flow, state)
         if not getattr(flow, _LOGGED_ATTR, False):
             setattr(flow, _LOGGED_ATTR, True)
-            log_line(flow, state)
+            if _info_shown():  # built only when a handler shows it (termlog_verbosity, mitmweb's event log)
+                log_line(flow, state)
+
+
+def _info_shown() -> bool:
+    """True when an INFO record of this module's logger reaches a handler that would emit it (checked
+    per flow: levels and handlers may change at any time)."""
+    if not logger.isEnabledFor(logging.INFO):
+        return False
+    lg: logging.Logger | None = logger
+    while lg is not None:
+        if any(h.level <= logging.INFO for h in lg.handlers):
+            return True
+        lg = lg.parent if lg.propagate else None
+    return logging.lastResort is not None and logging.lastResort.level <= logging.INFO
 
 
 def annotate(flow: Any, state: FlowState) -> None:
@@ -90,9 +104,7 @@ def log_line(flow: Any, state: FlowState) -> None:
     if len(what) > 240:
         what = what[:239] + "…"
     status = flow.response.status_code if getattr(flow, "response", None) is not None else "-"
-    extra = {}
     peer = getattr(getattr(flow, "client_conn", None), "peername", None)
-    if peer:
-        extra["client"] = peer
-    logger.info("proxai: %s → %s (%s), %s, %s: %s", client, upstream, escape(route), escape(state.model or "model ?"),
-                status, escape(scrub(what, state.secrets)), extra=extra)  # network text: no raw escapes
+    # one escape pass over the whole line (network text: no raw escapes; the rest has no controls)
+    logger.info("%s", escape(f"proxai: {client} → {upstream} ({route}), {state.model or 'model ?'}, {status}: "
+                             f"{scrub(what, state.secrets)}"), extra={"client": peer} if peer else None)

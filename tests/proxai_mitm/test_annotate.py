@@ -188,3 +188,24 @@ def test_annotator_alone_writes_the_state_it_finds():
         f.metadata.clear()
         a.error(f)  # once per flow
         assert "proxai" not in f.metadata
+
+
+def test_log_line_built_only_when_a_handler_shows_info(monkeypatch):
+    """termlog_verbosity=warn (every handler above INFO): the line is not even formatted."""
+    import logging
+
+    from proxai_mitm import annotate as ann
+
+    lg = logging.getLogger("proxai_test_lazy_log_line")
+    lg.propagate, lg.level = False, logging.DEBUG
+    handler = logging.NullHandler(logging.WARNING)
+    lg.addHandler(handler)
+    monkeypatch.setattr(ann, "logger", lg)
+    try:
+        assert not ann._info_shown()
+        handler.setLevel(logging.INFO)
+        assert ann._info_shown()
+        lg.setLevel(logging.WARNING)
+        assert not ann._info_shown()
+    finally:
+        lg.removeHandler(handler)
