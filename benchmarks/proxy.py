@@ -30,6 +30,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -58,13 +59,25 @@ HEADERS = {"authorization": "Bearer sk-bench-client", "x-api-key": "sk-bench-cli
 
 BARE = "bare"
 BARE_STREAM = "bare-stream"
-BARES = (BARE, BARE_STREAM)
+BARE_SSE = "bare-sse"
+BARES = (BARE, BARE_STREAM, BARE_SSE)
+#: the floor of streaming an answer as it comes: mitmdump with a script that only sets
+#: ``flow.response.stream = True`` on event-stream answers (no ProxAI; requests stay buffered, as with the addon)
+SSE_ONLY_SCRIPT = """
+class StreamEventStreams:
+    def responseheaders(self, flow):
+        if "text/event-stream" in flow.response.headers.get("content-type", ""):
+            flow.response.stream = True
+addons = [StreamEventStreams()]
+"""
 
 
 def cells() -> list[tuple[str, str | None, bool]]:
     """(client, upstream, stream): upstream = the translated-to protocol, None = pass-through through
     the addon, BARE = the same request through the bare mitmdump, BARE_STREAM = through a bare
-    mitmdump that streams bodies (``stream_large_bodies=1``, as the addon streams an SSE answer)."""
+    mitmdump that streams bodies (``stream_large_bodies=1``, as the addon streams an SSE answer; it
+    streams the request too), BARE_SSE = through a mitmdump that streams event-stream answers only
+    (SSE_ONLY_SCRIPT: what streaming alone costs)."""
     out = []
     for c in (CHAT, RESP, ANTH):
         for stream in (True, False):
@@ -72,6 +85,7 @@ def cells() -> list[tuple[str, str | None, bool]]:
             out.append((c, None, stream))
             out.append((c, BARE, stream))
             out.append((c, BARE_STREAM, stream))
+            out.append((c, BARE_SSE, stream))
     return out
 
 
@@ -118,6 +132,7 @@ def check(cell, tok, r, n_deltas) -> str | None:
 def cell_name(cell) -> str:
     client, upstream, stream = cell
     how = ("bare mitmdump" if upstream == BARE else "bare mitmdump, streaming" if upstream == BARE_STREAM else
+           "mitmdump streaming SSE answers only" if upstream == BARE_SSE else
            f"→ {SHORT[upstream]} (translated)" if upstream else "pass-through")
     return f"{SHORT[client]} client, {'stream' if stream else 'complete'}, {how}"
 
@@ -138,16 +153,23 @@ def main() -> None:
     all_cells = cells()
     from tests.mitm_harness import Mitmdump
 
-    rig = Rig(save=False, n_deltas=args.deltas, keep_requests=False).start()
-    bare = {BARE: Mitmdump(mode=f"reverse:{rig.up.url}", save=False, addon=None).start(),
+    rig = Rig(save=False, n_deltas=args.deltas, keep_requests=False)
+    tmp = tempfile.TemporaryDirectory(prefix="proxai-bench-")
+    sse_only = Path(tmp.name) / "stream_event_streams.py"
+    sse_only.write_text(SSE_ONLY_SCRIPT)
+    bare = {BARE: Mitmdump(mode=f"reverse:{rig.up.url}", save=False, addon=None),
             BARE_STREAM: Mitmdump(mode=f"reverse:{rig.up.url}", save=False, addon=None,
-                                  options={"stream_large_bodies": "1"}).start()}
+                                  options={"stream_large_bodies": "1"}),
+            BARE_SSE: Mitmdump(mode=f"reverse:{rig.up.url}", save=False, addon=sse_only)}
     px = Proxies(rig, bare)
     errors: list[str] = []
     cpu: dict = {c: 0.0 for c in all_cells}
     count: dict = {c: 0 for c in all_cells}
     lat: dict = {c: [] for c in all_cells}
-    try:
+    try:  # every proxy started inside: a failed start still stops the others
+        rig.start()
+        for m in bare.values():
+            m.start()
         for c in all_cells:  # warm-up
             for tok, r in asyncio.run(batch(px, c, 3, 1, f"w{all_cells.index(c)}")):
                 if (e := check(c, tok, r, args.deltas)):
@@ -178,21 +200,23 @@ def main() -> None:
         rig.close()
         for m in bare.values():
             m.cleanup()
+        tmp.cleanup()
     lines = [f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: `uv run python benchmarks/proxy.py"
-             f"{' --quick' if args.quick else ''}` — three mitmdump 12.3 in reverse mode: one with the addon, "
+             f"{' --quick' if args.quick else ''}` — four mitmdump 12.3 in reverse mode: one with the addon, "
              f"two bare (no addon; mitmproxy's defaults, which buffer a streamed answer whole, and "
-             f"stream_large_bodies=1, which streams it), flows not saved, "
+             f"stream_large_bodies=1, which streams it and the request), and one whose only script sets "
+             f"`flow.response.stream = True` on event-stream answers (the cost of streaming alone), flows not saved, "
              f"loopback echo upstream; a streamed answer = {args.deltas} text events (+ the protocol's framing "
              f"events), a complete answer = the same text as one JSON body; {sum(count.values())} requests for "
              f"CPU ({args.rounds} interleaved rounds × {args.batch} per cell, {args.conc} concurrent), "
              f"{args.latency_n} sequential requests per cell for the first-byte delay; {os.cpu_count()}-CPU "
              f"machine shared with other work. Errors: **{len(errors)}**"
              f"{'' if 'Traceback' not in log else ', **traceback in the mitmdump log**'}.", "",
-             "| client, answer | CPU ms/request: translated / passed through / bare / bare streaming | "
-             "**translated ÷ bare** (stream target ≤ 1.15) | **passed through ÷ bare** (target ≤ 1.05) | "
-             "translated ÷ / passed through ÷ bare streaming | "
+             "| client, answer | CPU ms/request: translated / passed through / bare / bare streaming / "
+             "streaming SSE only | **translated ÷ bare** (stream target ≤ 1.15) | **passed through ÷ bare** "
+             "(target ≤ 1.05) | streaming SSE only ÷ bare | translated ÷ / passed through ÷ bare streaming | "
              "first-byte delay median / p90 ms: translated / passed through / bare / bare streaming |",
-             "|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|"]
 
     def ms(c) -> float:
         return 1000 * cpu[c] / max(1, count[c])
@@ -207,10 +231,10 @@ def main() -> None:
         for stream in (True, False):
             t, p = (client, TRANSLATE_TO[client], stream), (client, None, stream)
             b, bs = (client, BARE, stream), (client, BARE_STREAM, stream)
-            ct, cp, cb, cbs = ms(t), ms(p), ms(b), ms(bs)
+            ct, cp, cb, cbs, css = ms(t), ms(p), ms(b), ms(bs), ms((client, BARE_SSE, stream))
             lines.append(f"| {SHORT[client]} → {SHORT[TRANSLATE_TO[client]]}, {'stream' if stream else 'complete'} | "
-                         f"{ct:.2f} / {cp:.2f} / {cb:.2f} / {cbs:.2f} | **{ct / cb:.2f}** | **{cp / cb:.2f}** | "
-                         f"{ct / cbs:.2f} / {cp / cbs:.2f} | "
+                         f"{ct:.2f} / {cp:.2f} / {cb:.2f} / {cbs:.2f} / {css:.2f} | **{ct / cb:.2f}** | "
+                         f"**{cp / cb:.2f}** | {css / cb:.2f} | {ct / cbs:.2f} / {cp / cbs:.2f} | "
                          + " · ".join(f"{med(lat[c]):.2f} / {q(lat[c], 0.9):.2f}" for c in (t, p, b, bs)) + " |")
 
     def total(pred) -> float:
@@ -226,12 +250,17 @@ def main() -> None:
     bs_all = total(lambda c: c[1] == BARE_STREAM)
     b_stream = total(lambda c: c[1] == BARE and c[2])
     bs_stream = total(lambda c: c[1] == BARE_STREAM and c[2])
+    sse_stream = total(lambda c: c[1] == BARE_SSE and c[2])
+    p_stream = total(lambda c: c[1] is None and c[2])
     t_all = total(translated)
     stream_lat = [v for c in all_cells if translated(c) and c[2] for v in lat[c]]
     lines += ["", f"Overall CPU per request: translated streams ÷ bare streams **{t_stream / b_stream:.2f}** "
               f"(target ≤ 1.15; ÷ bare streaming {t_stream / bs_stream:.2f}), passed through ÷ bare "
               f"**{p_all / b_all:.2f}** (target ≤ 1.05; ÷ bare streaming {p_all / bs_all:.2f}), translated ÷ "
-              f"passed through {t_all / p_all:.2f}."]
+              f"passed through {t_all / p_all:.2f}.",
+              f"Streams only: mitmdump streaming SSE answers (no ProxAI) ÷ bare **{sse_stream / b_stream:.2f}** — the "
+              f"floor of delivering events as they come; translated streams ÷ that floor {t_stream / sse_stream:.2f}, "
+              f"passed-through streams ÷ bare {p_stream / b_stream:.2f}, ÷ that floor {p_stream / sse_stream:.2f}."]
     if stream_lat:
         lines.append(f"First-byte delay of translated streams, all directions: median **{med(stream_lat):.2f} ms** "
                      f"(p90 {q(stream_lat, 0.9):.2f} ms). Bare mitmdump buffers a stream, so its first byte comes "
