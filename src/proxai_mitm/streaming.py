@@ -55,26 +55,9 @@ class StreamHandler:
     them (StopInfo, usage); otherwise forward what the translator produces."""
 
     __slots__ = (
-        "_forwarded",
-        "_out_bytes",
-        "_times",
-        "chunks",
-        "client_protocol",
-        "decoder",
-        "extra_warnings",
-        "failed",
-        "finished",
-        "first_content",
-        "first_watch",
-        "idle_message",
-        "interrupted",
-        "last_activity",
-        "mirror",
-        "observe_ok",
-        "out",
-        "passthrough",
-        "t0",
-        "translator",
+        "_forwarded", "_out_bytes", "_times", "chunks", "client_protocol", "decoder", "extra_warnings",
+        "failed", "finished", "first_content", "first_watch", "idle_message", "interrupted", "last_activity",
+        "mirror", "observe_ok", "out", "passthrough", "t0", "translator",
     )
 
     def __init__(self, translator: StreamTranslator, client_protocol: Protocol, *, passthrough: bool,
