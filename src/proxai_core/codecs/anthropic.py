@@ -706,11 +706,7 @@ class StreamEncoder:
     # ---- lifecycle
     def _message_start(self, sid: str | None, model: str | None) -> bytes:
         self._started = True
-        # msg_id's common cases without its regex; the frame is frame() of the message_start dict
-        if sid and sid[:9] == "chatcmpl-":
-            mid = "msg_" + sid[9:]
-        else:
-            mid = sid if sid and sid[:4] == "msg_" else msg_id(sid)
+        mid = msg_id(sid)  # (the frame is frame() of the message_start dict)
         usage = _NO_USAGE if self._usage is None else orjson.dumps(usage_to_wire(self._usage))
         return _MESSAGE_START % (orjson.dumps(mid), orjson.dumps(self._model or model or "unknown"), usage)
 
