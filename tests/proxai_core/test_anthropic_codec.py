@@ -788,6 +788,39 @@ def test_decoder_error_event() -> None:
     assert dec.finish() == [] and dec.feed("message_stop", '{"type":"message_stop"}') == []
 
 
+def test_decoder_each_event_type_decision() -> None:
+    """A ping (either spelling) is nothing; a ping that is not valid JSON or names another type is
+    judged like any event; a delta feeds a block only when the block streams that delta type."""
+    w: list[str] = []
+    dec = A.StreamDecoder(w)
+    dec.feed("message_start", orjson.dumps(_TEXT_STREAM[0]).decode())
+    for data in ('{"type": "ping"}', '{"type":"ping"}', ' { "type" : "ping" } '):
+        assert dec.feed("ping", data) == []
+    assert not w
+    assert dec.feed("ping", '{"type": "ping"') == [] and "invalid JSON" in w[-1]
+    assert dec.feed("ping", '{"type": "pong"}') == [] and "'pong'" in w[-1]
+    dec.feed(None, '{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}')
+    n = len(w)
+    for delta in ('{"type":"thinking_delta","thinking":"x"}', '{"type":"input_json_delta","partial_json":"{"}',
+                  '{"type":"text_delta","text":""}', '{"type":"text_delta","text":5}'):
+        assert dec.feed(None, '{"type":"content_block_delta","index":0,"delta":' + delta + "}") == []
+    assert len(w) == n
+    assert dec.feed(None, '{"type":"content_block_delta","index":0,"delta":{"text":"x"}}') == []
+    assert "delta None" in w[-1]
+    assert dec.feed(None, '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}') == [
+        Delta(0, "text", "x")]
+    # a server tool's input streams into its own block, read at the block's end
+    dec.feed(None, '{"type":"content_block_start","index":1,"content_block":{"type":"server_tool_use",'
+                   '"id":"srvtoolu_1","name":"web_search","input":{}}}')
+    for frag in ('{"q": ', '"a"}'):
+        delta = {"type": "input_json_delta", "partial_json": frag}
+        assert dec.feed(None, orjson.dumps({"type": "content_block_delta", "index": 1, "delta": delta}).decode()) == []
+    assert dec.feed(None, '{"type":"content_block_delta","index":true,"delta":{"type":"text_delta","text":"x"}}') == []
+    assert "unknown block" in w[-1]
+    [end] = dec.feed(None, '{"type":"content_block_stop","index":1}')
+    assert isinstance(end, BlockEnd) and isinstance(end.part, Opaque) and end.part.raw["input"] == {"q": "a"}
+
+
 def test_decoder_refusal_stop_details() -> None:
     objs = [_TEXT_STREAM[0],
             {"type": "message_delta", "delta": {"stop_reason": "refusal", "stop_sequence": None,

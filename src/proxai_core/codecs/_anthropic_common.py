@@ -62,19 +62,21 @@ def msg_id(src: str | None) -> str:
         return "msg_" + uuid.uuid4().hex[:24]
     if src.startswith("msg_"):
         return src
+    if src.startswith("chatcmpl-"):  # the usual foreign id, without the regex
+        return "msg_" + src[9:]
     return "msg_" + _FOREIGN_ID_PREFIX.sub("", src, count=1)
 
 
 # ----------------------------------------------------------------------------- usage
 def usage_from_wire(u: dict[str, Any]) -> Usage:
-    det = u.get("output_tokens_details")
-    return Usage(
-        input=as_int(u.get("input_tokens")),
-        cache_read=as_int(u.get("cache_read_input_tokens")),
-        cache_write=as_int(u.get("cache_creation_input_tokens")),
-        output=as_int(u.get("output_tokens")),
-        reasoning=as_int(det.get("thinking_tokens")) if isinstance(det, dict) else None,
-    )
+    # (once or twice per stream: the reads inlined, a JSON int is exactly int, never bool)
+    g = u.get
+    i, cr, cw, o, det = (g("input_tokens"), g("cache_read_input_tokens"), g("cache_creation_input_tokens"),
+                         g("output_tokens"), g("output_tokens_details"))
+    r = det.get("thinking_tokens") if isinstance(det, dict) else None
+    return Usage(i if type(i) is int else None, cr if type(cr) is int else None,
+                 cw if type(cw) is int else None, o if type(o) is int else None,
+                 r if type(r) is int else None)
 
 
 def usage_to_wire(u: Usage | None, *, delta: bool = False) -> dict[str, Any]:
@@ -98,25 +100,30 @@ def usage_to_wire(u: Usage | None, *, delta: bool = False) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- stop
+#: StopInfo without details, per (raw stop_reason, tool calls seen): built once (a StopInfo costs
+#: more to build than the rest of a message_delta to decode)
+_PLAIN_STOPS: dict[tuple[str | None, bool], StopInfo] = {}
+
+
 def stop_from_wire(raw: Any, details: Any, has_tool_calls: bool) -> StopInfo:
-    category = message = recommended = None
-    detail = None
-    if isinstance(details, dict):
-        detail = details
-        c = details.get("category")
-        category = c if isinstance(c, str) else None
-        m = details.get("explanation")
-        message = m if isinstance(m, str) else None
-        r = details.get("recommended_model")
-        recommended = r if isinstance(r, str) else None
+    # end_turn with tool_use blocks reads as tool_use (raw keeps "end_turn"), as for every protocol
+    raw = raw if isinstance(raw, str) else None
+    if not isinstance(details, dict):  # nearly always: the StopInfo (immutable) of its two inputs
+        key = (raw, has_tool_calls)
+        stop = _PLAIN_STOPS.get(key)
+        if stop is None:
+            stop = classify_stop(raw, has_tool_calls=has_tool_calls)
+            if len(_PLAIN_STOPS) < 64:  # (bounded: raw is the upstream's string)
+                _PLAIN_STOPS[key] = stop
+        return stop
+    c, m, r = details.get("category"), details.get("explanation"), details.get("recommended_model")
     return classify_stop(
-        raw if isinstance(raw, str) else None,
-        # end_turn with tool_use blocks reads as tool_use (raw keeps "end_turn"), as for every protocol
+        raw,
         has_tool_calls=has_tool_calls,
-        category=category,
-        message=message,
-        recommended_model=recommended,
-        detail=detail,
+        category=c if isinstance(c, str) else None,
+        message=m if isinstance(m, str) else None,
+        recommended_model=r if isinstance(r, str) else None,
+        detail=details,
     )
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import orjson
+from orjson import JSONDecodeError, loads
 
 from .. import reasoning as rz
 from ..errors import parse_error
@@ -254,19 +255,63 @@ def error_frame(err: Error) -> bytes:
 
 
 # ============================================================================= stream decode
-class _Blk:
-    __slots__ = ("buf", "extra", "kind", "n", "part", "sig")
+_NEVER: Any = object()  # equal to no JSON value
 
-    def __init__(self, n: int, kind: str, part: Any = None):
+
+class _Blk:
+    """One open upstream block. Its class says which delta streams its content (``hot``: the delta
+    type, ``field``: where its value is, ``nkind``: the neutral delta kind, ``keep``: also buffered
+    for the block's end); every other delta goes through :data:`_DELTAS`."""
+
+    __slots__ = ("buf", "extra", "n", "part", "sig")
+    kind = "opaque"  # text | thinking | redacted | tool | opaque
+    hot: str = _NEVER
+    field = ""
+    nkind = ""
+    keep = False
+
+    def __init__(self, n: int, part: Any = None):
         self.n = n
-        self.kind = kind  # text | thinking | redacted | tool | opaque
         self.buf: list[str] = []
         self.sig: str | None = None
         self.part = part
         self.extra: Any = None
 
 
+class _TextBlk(_Blk):
+    __slots__ = ()
+    kind = "text"
+    hot = "text_delta"
+    field = "text"
+    nkind = "text"
+
+
+class _ThinkingBlk(_Blk):
+    __slots__ = ()
+    kind = "thinking"
+    hot = "thinking_delta"
+    field = "thinking"
+    nkind = "reasoning"
+    keep = True
+
+
+class _ToolBlk(_Blk):
+    __slots__ = ()
+    kind = "tool"
+    hot = "input_json_delta"
+    field = "partial_json"
+    nkind = "arguments"
+    keep = True
+
+
+class _RedactedBlk(_Blk):
+    __slots__ = ()
+    kind = "redacted"
+
+
 _INTERRUPTED = "upstream stream ended before its terminal event"
+#: a ping's payload as Anthropic sends it: nothing to parse, nothing to observe
+_PINGS = ('{"type": "ping"}', '{"type":"ping"}')
 
 
 class StreamDecoder:
@@ -288,17 +333,37 @@ class StreamDecoder:
     def feed(self, event: str | None, data: str) -> list[Event]:
         if self.done:
             return []
+        if event == "ping" and data in _PINGS:
+            return []
         try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError:
+            obj = loads(data)
+        except JSONDecodeError:
             self.warnings.append(f"invalid JSON in an Anthropic stream event ({event or 'no name'}) ignored")
             return []
         if type(obj) is not dict:
             self.warnings.append("non-object Anthropic stream event ignored")
             return []
         t = obj.get("type") or event
-        if t == "content_block_delta":  # most events are deltas
-            return self._block_delta(obj)
+        if t == "content_block_delta":  # most events: decoded here, without a further call
+            idx = obj.get("index")
+            blk = self._blocks.get(idx) if type(idx) is int else None
+            d = obj.get("delta")
+            if blk is None or type(d) is not dict:
+                self.warnings.append("content_block_delta for an unknown block ignored")
+                return []
+            dt = d.get("type")
+            if dt == blk.hot:  # the delta that streams this block's content
+                v = d.get(blk.field)
+                if v and type(v) is str:
+                    if blk.keep:
+                        blk.buf.append(v)
+                    return [Delta(blk.n, blk.nkind, v)]
+                return []
+            hd = _DELTAS.get(dt) if type(dt) is str else None
+            if hd is None:
+                self._warn_unknown(f"delta {dt!r}")
+                return []
+            return hd(self, blk, d)
         h = _EVENTS.get(t) if type(t) is str else None
         if h is None:
             if type(t) is str:
@@ -324,11 +389,11 @@ class StreamDecoder:
             self._unknown.add(what)
             self.warnings.append(f"unknown Anthropic stream {what} skipped")
 
-    def _ensure_start(self, out: list[Event]) -> None:
-        if not self._started:
-            self._started = True
-            self.warnings.append("Anthropic stream had no message_start before its content")
-            out.append(Start())
+    def _no_start(self) -> list[Event]:
+        """Content before any message_start: the stream starts here."""
+        self._started = True
+        self.warnings.append("Anthropic stream had no message_start before its content")
+        return [Start()]
 
     def _close_all(self) -> list[Event]:
         out: list[Event] = []
@@ -350,117 +415,92 @@ class StreamDecoder:
             return []
         self._started = True
         m = obj.get("message")
-        if not isinstance(m, dict):
+        if type(m) is not dict:
             return [Start()]
         u = m.get("usage")
         mid, model = m.get("id"), m.get("model")
-        out: list[Event] = [Start(mid if isinstance(mid, str) else None, model if isinstance(model, str) else None,
-                                  usage_from_wire(u) if isinstance(u, dict) else None)]
+        out: list[Event] = [Start(mid if type(mid) is str else None, model if type(model) is str else None,
+                                  usage_from_wire(u) if type(u) is dict else None)]
         content = m.get("content")
-        if isinstance(content, list) and content:  # not sent by Anthropic; some proxies prefill
+        if content and type(content) is list:  # not sent by Anthropic; some proxies prefill
             for i, b in enumerate(content):
                 out.extend(self._block_start({"index": -1 - i, "content_block": b}))
                 out.extend(self._block_stop({"index": -1 - i}))
         return out
 
     def _block_start(self, obj: dict[str, Any]) -> list[Event]:
-        out: list[Event] = []
-        self._ensure_start(out)
+        out: list[Event] = [] if self._started else self._no_start()
         idx = obj.get("index")
         cb = obj.get("content_block")
-        if not isinstance(idx, int) or not isinstance(cb, dict) or not isinstance(cb.get("type"), str):
+        if not isinstance(idx, int) or type(cb) is not dict or type(t := cb.get("type")) is not str:
             self.warnings.append("malformed content_block_start ignored")
             return out
-        if idx in self._blocks:
+        blocks = self._blocks
+        if idx in blocks:
             self.warnings.append(f"content block {idx} started twice; the first was closed")
             out.extend(self._block_stop({"index": idx}))
         n = self._next
-        self._next += 1
-        t = cb.get("type")
+        self._next = n + 1
+        blk: _Blk
         if t == "text":
-            blk = _Blk(n, "text")
+            blk = _TextBlk(n)
             cits = cb.get("citations")
-            if isinstance(cits, list) and cits:
+            if cits and type(cits) is list:
                 blk.extra = list(cits)
             out.append(BlockStart(n, Text("")))
             text = cb.get("text")
-            if isinstance(text, str) and text:
+            if text and type(text) is str:
                 out.append(Delta(n, "text", text))
-        elif t == "thinking":
-            blk = _Blk(n, "thinking")
-            out.append(BlockStart(n, Reasoning()))
-            text = cb.get("thinking")
-            if isinstance(text, str) and text:
-                blk.buf.append(text)
-                out.append(Delta(n, "reasoning", text))
-            sig = cb.get("signature")
-            if isinstance(sig, str) and sig:
-                blk.sig = sig
-        elif t == "redacted_thinking":
-            part = Reasoning(text="", redacted=True, opaque={"protocol": PROTOCOL, "data": cb.get("data")})
-            blk = _Blk(n, "redacted", part)
-            out.append(BlockStart(n, part))
         elif t == "tool_use":
             self._has_tools = True
             tid, name = cb.get("id"), cb.get("name")
-            blk = _Blk(n, "tool", ToolCall(tid if isinstance(tid, str) else "", name if isinstance(name, str) else ""))
+            tid = tid if type(tid) is str else ""
+            name = name if type(name) is str else ""
+            blk = _ToolBlk(n, ToolCall(tid, name))
             inp = cb.get("input")
-            if isinstance(inp, dict) and inp:
+            if inp and type(inp) is dict:
                 blk.extra = dumps(inp).decode()  # used only if no input_json_delta follows
-            out.append(BlockStart(n, ToolCall(blk.part.id, blk.part.name, "")))
+            out.append(BlockStart(n, ToolCall(tid, name, "")))
+        elif t == "thinking":
+            blk = _ThinkingBlk(n)
+            out.append(BlockStart(n, Reasoning()))
+            text = cb.get("thinking")
+            if text and type(text) is str:
+                blk.buf.append(text)
+                out.append(Delta(n, "reasoning", text))
+            sig = cb.get("signature")
+            if sig and type(sig) is str:
+                blk.sig = sig
+        elif t == "redacted_thinking":
+            part = Reasoning(text="", redacted=True, opaque={"protocol": PROTOCOL, "data": cb.get("data")})
+            blk = _RedactedBlk(n, part)
+            out.append(BlockStart(n, part))
         else:
-            label = t if isinstance(t, str) else "unknown"
-            raw = dict(cb)
-            blk = _Blk(n, "opaque", raw)
-            out.append(BlockStart(n, Opaque(PROTOCOL, cb, label)))
-        self._blocks[idx] = blk
+            blk = _Blk(n, dict(cb))
+            out.append(BlockStart(n, Opaque(PROTOCOL, cb, t)))
+        blocks[idx] = blk
         return out
 
-    def _block_delta(self, obj: dict[str, Any]) -> list[Event]:
-        idx = obj.get("index")
-        blk = self._blocks.get(idx) if type(idx) is int else None
-        d = obj.get("delta")
-        if blk is None or type(d) is not dict:
-            self.warnings.append("content_block_delta for an unknown block ignored")
-            return []
-        dt = d.get("type")
-        h = _DELTAS.get(dt) if type(dt) is str else None
-        if h is None:
-            self._warn_unknown(f"delta {dt!r}")
-            return []
-        return h(self, blk, d)
-
-    def _d_text(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
-        v = d.get("text")
-        if v and blk.kind == "text" and type(v) is str:
-            return [Delta(blk.n, "text", v)]
-        return []
-
-    def _d_thinking(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
-        v = d.get("thinking")
-        if blk.kind == "thinking" and isinstance(v, str) and v:
-            blk.buf.append(v)
-            return [Delta(blk.n, "reasoning", v)]
+    def _d_ignored(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
+        """A content delta of a type this block does not stream (its own is decoded in feed)."""
         return []
 
     def _d_signature(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
         v = d.get("signature")
-        if isinstance(v, str):
+        if type(v) is str:
             blk.sig = v
         return []
 
     def _d_json(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
+        """input_json_delta of a block other than tool_use (server tool input, kept for its end)."""
         v = d.get("partial_json")
-        if not v or type(v) is not str:
-            return []
-        blk.buf.append(v)
-        if blk.kind == "tool":
-            return [Delta(blk.n, "arguments", v)]
+        if v and type(v) is str:
+            blk.buf.append(v)
         return []
 
     def _d_citation(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
         c = d.get("citation")
-        if blk.kind == "text" and isinstance(c, dict):
+        if blk.kind == "text" and type(c) is dict:
             if blk.extra is None:
                 blk.extra = []
             blk.extra.append(c)
@@ -468,7 +508,7 @@ class StreamDecoder:
 
     def _d_compaction(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
         v = d.get("content")
-        if blk.kind == "opaque" and isinstance(v, str):
+        if blk.kind == "opaque" and type(v) is str:
             if blk.extra is None:
                 blk.extra = []
             blk.extra.append(v)
@@ -484,8 +524,15 @@ class StreamDecoder:
         n = blk.n
         if k == "text":
             if blk.extra:
-                return [BlockEnd(n, Text("", [citation_to_neutral(c) for c in blk.extra if isinstance(c, dict)]))]
+                return [BlockEnd(n, Text("", [citation_to_neutral(c) for c in blk.extra if type(c) is dict]))]
             return [BlockEnd(n)]
+        if k == "tool":
+            part: ToolCall = blk.part
+            if blk.buf:
+                part.arguments = "".join(blk.buf)
+                return [BlockEnd(n, part)]
+            part.arguments = blk.extra or "{}"
+            return [Delta(n, "arguments", part.arguments), BlockEnd(n, part)]
         if k == "thinking":
             opaque: dict[str, Any] = {"protocol": PROTOCOL}
             if blk.sig is not None:
@@ -493,46 +540,37 @@ class StreamDecoder:
             return [BlockEnd(n, Reasoning(text="".join(blk.buf), opaque=opaque))]
         if k == "redacted":
             return [BlockEnd(n, blk.part)]
-        if k == "tool":
-            part: ToolCall = blk.part
-            out: list[Event] = []
-            if blk.buf:
-                part.arguments = "".join(blk.buf)
-            else:
-                part.arguments = blk.extra or "{}"
-                out.append(Delta(n, "arguments", part.arguments))
-            out.append(BlockEnd(n, part))
-            return out
         raw: dict[str, Any] = blk.part
         if blk.buf:
             js = "".join(blk.buf)
             try:
-                raw["input"] = orjson.loads(js)
-            except orjson.JSONDecodeError:
+                raw["input"] = loads(js)
+            except JSONDecodeError:
                 self.warnings.append(f"{raw.get('type')} block input was not valid JSON; kept as received")
         if blk.extra is not None and raw.get("type") == "compaction":
             raw["content"] = "".join(blk.extra)
         t = raw.get("type")
-        return [BlockEnd(n, Opaque(PROTOCOL, raw, t if isinstance(t, str) else "unknown"))]
+        return [BlockEnd(n, Opaque(PROTOCOL, raw, t if type(t) is str else "unknown"))]
 
     def _message_delta(self, obj: dict[str, Any]) -> list[Event]:
-        out: list[Event] = []
-        self._ensure_start(out)
+        out: list[Event] = [] if self._started else self._no_start()
         u = obj.get("usage")
-        if isinstance(u, dict):
+        if type(u) is dict:
             out.append(UsageEvent(usage_from_wire(u)))
         d = obj.get("delta")
-        if isinstance(d, dict) and d.get("stop_reason") is not None:
-            seq = d.get("stop_sequence")
-            out.append(Stop(stop_from_wire(d.get("stop_reason"), d.get("stop_details"), self._has_tools),
-                            seq if isinstance(seq, str) else None))
-            self._stop_seen = True
+        if type(d) is dict:
+            reason = d.get("stop_reason")
+            if reason is not None:
+                seq = d.get("stop_sequence")
+                out.append(Stop(stop_from_wire(reason, d.get("stop_details"), self._has_tools),
+                                seq if type(seq) is str else None))
+                self._stop_seen = True
         return out
 
     def _message_stop(self, obj: dict[str, Any]) -> list[Event]:
-        out: list[Event] = []
-        self._ensure_start(out)
-        out.extend(self._close_all())
+        out: list[Event] = [] if self._started else self._no_start()
+        if self._blocks:
+            out.extend(self._close_all())
         if not self._stop_seen:
             self._stop_seen = True
             out.append(Stop(classify_stop(None, has_tool_calls=self._has_tools)))
@@ -545,16 +583,16 @@ class StreamDecoder:
 _EVENTS = {
     "message_start": StreamDecoder._message_start,
     "content_block_start": StreamDecoder._block_start,
-    "content_block_delta": StreamDecoder._block_delta,
     "content_block_stop": StreamDecoder._block_stop,
     "message_delta": StreamDecoder._message_delta,
     "message_stop": StreamDecoder._message_stop,
     "ping": StreamDecoder._ping,
     "error": StreamDecoder._error,
 }
+#: deltas other than the one a block streams (decoded in StreamDecoder.feed)
 _DELTAS = {
-    "text_delta": StreamDecoder._d_text,
-    "thinking_delta": StreamDecoder._d_thinking,
+    "text_delta": StreamDecoder._d_ignored,
+    "thinking_delta": StreamDecoder._d_ignored,
     "signature_delta": StreamDecoder._d_signature,
     "input_json_delta": StreamDecoder._d_json,
     "citations_delta": StreamDecoder._d_citation,
@@ -668,11 +706,7 @@ class StreamEncoder:
     # ---- lifecycle
     def _message_start(self, sid: str | None, model: str | None) -> bytes:
         self._started = True
-        # msg_id's common cases without its regex; the frame is frame() of the message_start dict
-        if sid and sid[:9] == "chatcmpl-":
-            mid = "msg_" + sid[9:]
-        else:
-            mid = sid if sid and sid[:4] == "msg_" else msg_id(sid)
+        mid = msg_id(sid)  # (the frame is frame() of the message_start dict)
         usage = _NO_USAGE if self._usage is None else orjson.dumps(usage_to_wire(self._usage))
         return _MESSAGE_START % (orjson.dumps(mid), orjson.dumps(self._model or model or "unknown"), usage)
 
