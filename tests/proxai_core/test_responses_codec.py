@@ -1232,3 +1232,18 @@ def test_decode_response_keeps_citations_and_hosted_items():
     assert resp.parts[1].citations[0]["url"] == "https://a.test"
     out = _enc(resp)
     assert out["output"][0] == ws and out["output"][1]["content"][0]["annotations"] == [ann]
+
+
+@pytest.mark.parametrize("model", ["m", 'quote " é 😀', None])
+def test_stream_opening_frames_equal_frame(model):
+    """response.created + response.in_progress are one template around one written snapshot: the bytes
+    frame() gives for each event's dict."""
+    from proxai_core.sse import frame
+
+    enc = R.StreamEncoder(ClientContext(protocol=Protocol.RESPONSES, model=model), [])
+    got = enc.encode(Start("msg_01\"x", "upstream", Usage(input=3, output=1), 1700000000))
+    snap = R._response_shell("resp_01\"x", model or "upstream", 1700000000, "in_progress", [], None, None, None)
+    assert got == (frame("response.created", {"type": "response.created", "sequence_number": 0, "response": snap})
+                   + frame("response.in_progress", {"type": "response.in_progress", "sequence_number": 1,
+                                                     "response": snap}))
+    assert enc._seq == 2

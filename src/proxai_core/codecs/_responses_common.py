@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -30,6 +31,8 @@ GENERIC_MODEL_REFUSAL = "The model declined to respond to this request."
 # Foreign id prefixes stripped before minting our own ids from a source id.
 _PREFIXES = ("resp_", "msg_", "chatcmpl-", "chatcmpl_", "srvtoolu_", "toolu_", "call_", "fc_", "ctc_",
              "rs_", "gen-")
+# (no prefix is the start of another: at most one matches; one C call finds it)
+_PREFIX = re.compile("|".join(map(re.escape, _PREFIXES)))
 
 
 def fail(path: str, why: str) -> None:
@@ -37,10 +40,8 @@ def fail(path: str, why: str) -> None:
 
 
 def strip_prefix(s: str) -> str:
-    for p in _PREFIXES:
-        if s.startswith(p):
-            return s[len(p):] or s
-    return s
+    m = _PREFIX.match(s)
+    return (s[m.end():] or s) if m is not None else s
 
 
 def id_base(src_id: str | None) -> str:
