@@ -1247,3 +1247,33 @@ def test_stream_opening_frames_equal_frame(model):
                    + frame("response.in_progress", {"type": "response.in_progress", "sequence_number": 1,
                                                      "response": snap}))
     assert enc._seq == 2
+
+
+@pytest.mark.parametrize("iid", ["msg_1_0", 'fc_%d "100%" \\ é'])
+def test_stream_delta_frames_equal_frame(iid):
+    """The delta frames are one template per item (sequence number and value left): the bytes frame()
+    gives for each event's dict, whatever the item id holds."""
+    from proxai_core.sse import frame
+
+    enc = R.StreamEncoder(CTX, [])
+    enc._seq = 41
+    out: list[bytes] = []
+    text = R._Blk("text", 16, iid)
+    text.ci = 3
+    tool = R._Blk("tool", 2, iid)
+    custom = R._Blk("custom", 250, iid)
+    for v in ("", "%s %d %b", 'a"\\\n\x00😀'):
+        seq = enc._seq
+        enc._text_delta(text, v, out)
+        enc._args_delta(tool, v, out)
+        enc._args_delta(custom, v, out)
+        assert out[-3:] == [
+            frame("response.output_text.delta", {"type": "response.output_text.delta", "sequence_number": seq,
+                                                 "item_id": iid, "output_index": 16, "content_index": 3,
+                                                 "delta": v, "logprobs": []}),
+            frame("response.function_call_arguments.delta", {
+                "type": "response.function_call_arguments.delta", "sequence_number": seq + 1, "item_id": iid,
+                "output_index": 2, "delta": v}),
+            frame("response.custom_tool_call_input.delta", {
+                "type": "response.custom_tool_call_input.delta", "sequence_number": seq + 2, "item_id": iid,
+                "output_index": 250, "delta": v})]

@@ -963,7 +963,8 @@ class _Msg:
 
 
 class _Blk:
-    __slots__ = ("acc", "ci", "iid", "item", "kind", "msg", "oi", "part", "scan", "scanned", "summary_open")
+    __slots__ = ("acc", "ci", "iid", "item", "kind", "msg", "oi", "part", "scan", "scanned", "summary_open",
+                 "tmpl")
 
     def __init__(self, kind: str, oi: int, iid: str):
         self.kind = kind  # text | refusal | tool | custom | reasoning | opaque | skip
@@ -977,6 +978,7 @@ class _Blk:
         self.part: Any = None
         self.scan: JsonObjectScanner | None = None  # built only when another block waits for this one
         self.scanned = 0  # acc entries fed to scan
+        self.tmpl: bytes | None = None  # this block's delta frame, written at its first delta
 
     def ends_early(self) -> bool:
         """A function call whose arguments are one whole JSON object can take nothing more."""
@@ -996,10 +998,14 @@ class _Blk:
 NO_TIMESTAMP = 0
 
 _SKIP = _Blk("skip", -1, "")
-_TEXT_DELTA_HEAD = b"event: response.output_text.delta\ndata: "
-_SUMMARY_DELTA_HEAD = b"event: response.reasoning_summary_text.delta\ndata: "
-_ARGS_DELTA_HEAD = b"event: response.function_call_arguments.delta\ndata: "
-_INPUT_DELTA_HEAD = b"event: response.custom_tool_call_input.delta\ndata: "
+
+
+def _delta_template(t: str, iid: str, indices: bytes, tail: bytes = b"") -> bytes:
+    """The one builder of a delta event's frame: everything but its sequence number (``%d``) and its
+    written value (``%b``) fixed once per item; the bytes frame() gives for the event's dict."""
+    te = t.encode()
+    return (b"event: " + te + b'\ndata: {"type":"' + te + b'","sequence_number":%d,"item_id":'
+            + orjson.dumps(iid).replace(b"%", b"%%") + indices + b',"delta":%b' + tail + b"}\n\n")
 #: ``event:`` line and ``data: `` of each event type _emit wrote (filled as types are met)
 _HEADS: dict[str, bytes] = {}
 #: response.created then response.in_progress: (sequence number, snapshot) each
@@ -1278,27 +1284,27 @@ class StreamEncoder:
 
     # one builder per delta frame (concatenated: the hot path; test_wire_builders checks them against frame())
     def _text_delta(self, b: _Blk, v: str, out: list[bytes]) -> None:
+        t = b.tmpl
+        if t is None:
+            t = b.tmpl = _delta_template("response.output_text.delta", b.iid, b',"output_index":%d,"content_index":%d'
+                                         % (b.oi, b.ci), b',"logprobs":[]')
         seq = self._seq
         self._seq = seq + 1
-        out.append(_TEXT_DELTA_HEAD + orjson.dumps({
-            "type": "response.output_text.delta", "sequence_number": seq, "item_id": b.iid,
-            "output_index": b.oi, "content_index": b.ci, "delta": v, "logprobs": []}) + b"\n\n")
+        out.append(t % (seq, orjson.dumps(v)))
 
     def _refusal_delta(self, b: _Blk, v: str, out: list[bytes]) -> None:
         self._emit(out, "response.refusal.delta",
                    {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "delta": v})
 
     def _args_delta(self, b: _Blk, v: str, out: list[bytes]) -> None:
+        t = b.tmpl
+        if t is None:
+            t = b.tmpl = _delta_template("response.function_call_arguments.delta" if b.kind == "tool"
+                                         else "response.custom_tool_call_input.delta",
+                                         b.iid, b',"output_index":%d' % b.oi)
         seq = self._seq
         self._seq = seq + 1
-        if b.kind == "tool":
-            out.append(_ARGS_DELTA_HEAD + orjson.dumps({
-                "type": "response.function_call_arguments.delta", "sequence_number": seq,
-                "item_id": b.iid, "output_index": b.oi, "delta": v}) + b"\n\n")
-        else:
-            out.append(_INPUT_DELTA_HEAD + orjson.dumps({
-                "type": "response.custom_tool_call_input.delta", "sequence_number": seq,
-                "item_id": b.iid, "output_index": b.oi, "delta": v}) + b"\n\n")
+        out.append(t % (seq, orjson.dumps(v)))
 
     def _summary_delta(self, b: _Blk, value: str, out: list[bytes]) -> None:
         if not b.summary_open:
@@ -1307,11 +1313,13 @@ class StreamEncoder:
                        {"item_id": b.iid, "output_index": b.oi, "summary_index": 0,
                         "part": {"type": "summary_text", "text": ""}})
         b.acc.append(value)
+        t = b.tmpl
+        if t is None:
+            t = b.tmpl = _delta_template("response.reasoning_summary_text.delta", b.iid,
+                                         b',"output_index":%d,"summary_index":0' % b.oi)
         seq = self._seq
         self._seq = seq + 1
-        out.append(_SUMMARY_DELTA_HEAD + orjson.dumps({
-            "type": "response.reasoning_summary_text.delta", "sequence_number": seq, "item_id": b.iid,
-            "output_index": b.oi, "summary_index": 0, "delta": value}) + b"\n\n")
+        out.append(t % (seq, orjson.dumps(value)))
 
     # ------------------------------------------------------------------ block end
     def _block_end(self, index: int, final: Part | None, out: list[bytes]) -> None:
