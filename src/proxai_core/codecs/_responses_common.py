@@ -177,21 +177,26 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+_NONE: dict[str, Any] = {}
+
+
 def decode_usage(u: Any) -> Usage | None:
     if not isinstance(u, dict):
         return None
     total = _int(u.get("input_tokens"))
     det = u.get("input_tokens_details")
-    det = det if isinstance(det, dict) else {}
+    if not isinstance(det, dict):
+        det = _NONE
     cached = _int(det.get("cached_tokens"))
     cw = _int(det.get("cache_write_tokens"))
     odet = u.get("output_tokens_details")
-    odet = odet if isinstance(odet, dict) else {}
     inp = None
     if total is not None:
-        inp = max(total - (cached or 0) - (cw or 0), 0)
+        inp = total - (cached or 0) - (cw or 0)
+        if inp < 0:
+            inp = 0
     return Usage(input=inp, cache_read=cached, cache_write=cw, output=_int(u.get("output_tokens")),
-                 reasoning=_int(odet.get("reasoning_tokens")))
+                 reasoning=_int(odet.get("reasoning_tokens")) if isinstance(odet, dict) else None)
 
 
 def encode_usage(u: Usage | None) -> dict[str, Any] | None:

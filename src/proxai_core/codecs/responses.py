@@ -849,6 +849,8 @@ class StreamDecoder:
 
     # ------------------------------------------------------------------ terminals
     def _close_all(self, out: list[Event]) -> None:
+        if not self._open:
+            return
         for idx in sorted(self._open):
             st, mp = self._open[idx]
             if mp is not None:
