@@ -1277,3 +1277,27 @@ def test_stream_delta_frames_equal_frame(iid):
             frame("response.custom_tool_call_input.delta", {
                 "type": "response.custom_tool_call_input.delta", "sequence_number": seq + 2, "item_id": iid,
                 "output_index": 250, "delta": v})]
+
+
+@pytest.mark.parametrize("src_id", ["msg_01", 'chatcmpl-%d "q" \\ é 😀'])
+def test_stream_frames_are_frame_of_their_payload(src_id):
+    """Every frame the encoder writes, templates included (message added, text part added, text done,
+    deltas, the opening), is exactly frame() of its own payload: one writer per shape, no drift."""
+    from proxai_core.sse import frame
+
+    stop = StopInfo(StopReason.END_TURN, raw="stop")
+    evs = [Start(src_id, "m", Usage(input=2, output=1), 5), BlockStart(0, Text("")),
+           Delta(0, "text", 'a "%s" \\ \n 😀'), Delta(0, "text", "%b"), BlockEnd(0, Text("x")),
+           BlockStart(1, Text("")), BlockEnd(1, Text("only in the end %d")),
+           BlockStart(2, ToolCall("call_%1", 'f"%', "", "function")), Delta(2, "arguments", '{"a": "%d"}'),
+           BlockEnd(2), Stop(stop), End()]
+    enc = R.StreamEncoder(CTX, [])
+    data = b"".join(enc.encode(e) for e in evs)
+    names = [n for n, _ in sse_events(data)]
+    assert {"response.output_item.added", "response.content_part.added", "response.output_text.done",
+            "response.output_text.delta", "response.function_call_arguments.delta"} <= set(names)
+    for name, payload in sse_events(data):
+        assert frame(name, orjson.loads(payload)) == f"event: {name}\ndata: {payload}\n\n".encode()
+    assert [orjson.loads(p)["sequence_number"] for _, p in sse_events(data)] == list(range(len(names)))
+    cs = ClientStream(data)
+    assert summary(cs.final)["text"] == 'a "%s" \\ \n 😀%bonly in the end %d'

@@ -1002,12 +1002,38 @@ NO_TIMESTAMP = 0
 _SKIP = _Blk("skip", -1, "")
 
 
-def _delta_template(t: str, iid: str, indices: bytes, tail: bytes = b"") -> bytes:
-    """The one builder of a delta event's frame: everything but its sequence number (``%d``) and its
-    written value (``%b``) fixed once per item; the bytes frame() gives for the event's dict."""
+def _delta_frame(t: str, tail: bytes = b"") -> tuple[bytes, bytes]:
+    """A delta event type's frame around its item id and indices (``%d``: the sequence number,
+    ``%b``: the written value)."""
     te = t.encode()
-    return (b"event: " + te + b'\ndata: {"type":"' + te + b'","sequence_number":%d,"item_id":'
-            + orjson.dumps(iid).replace(b"%", b"%%") + indices + b',"delta":%b' + tail + b"}\n\n")
+    return (b"event: " + te + b'\ndata: {"type":"' + te + b'","sequence_number":%d,"item_id":',
+            b',"delta":%b' + tail + b"}\n\n")
+
+
+_TEXT_DELTA = _delta_frame("response.output_text.delta", b',"logprobs":[]')
+_ARGS_DELTA = _delta_frame("response.function_call_arguments.delta")
+_INPUT_DELTA = _delta_frame("response.custom_tool_call_input.delta")
+_SUMMARY_DELTA = _delta_frame("response.reasoning_summary_text.delta")
+
+
+def _delta_template(frame: tuple[bytes, bytes], iid: str, indices: bytes) -> bytes:
+    """The one builder of a delta event's frame: everything but its sequence number and its value
+    fixed once per item; the bytes frame() gives for the event's dict."""
+    return frame[0] + orjson.dumps(iid).replace(b"%", b"%%") + indices + frame[1]
+
+
+# the one builder of each fixed-shape frame below (tests check each against frame())
+#: output_item.added of a message: (sequence number, output index, item id JSON)
+_MESSAGE_ADDED = (b'event: response.output_item.added\ndata: {"type":"response.output_item.added",'
+                  b'"sequence_number":%d,"output_index":%d,"item":{"id":%b,"type":"message","status":"in_progress",'
+                  b'"role":"assistant","content":[]}}\n\n')
+#: content_part.added of a text part: (sequence number, item id JSON, output index, content index)
+_TEXT_PART_ADDED = (b'event: response.content_part.added\ndata: {"type":"response.content_part.added",'
+                    b'"sequence_number":%d,"item_id":%b,"output_index":%d,"content_index":%d,'
+                    b'"part":{"type":"output_text","text":"","annotations":[],"logprobs":[]}}\n\n')
+#: output_text.done: (sequence number, item id JSON, output index, content index, text JSON)
+_TEXT_DONE = (b'event: response.output_text.done\ndata: {"type":"response.output_text.done","sequence_number":%d,'
+              b'"item_id":%b,"output_index":%d,"content_index":%d,"text":%b,"logprobs":[]}\n\n')
 #: ``event:`` line and ``data: `` of each event type _emit wrote (filled as types are met)
 _HEADS: dict[str, bytes] = {}
 #: response.created then response.in_progress: (sequence number, snapshot) each
@@ -1238,8 +1264,9 @@ class StreamEncoder:
                     "role": "assistant", "content": []}
             m = _Msg(self._new_oi(item), item)
             self._msg = m
-            # (written now, before the item gains its parts: no copy needed)
-            self._emit(out, "response.output_item.added", {"output_index": oi, "item": item})
+            seq = self._seq
+            self._seq = seq + 1
+            out.append(_MESSAGE_ADDED % (seq, oi, orjson.dumps(item["id"])))
         ci = len(m.item["content"])
         part = _text_part("", []) if is_text else {"type": "refusal", "refusal": ""}
         m.item["content"].append(part)
@@ -1249,10 +1276,14 @@ class StreamEncoder:
         b.msg = m
         if index is not None:
             self._blocks[index] = b
-        if not is_text:
+        if is_text:
+            seq = self._seq
+            self._seq = seq + 1
+            out.append(_TEXT_PART_ADDED % (seq, orjson.dumps(b.iid), m.oi, ci))
+        else:
             self._refusal_sent = True
-        self._emit(out, "response.content_part.added",
-                   {"item_id": b.iid, "output_index": m.oi, "content_index": ci, "part": part})
+            self._emit(out, "response.content_part.added",
+                       {"item_id": b.iid, "output_index": m.oi, "content_index": ci, "part": part})
         return b
 
     # ------------------------------------------------------------------ deltas
@@ -1288,8 +1319,7 @@ class StreamEncoder:
     def _text_delta(self, b: _Blk, v: str, out: list[bytes]) -> None:
         t = b.tmpl
         if t is None:
-            t = b.tmpl = _delta_template("response.output_text.delta", b.iid, b',"output_index":%d,"content_index":%d'
-                                         % (b.oi, b.ci), b',"logprobs":[]')
+            t = b.tmpl = _delta_template(_TEXT_DELTA, b.iid, b',"output_index":%d,"content_index":%d' % (b.oi, b.ci))
         seq = self._seq
         self._seq = seq + 1
         out.append(t % (seq, orjson.dumps(v)))
@@ -1301,9 +1331,8 @@ class StreamEncoder:
     def _args_delta(self, b: _Blk, v: str, out: list[bytes]) -> None:
         t = b.tmpl
         if t is None:
-            t = b.tmpl = _delta_template("response.function_call_arguments.delta" if b.kind == "tool"
-                                         else "response.custom_tool_call_input.delta",
-                                         b.iid, b',"output_index":%d' % b.oi)
+            t = b.tmpl = _delta_template(_ARGS_DELTA if b.kind == "tool" else _INPUT_DELTA, b.iid,
+                                         b',"output_index":%d' % b.oi)
         seq = self._seq
         self._seq = seq + 1
         out.append(t % (seq, orjson.dumps(v)))
@@ -1317,8 +1346,7 @@ class StreamEncoder:
         b.acc.append(value)
         t = b.tmpl
         if t is None:
-            t = b.tmpl = _delta_template("response.reasoning_summary_text.delta", b.iid,
-                                         b',"output_index":%d,"summary_index":0' % b.oi)
+            t = b.tmpl = _delta_template(_SUMMARY_DELTA, b.iid, b',"output_index":%d,"summary_index":0' % b.oi)
         seq = self._seq
         self._seq = seq + 1
         out.append(t % (seq, orjson.dumps(value)))
@@ -1350,9 +1378,9 @@ class StreamEncoder:
                     self._emit(out, "response.output_text.annotation.added",
                                {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci,
                                 "annotation_index": ai, "annotation": a})
-                self._emit(out, "response.output_text.done",
-                           {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "text": text,
-                            "logprobs": []})
+                seq = self._seq
+                self._seq = seq + 1
+                out.append(_TEXT_DONE % (seq, orjson.dumps(b.iid), b.oi, b.ci, orjson.dumps(text)))
                 part = _text_part(text, anns)
             else:
                 self._emit(out, "response.refusal.done",
