@@ -1232,3 +1232,72 @@ def test_decode_response_keeps_citations_and_hosted_items():
     assert resp.parts[1].citations[0]["url"] == "https://a.test"
     out = _enc(resp)
     assert out["output"][0] == ws and out["output"][1]["content"][0]["annotations"] == [ann]
+
+
+@pytest.mark.parametrize("model", ["m", 'quote " é 😀', None])
+def test_stream_opening_frames_equal_frame(model):
+    """response.created + response.in_progress are one template around one written snapshot: the bytes
+    frame() gives for each event's dict."""
+    from proxai_core.sse import frame
+
+    enc = R.StreamEncoder(ClientContext(protocol=Protocol.RESPONSES, model=model), [])
+    got = enc.encode(Start("msg_01\"x", "upstream", Usage(input=3, output=1), 1700000000))
+    snap = R._response_shell("resp_01\"x", model or "upstream", 1700000000, "in_progress", [], None, None, None)
+    assert got == (frame("response.created", {"type": "response.created", "sequence_number": 0, "response": snap})
+                   + frame("response.in_progress", {"type": "response.in_progress", "sequence_number": 1,
+                                                     "response": snap}))
+    assert enc._seq == 2
+
+
+@pytest.mark.parametrize("iid", ["msg_1_0", 'fc_%d "100%" \\ é'])
+def test_stream_delta_frames_equal_frame(iid):
+    """The delta frames are one template per item (sequence number and value left): the bytes frame()
+    gives for each event's dict, whatever the item id holds."""
+    from proxai_core.sse import frame
+
+    enc = R.StreamEncoder(CTX, [])
+    enc._seq = 41
+    out: list[bytes] = []
+    text = R._Blk("text", 16, iid)
+    text.ci = 3
+    tool = R._Blk("tool", 2, iid)
+    custom = R._Blk("custom", 250, iid)
+    for v in ("", "%s %d %b", 'a"\\\n\x00😀'):
+        seq = enc._seq
+        enc._text_delta(text, v, out)
+        enc._args_delta(tool, v, out)
+        enc._args_delta(custom, v, out)
+        assert out[-3:] == [
+            frame("response.output_text.delta", {"type": "response.output_text.delta", "sequence_number": seq,
+                                                 "item_id": iid, "output_index": 16, "content_index": 3,
+                                                 "delta": v, "logprobs": []}),
+            frame("response.function_call_arguments.delta", {
+                "type": "response.function_call_arguments.delta", "sequence_number": seq + 1, "item_id": iid,
+                "output_index": 2, "delta": v}),
+            frame("response.custom_tool_call_input.delta", {
+                "type": "response.custom_tool_call_input.delta", "sequence_number": seq + 2, "item_id": iid,
+                "output_index": 250, "delta": v})]
+
+
+@pytest.mark.parametrize("src_id", ["msg_01", 'chatcmpl-%d "q" \\ é 😀'])
+def test_stream_frames_are_frame_of_their_payload(src_id):
+    """Every frame the encoder writes, templates included (message added, text part added, text done,
+    deltas, the opening), is exactly frame() of its own payload: one writer per shape, no drift."""
+    from proxai_core.sse import frame
+
+    stop = StopInfo(StopReason.END_TURN, raw="stop")
+    evs = [Start(src_id, "m", Usage(input=2, output=1), 5), BlockStart(0, Text("")),
+           Delta(0, "text", 'a "%s" \\ \n 😀'), Delta(0, "text", "%b"), BlockEnd(0, Text("x")),
+           BlockStart(1, Text("")), BlockEnd(1, Text("only in the end %d")),
+           BlockStart(2, ToolCall("call_%1", 'f"%', "", "function")), Delta(2, "arguments", '{"a": "%d"}'),
+           BlockEnd(2), Stop(stop), End()]
+    enc = R.StreamEncoder(CTX, [])
+    data = b"".join(enc.encode(e) for e in evs)
+    names = [n for n, _ in sse_events(data)]
+    assert {"response.output_item.added", "response.content_part.added", "response.output_text.done",
+            "response.output_text.delta", "response.function_call_arguments.delta"} <= set(names)
+    for name, payload in sse_events(data):
+        assert frame(name, orjson.loads(payload)) == f"event: {name}\ndata: {payload}\n\n".encode()
+    assert [orjson.loads(p)["sequence_number"] for _, p in sse_events(data)] == list(range(len(names)))
+    cs = ClientStream(data)
+    assert summary(cs.final)["text"] == 'a "%s" \\ \n 😀%bonly in the end %d'

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -30,6 +31,8 @@ GENERIC_MODEL_REFUSAL = "The model declined to respond to this request."
 # Foreign id prefixes stripped before minting our own ids from a source id.
 _PREFIXES = ("resp_", "msg_", "chatcmpl-", "chatcmpl_", "srvtoolu_", "toolu_", "call_", "fc_", "ctc_",
              "rs_", "gen-")
+# (no prefix is the start of another: at most one matches; one C call finds it)
+_PREFIX = re.compile("|".join(map(re.escape, _PREFIXES)))
 
 
 def fail(path: str, why: str) -> None:
@@ -37,10 +40,8 @@ def fail(path: str, why: str) -> None:
 
 
 def strip_prefix(s: str) -> str:
-    for p in _PREFIXES:
-        if s.startswith(p):
-            return s[len(p):] or s
-    return s
+    m = _PREFIX.match(s)
+    return (s[m.end():] or s) if m is not None else s
 
 
 def id_base(src_id: str | None) -> str:
@@ -176,21 +177,26 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+_NONE: dict[str, Any] = {}
+
+
 def decode_usage(u: Any) -> Usage | None:
     if not isinstance(u, dict):
         return None
     total = _int(u.get("input_tokens"))
     det = u.get("input_tokens_details")
-    det = det if isinstance(det, dict) else {}
+    if not isinstance(det, dict):
+        det = _NONE
     cached = _int(det.get("cached_tokens"))
     cw = _int(det.get("cache_write_tokens"))
     odet = u.get("output_tokens_details")
-    odet = odet if isinstance(odet, dict) else {}
     inp = None
     if total is not None:
-        inp = max(total - (cached or 0) - (cw or 0), 0)
+        inp = total - (cached or 0) - (cw or 0)
+        if inp < 0:
+            inp = 0
     return Usage(input=inp, cache_read=cached, cache_write=cw, output=_int(u.get("output_tokens")),
-                 reasoning=_int(odet.get("reasoning_tokens")))
+                 reasoning=_int(odet.get("reasoning_tokens")) if isinstance(odet, dict) else None)
 
 
 def encode_usage(u: Usage | None) -> dict[str, Any] | None:

@@ -849,6 +849,8 @@ class StreamDecoder:
 
     # ------------------------------------------------------------------ terminals
     def _close_all(self, out: list[Event]) -> None:
+        if not self._open:
+            return
         for idx in sorted(self._open):
             st, mp = self._open[idx]
             if mp is not None:
@@ -963,7 +965,8 @@ class _Msg:
 
 
 class _Blk:
-    __slots__ = ("acc", "ci", "iid", "item", "kind", "msg", "oi", "part", "scan", "scanned", "summary_open")
+    __slots__ = ("acc", "ci", "iid", "item", "kind", "msg", "oi", "part", "scan", "scanned", "summary_open",
+                 "tmpl")
 
     def __init__(self, kind: str, oi: int, iid: str):
         self.kind = kind  # text | refusal | tool | custom | reasoning | opaque | skip
@@ -977,6 +980,7 @@ class _Blk:
         self.part: Any = None
         self.scan: JsonObjectScanner | None = None  # built only when another block waits for this one
         self.scanned = 0  # acc entries fed to scan
+        self.tmpl: bytes | None = None  # this block's delta frame, written at its first delta
 
     def ends_early(self) -> bool:
         """A function call whose arguments are one whole JSON object can take nothing more."""
@@ -996,15 +1000,55 @@ class _Blk:
 NO_TIMESTAMP = 0
 
 _SKIP = _Blk("skip", -1, "")
-_TEXT_DELTA_HEAD = b"event: response.output_text.delta\ndata: "
-_SUMMARY_DELTA_HEAD = b"event: response.reasoning_summary_text.delta\ndata: "
-_ARGS_DELTA_HEAD = b"event: response.function_call_arguments.delta\ndata: "
-_INPUT_DELTA_HEAD = b"event: response.custom_tool_call_input.delta\ndata: "
+
+
+def _delta_frame(t: str, tail: bytes = b"") -> tuple[bytes, bytes]:
+    """A delta event type's frame around its item id and indices (``%d``: the sequence number,
+    ``%b``: the written value)."""
+    te = t.encode()
+    return (b"event: " + te + b'\ndata: {"type":"' + te + b'","sequence_number":%d,"item_id":',
+            b',"delta":%b' + tail + b"}\n\n")
+
+
+_TEXT_DELTA = _delta_frame("response.output_text.delta", b',"logprobs":[]')
+_ARGS_DELTA = _delta_frame("response.function_call_arguments.delta")
+_INPUT_DELTA = _delta_frame("response.custom_tool_call_input.delta")
+_SUMMARY_DELTA = _delta_frame("response.reasoning_summary_text.delta")
+
+
+def _delta_template(frame: tuple[bytes, bytes], iid: str, indices: bytes) -> bytes:
+    """The one builder of a delta event's frame: everything but its sequence number and its value
+    fixed once per item; the bytes frame() gives for the event's dict."""
+    return frame[0] + orjson.dumps(iid).replace(b"%", b"%%") + indices + frame[1]
+
+
+# the one builder of each fixed-shape frame below (tests check each against frame())
+#: output_item.added of a message: (sequence number, output index, item id JSON)
+_MESSAGE_ADDED = (b'event: response.output_item.added\ndata: {"type":"response.output_item.added",'
+                  b'"sequence_number":%d,"output_index":%d,"item":{"id":%b,"type":"message","status":"in_progress",'
+                  b'"role":"assistant","content":[]}}\n\n')
+#: content_part.added of a text part: (sequence number, item id JSON, output index, content index)
+_TEXT_PART_ADDED = (b'event: response.content_part.added\ndata: {"type":"response.content_part.added",'
+                    b'"sequence_number":%d,"item_id":%b,"output_index":%d,"content_index":%d,'
+                    b'"part":{"type":"output_text","text":"","annotations":[],"logprobs":[]}}\n\n')
+#: output_text.done: (sequence number, item id JSON, output index, content index, text JSON)
+_TEXT_DONE = (b'event: response.output_text.done\ndata: {"type":"response.output_text.done","sequence_number":%d,'
+              b'"item_id":%b,"output_index":%d,"content_index":%d,"text":%b,"logprobs":[]}\n\n')
+#: ``event:`` line and ``data: `` of each event type _emit wrote (filled as types are met)
+_HEADS: dict[str, bytes] = {}
+#: response.created then response.in_progress: (sequence number, snapshot) each
+_OPENING = (b'event: response.created\ndata: {"type":"response.created","sequence_number":%d,"response":%b}\n\n'
+            b'event: response.in_progress\ndata: {"type":"response.in_progress","sequence_number":%d,'
+            b'"response":%b}\n\n')
 
 
 class StreamEncoder:
     """Neutral events -> a Responses SSE stream for the client (``event:`` lines and ``type`` in every
     payload, ``sequence_number`` from 0, one terminal carrying the full snapshot)."""
+
+    __slots__ = ("_active", "_base", "_blocks", "_created", "_dropped", "_early", "_finished", "_held", "_items",
+                 "_model", "_msg", "_refusal_sent", "_rid", "_seq", "_started", "_stop", "_usage", "ctx",
+                 "warnings")
 
     def __init__(self, ctx: ClientContext, warnings: list[str]):
         self.ctx = ctx
@@ -1022,19 +1066,30 @@ class StreamEncoder:
         self._usage: Usage | None = None
         self._stop: StopInfo | None = None
         self._refusal_sent = False
-        self._dropped: set[str] = set()
+        self._dropped: set[str] | None = None
         # output items never overlap on the wire; neutral blocks may (Chat parallel tool calls stay
         # open until the finish): one block is on the wire (_active), the events of the others wait in
         # _held (start order); a function call whose JSON is complete ends early (_early)
         self._active = -1
         self._held: dict[int, list[Event]] = {}
-        self._early: set[int] = set()
+        self._early: set[int] | None = None
 
     # ------------------------------------------------------------------ plumbing
     def _emit(self, out: list[bytes], t: str, d: dict[str, Any]) -> None:
-        d = {"type": t, "sequence_number": self._seq, **d}
-        self._seq += 1
-        out.append(frame(t, d))
+        """The one frame builder of every event but the deltas and the stream's first two: what
+        frame() gives, its head precomputed per event type."""
+        seq = self._seq
+        self._seq = seq + 1
+        d = {"type": t, "sequence_number": seq, **d}
+        try:
+            data = orjson.dumps(d)
+        except orjson.JSONEncodeError:  # an upstream item nested deeper than orjson writes
+            out.append(frame(t, d))
+            return
+        head = _HEADS.get(t)
+        if head is None:
+            head = _HEADS[t] = b"event: " + t.encode() + b"\ndata: "
+        out.append(head + data + b"\n\n")
 
     def _snapshot(self, status: str, usage: dict[str, Any] | None = None, error: dict[str, Any] | None = None,
                   incomplete: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -1051,42 +1106,47 @@ class StreamEncoder:
         self._created = ev.created if ev is not None and ev.created is not None else NO_TIMESTAMP
         if ev is not None and ev.usage is not None:
             self._usage = ev.usage
-        snap = self._snapshot("in_progress")
-        self._emit(out, "response.created", {"response": snap})
-        self._emit(out, "response.in_progress", {"response": snap})
+        # created and in_progress carry the same snapshot: written once
+        snap = orjson.dumps(self._snapshot("in_progress"))
+        seq = self._seq
+        self._seq = seq + 2
+        out.append(_OPENING % (seq, snap, seq + 1, snap))
 
     def encode(self, ev: Event) -> bytes:
         if self._finished:
             return b""
         out: list[bytes] = []
-        if type(ev) is Delta and self._started:
-            self._delta(ev, out)
-            return out[0] if len(out) == 1 else b"".join(out)
         if not self._started:
-            self._begin(out, ev if isinstance(ev, Start) else None)
-            if isinstance(ev, Start):
-                return b"".join(out)
-        if isinstance(ev, Delta):
-            self._delta(ev, out)
-        elif isinstance(ev, BlockStart):
-            self._ordered_start(ev, out)
-        elif isinstance(ev, BlockEnd):
-            if ev.index in self._held:
-                self._held[ev.index].append(ev)
-            else:
-                self._block_end(ev.index, ev.part, out)
-                self._promote(out)
-        elif isinstance(ev, UsageEvent):
+            if type(ev) is Start:
+                self._begin(out, ev)
+                return out[0]
+            self._begin(out, None)
+        # neutral events are never subclassed: dispatch on the exact type
+        _ENCODERS.get(type(ev), StreamEncoder._ignore)(self, ev, out)
+        return b"".join(out)  # (one piece: that piece itself, no copy)
+
+    def _ignore(self, ev: Event, out: list[bytes]) -> None:
+        return None
+
+    def _on_block_end(self, ev: BlockEnd, out: list[bytes]) -> None:
+        if ev.index in self._held:
+            self._held[ev.index].append(ev)
+        else:
+            self._block_end(ev.index, ev.part, out)
+            self._promote(out)
+
+    def _on_usage(self, ev: UsageEvent | Start, out: list[bytes]) -> None:
+        if ev.usage is not None:
             self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
-        elif isinstance(ev, Stop):
-            self._on_stop(ev.stop, out)
-        elif isinstance(ev, End):
-            self._on_end(out)
-        elif isinstance(ev, ErrorEvent):
-            self._on_error(ev.error, out)
-        elif isinstance(ev, Start) and ev.usage is not None:
-            self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
-        return b"".join(out)
+
+    def _on_stop_event(self, ev: Stop, out: list[bytes]) -> None:
+        self._on_stop(ev.stop, out)
+
+    def _on_end_event(self, ev: End, out: list[bytes]) -> None:
+        self._on_end(out)
+
+    def _on_error_event(self, ev: ErrorEvent, out: list[bytes]) -> None:
+        self._on_error(ev.error, out)
 
     # ------------------------------------------------------------------ item order
     def _ordered_start(self, ev: BlockStart, out: list[bytes]) -> None:
@@ -1097,7 +1157,7 @@ class StreamEncoder:
                 self._held[ev.index] = [ev]  # sent when the item on the wire ends
                 return
             if b is not None:
-                self._early.add(a)
+                self._ended_early(a)
                 self._block_end(a, None, out)
         self._block_start(ev.index, ev.part, out)
 
@@ -1118,6 +1178,11 @@ class StreamEncoder:
             if self._active >= 0:
                 self._block_end(self._active, None, out)
             self._promote(out)
+
+    def _ended_early(self, index: int) -> None:
+        if self._early is None:
+            self._early = set()
+        self._early.add(index)
 
     def _late(self, ev: Delta) -> None:
         if ev.kind == "arguments" and ev.value.strip():
@@ -1183,6 +1248,8 @@ class StreamEncoder:
             self._emit(out, "response.output_item.added", {"output_index": b.oi, "item": item})
             return
         label = part.label if isinstance(part, Opaque) else part.type
+        if self._dropped is None:
+            self._dropped = set()
         if label not in self._dropped:
             self._dropped.add(label or "opaque")
             self.warnings.append(f"{label or 'opaque'} part dropped (a Responses client cannot receive it)")
@@ -1197,9 +1264,9 @@ class StreamEncoder:
                     "role": "assistant", "content": []}
             m = _Msg(self._new_oi(item), item)
             self._msg = m
-            self._emit(out, "response.output_item.added",
-                       {"output_index": oi, "item": {"id": item["id"], "type": "message", "status": "in_progress",
-                                                     "role": "assistant", "content": []}})
+            seq = self._seq
+            self._seq = seq + 1
+            out.append(_MESSAGE_ADDED % (seq, oi, orjson.dumps(item["id"])))
         ci = len(m.item["content"])
         part = _text_part("", []) if is_text else {"type": "refusal", "refusal": ""}
         m.item["content"].append(part)
@@ -1209,10 +1276,14 @@ class StreamEncoder:
         b.msg = m
         if index is not None:
             self._blocks[index] = b
-        if not is_text:
+        if is_text:
+            seq = self._seq
+            self._seq = seq + 1
+            out.append(_TEXT_PART_ADDED % (seq, orjson.dumps(b.iid), m.oi, ci))
+        else:
             self._refusal_sent = True
-        self._emit(out, "response.content_part.added",
-                   {"item_id": b.iid, "output_index": m.oi, "content_index": ci, "part": part})
+            self._emit(out, "response.content_part.added",
+                       {"item_id": b.iid, "output_index": m.oi, "content_index": ci, "part": part})
         return b
 
     # ------------------------------------------------------------------ deltas
@@ -1238,7 +1309,7 @@ class StreamEncoder:
                 b.acc.append(ev.value)
                 self._args_delta(b, ev.value, out)
                 if self._held and k == "tool" and ev.index == self._active and b.ends_early():
-                    self._early.add(ev.index)  # the next item need not wait for this one's end
+                    self._ended_early(ev.index)  # the next item need not wait for this one's end
                     self._block_end(ev.index, None, out)
                     self._promote(out)
         elif k == "reasoning" and (ev.kind == "reasoning" or ev.kind == "summary"):
@@ -1246,27 +1317,25 @@ class StreamEncoder:
 
     # one builder per delta frame (concatenated: the hot path; test_wire_builders checks them against frame())
     def _text_delta(self, b: _Blk, v: str, out: list[bytes]) -> None:
+        t = b.tmpl
+        if t is None:
+            t = b.tmpl = _delta_template(_TEXT_DELTA, b.iid, b',"output_index":%d,"content_index":%d' % (b.oi, b.ci))
         seq = self._seq
         self._seq = seq + 1
-        out.append(_TEXT_DELTA_HEAD + orjson.dumps({
-            "type": "response.output_text.delta", "sequence_number": seq, "item_id": b.iid,
-            "output_index": b.oi, "content_index": b.ci, "delta": v, "logprobs": []}) + b"\n\n")
+        out.append(t % (seq, orjson.dumps(v)))
 
     def _refusal_delta(self, b: _Blk, v: str, out: list[bytes]) -> None:
         self._emit(out, "response.refusal.delta",
                    {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "delta": v})
 
     def _args_delta(self, b: _Blk, v: str, out: list[bytes]) -> None:
+        t = b.tmpl
+        if t is None:
+            t = b.tmpl = _delta_template(_ARGS_DELTA if b.kind == "tool" else _INPUT_DELTA, b.iid,
+                                         b',"output_index":%d' % b.oi)
         seq = self._seq
         self._seq = seq + 1
-        if b.kind == "tool":
-            out.append(_ARGS_DELTA_HEAD + orjson.dumps({
-                "type": "response.function_call_arguments.delta", "sequence_number": seq,
-                "item_id": b.iid, "output_index": b.oi, "delta": v}) + b"\n\n")
-        else:
-            out.append(_INPUT_DELTA_HEAD + orjson.dumps({
-                "type": "response.custom_tool_call_input.delta", "sequence_number": seq,
-                "item_id": b.iid, "output_index": b.oi, "delta": v}) + b"\n\n")
+        out.append(t % (seq, orjson.dumps(v)))
 
     def _summary_delta(self, b: _Blk, value: str, out: list[bytes]) -> None:
         if not b.summary_open:
@@ -1275,11 +1344,12 @@ class StreamEncoder:
                        {"item_id": b.iid, "output_index": b.oi, "summary_index": 0,
                         "part": {"type": "summary_text", "text": ""}})
         b.acc.append(value)
+        t = b.tmpl
+        if t is None:
+            t = b.tmpl = _delta_template(_SUMMARY_DELTA, b.iid, b',"output_index":%d,"summary_index":0' % b.oi)
         seq = self._seq
         self._seq = seq + 1
-        out.append(_SUMMARY_DELTA_HEAD + orjson.dumps({
-            "type": "response.reasoning_summary_text.delta", "sequence_number": seq, "item_id": b.iid,
-            "output_index": b.oi, "summary_index": 0, "delta": value}) + b"\n\n")
+        out.append(t % (seq, orjson.dumps(value)))
 
     # ------------------------------------------------------------------ block end
     def _block_end(self, index: int, final: Part | None, out: list[bytes]) -> None:
@@ -1308,9 +1378,9 @@ class StreamEncoder:
                     self._emit(out, "response.output_text.annotation.added",
                                {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci,
                                 "annotation_index": ai, "annotation": a})
-                self._emit(out, "response.output_text.done",
-                           {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "text": text,
-                            "logprobs": []})
+                seq = self._seq
+                self._seq = seq + 1
+                out.append(_TEXT_DONE % (seq, orjson.dumps(b.iid), b.oi, b.ci, orjson.dumps(text)))
                 part = _text_part(text, anns)
             else:
                 self._emit(out, "response.refusal.done",
@@ -1376,6 +1446,8 @@ class StreamEncoder:
 
     # ------------------------------------------------------------------ terminals
     def _close_open(self, out: list[bytes]) -> None:
+        if not self._blocks and not self._held:
+            return
         self._flush_held(out)
         for idx in sorted(self._blocks):
             b = self._blocks[idx]
@@ -1426,6 +1498,19 @@ class StreamEncoder:
         snap = self._snapshot("failed", encode_usage(self._usage), response_error_object(err))
         self._emit(out, "response.failed", {"response": snap})
         self._finished = True
+
+
+# per-class dispatch of the encoder (no table of bound methods built per stream)
+_ENCODERS: dict[type, Any] = {
+    Delta: StreamEncoder._delta,
+    BlockStart: StreamEncoder._ordered_start,
+    BlockEnd: StreamEncoder._on_block_end,
+    UsageEvent: StreamEncoder._on_usage,
+    Stop: StreamEncoder._on_stop_event,
+    End: StreamEncoder._on_end_event,
+    ErrorEvent: StreamEncoder._on_error_event,
+    Start: StreamEncoder._on_usage,
+}
 
 
 # ============================================================================= error frame
