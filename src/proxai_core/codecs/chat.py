@@ -789,8 +789,19 @@ _DELTA_FIELDS = ("content", "tool_calls", *_DELTA_HANDLERS)
 
 
 # ============================================================================= stream encode
+#: a chunk's constant prefix (id, created, model), up to its choice's delta
+_PREFIX = b'data: {"id":%b,"object":"chat.completion.chunk","created":%d,"model":%b,"choices":[{"index":0,"delta":'
+#: the value slot of a delta template: _chunk builds the chunk with it, the template is split there
+_SLOT = "\x00slot\x00"
+_SLOT_JSON = orjson.dumps(_SLOT)
+#: what follows a chunk's delta, per finish_reason (the values STOP_TABLE can give; others built once)
+_TAILS: dict[str | None, bytes] = {None: b',"finish_reason":null}]}\n\n'}
+_TAILS.update({w.value: b',"finish_reason":' + orjson.dumps(w.value) + b'}]}\n\n'
+               for w in _facts.STOP_TABLE.values()})
+
+
 class _Out:
-    __slots__ = ("args_sent", "chat_index", "field", "kind", "text", "tool_kind")
+    __slots__ = ("args_sent", "chat_index", "field", "kind", "post", "pre", "text", "tool_kind")
 
     def __init__(self, kind: str):
         self.kind = kind
@@ -799,6 +810,8 @@ class _Out:
         self.text: list[str] | None = None
         self.field = "reasoning_content"
         self.tool_kind = "function"
+        self.pre = b""  # this block's delta template (before, after the value), once it has a delta
+        self.post = b""
 
 
 class StreamEncoder:
@@ -808,8 +821,8 @@ class StreamEncoder:
         self.ctx = ctx
         self.warnings = warnings
         self.done = False
-        self._prefix = b""
-        self._head: dict[str, Any] | None = None
+        self._prefix = b""  # (empty until the stream began)
+        self._head: tuple[str, int, str] | None = None
         self._blocks: dict[int, _Out] = {}
         self._next_tool = 0
         self._content_sent = False
@@ -823,35 +836,75 @@ class StreamEncoder:
     def _begin(self, ev: Start | None) -> bytes:
         cid = chat_id(ev.id if ev is not None else None)
         model = getattr(self.ctx, "model", None) or (ev.model if ev is not None else None) or ""
-        created = (ev.created if ev is not None else None) or NO_TIMESTAMP
-        self._head = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model}
-        # constant chunk prefix, so each delta costs one small orjson.dumps
-        self._prefix = (b'data: {"id":' + orjson.dumps(cid) + b',"object":"chat.completion.chunk","created":'
-                        + str(int(created)).encode() + b',"model":' + orjson.dumps(model)
-                        + b',"choices":[{"index":0,"delta":')
+        created = int((ev.created if ev is not None else None) or NO_TIMESTAMP)
+        self._head = (cid, created, model)
+        # constant chunk prefix, so each chunk costs one small orjson.dumps
+        self._prefix = _PREFIX % (orjson.dumps(cid), created, orjson.dumps(model))
         return self._chunk({"role": "assistant", "content": ""})
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
         """The one builder of a choice chunk (test_wire_builders checks it against frame())."""
-        tail = b',"finish_reason":null}]}\n\n' if finish is None else \
-            b',"finish_reason":' + orjson.dumps(finish) + b'}]}\n\n'
+        tail = _TAILS.get(finish)
+        if tail is None:
+            tail = b',"finish_reason":' + orjson.dumps(finish) + b'}]}\n\n'
         return self._prefix + orjson.dumps(delta) + tail
 
-    def _args_chunk(self, b: _Out, value: str) -> bytes:
-        """A tool call's argument (or custom input) fragment."""
+    def _template(self, b: _Out, delta: dict[str, Any]) -> None:
+        """Block b's delta template: _chunk's bytes for ``delta`` (holding _SLOT) split at the slot,
+        so each delta is the template around its dumped value. The slot is the last string in it."""
+        b.pre, _, b.post = self._chunk(delta).rpartition(_SLOT_JSON)
+
+    @staticmethod
+    def _delta_of(b: _Out, value: str) -> dict[str, Any]:
+        """The delta of a chunk carrying one value of block b (its template's shape, with _SLOT)."""
+        k = b.kind
+        if k == "text":
+            return {"content": value}
+        if k == "refusal":
+            return {"refusal": value}
+        if k == "reasoning":
+            return {b.field: value}
         if b.tool_kind == "custom":
-            return self._chunk({"tool_calls": [{"index": b.chat_index, "custom": {"input": value}}]})
-        return self._chunk({"tool_calls": [{"index": b.chat_index, "function": {"arguments": value}}]})
+            return {"tool_calls": [{"index": b.chat_index, "custom": {"input": value}}]}
+        return {"tool_calls": [{"index": b.chat_index, "function": {"arguments": value}}]}
 
     # ------------------------------------------------------------------ events
     def encode(self, ev: Event) -> bytes:
         if self.done:
             return b""
         t = type(ev)
+        if t is Delta:  # the usual event: its chunk built here
+            b = self._blocks.get(ev.index)  # type: ignore[union-attr]
+            if b is None:  # (a block's deltas follow its start, which began the stream)
+                return b"" if self._prefix else self._begin(None)
+            v = ev.value  # type: ignore[union-attr]
+            if not v:
+                return b""
+            k = ev.kind  # type: ignore[union-attr]
+            kind = b.kind
+            if kind == "text":
+                if k != "text":
+                    return b""
+                self._content_sent = True
+            elif kind == "tool":
+                if k != "arguments":
+                    return b""
+            elif kind == "refusal":
+                if k != "refusal":
+                    return b""
+                self._refusal_sent = True
+            elif k == "reasoning" or k == "summary":
+                b.text.append(v)  # type: ignore[union-attr]
+            else:
+                return b""
+            b.args_sent = True
+            if not b.pre:
+                self._template(b, self._delta_of(b, _SLOT))
+            return b.pre + orjson.dumps(v) + b.post
         h = _ENCODERS.get(t)
         if h is None:
             return b""
-        if self._head is None and t is not ErrorEvent:
+        if not self._prefix and t is not ErrorEvent:
             if t is Start:
                 self._on_start(ev)  # type: ignore[arg-type]
                 return self._begin(ev)  # type: ignore[arg-type]
@@ -873,27 +926,6 @@ class StreamEncoder:
     def _on_error(self, ev: ErrorEvent) -> bytes:
         self.done = True
         return error_frame(ev.error)
-
-    def _delta(self, ev: Delta) -> bytes:
-        b = self._blocks.get(ev.index)
-        if b is None or not ev.value:
-            return b""
-        k = ev.kind
-        if b.kind == "tool":
-            if k != "arguments":
-                return b""
-            b.args_sent = True
-            return self._args_chunk(b, ev.value)
-        if b.kind == "text" and k == "text":
-            self._content_sent = b.args_sent = True
-            return self._chunk({"content": ev.value})
-        if b.kind == "refusal" and k == "refusal":
-            self._refusal_sent = b.args_sent = True
-            return self._chunk({"refusal": ev.value})
-        if b.kind == "reasoning" and (k == "reasoning" or k == "summary"):
-            b.text.append(ev.value)  # type: ignore[union-attr]
-            return self._chunk({b.field: ev.value})
-        return b""
 
     def _block_start(self, ev: BlockStart) -> bytes:
         p = ev.part
@@ -954,7 +986,7 @@ class StreamEncoder:
                 args = "{}"  # a tool call with no arguments at all: valid JSON for the client
             if not args:
                 return b""
-            return self._args_chunk(b, args)
+            return self._chunk(self._delta_of(b, args))
         if b.kind == "reasoning":
             if not isinstance(final, Reasoning):
                 return b""
@@ -1000,10 +1032,9 @@ class StreamEncoder:
             out = self._stop(classify_stop(None, has_tool_calls=self._had_tools))
         self.done = True
         if getattr(self.ctx, "include_usage", False) and self._usage is not None:
-            head = dict(self._head or {})
-            head["choices"] = []
-            head["usage"] = encode_usage(self._usage)
-            out += frame(None, head)
+            cid, created, model = self._head or ("", NO_TIMESTAMP, "")
+            out += frame(None, {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                                "choices": [], "usage": encode_usage(self._usage)})
         return out + DONE_FRAME
 
 
@@ -1038,8 +1069,7 @@ CODEC = Codec(
 
 
 # per-class dispatch: no table of bound methods built per stream
-_ENCODERS: dict[type, Any] = {
-    Delta: StreamEncoder._delta,
+_ENCODERS: dict[type, Any] = {  # (Delta: in encode itself)
     BlockStart: StreamEncoder._block_start,
     BlockEnd: StreamEncoder._block_end,
     UsageEvent: StreamEncoder._on_usage,
