@@ -800,6 +800,22 @@ _TAILS.update({w.value: b',"finish_reason":' + orjson.dumps(w.value) + b'}]}\n\n
                for w in _facts.STOP_TABLE.values()})
 
 
+def _body(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    """A chunk after its stream's constant prefix: its delta and finish_reason (see StreamEncoder._chunk)."""
+    tail = _TAILS.get(finish)
+    if tail is None:
+        tail = b',"finish_reason":' + orjson.dumps(finish) + b'}]}\n\n'
+    return orjson.dumps(delta) + tail
+
+
+#: the first chunk of every stream, after its prefix
+_ROLE_BODY = _body({"role": "assistant", "content": ""})
+#: delta templates after the prefix, (before, after the value), per block shape (kind, reasoning field,
+#: tool kind, tool index; tool indexes past _CACHED_INDEXES are built per block, never kept)
+_TEMPLATES: dict[tuple[str, str, str, int], tuple[bytes, bytes]] = {}
+_CACHED_INDEXES = 32
+
+
 class _Out:
     __slots__ = ("args_sent", "chat_index", "field", "kind", "post", "pre", "text", "tool_kind")
 
@@ -828,7 +844,7 @@ class StreamEncoder:
         self._content_sent = False
         self._refusal_sent = False
         self._had_tools = False
-        self._usage: Usage | None = None
+        self._usages: list[Usage] = []  # (merged only if the client asked for a usage chunk)
         self._finished = False
         self._annotations: list[dict[str, Any]] = []
 
@@ -840,19 +856,24 @@ class StreamEncoder:
         self._head = (cid, created, model)
         # constant chunk prefix, so each chunk costs one small orjson.dumps
         self._prefix = _PREFIX % (orjson.dumps(cid), created, orjson.dumps(model))
-        return self._chunk({"role": "assistant", "content": ""})
+        return self._prefix + _ROLE_BODY
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
         """The one builder of a choice chunk (test_wire_builders checks it against frame())."""
-        tail = _TAILS.get(finish)
-        if tail is None:
-            tail = b',"finish_reason":' + orjson.dumps(finish) + b'}]}\n\n'
-        return self._prefix + orjson.dumps(delta) + tail
+        return self._prefix + _body(delta, finish)
 
-    def _template(self, b: _Out, delta: dict[str, Any]) -> None:
-        """Block b's delta template: _chunk's bytes for ``delta`` (holding _SLOT) split at the slot,
-        so each delta is the template around its dumped value. The slot is the last string in it."""
-        b.pre, _, b.post = self._chunk(delta).rpartition(_SLOT_JSON)
+    def _template(self, b: _Out) -> None:
+        """Block b's delta template: the builder's bytes for its delta shape holding _SLOT, split at the
+        slot, so each delta is the template around its dumped value. The slot is the last string in it."""
+        key = (b.kind, b.field, b.tool_kind, b.chat_index)
+        t = _TEMPLATES.get(key)
+        if t is None:
+            before, _, after = _body(self._delta_of(b, _SLOT)).rpartition(_SLOT_JSON)
+            t = (before, after)
+            if b.chat_index < _CACHED_INDEXES:
+                _TEMPLATES[key] = t
+        b.pre = self._prefix + t[0]
+        b.post = t[1]
 
     @staticmethod
     def _delta_of(b: _Out, value: str) -> dict[str, Any]:
@@ -899,7 +920,7 @@ class StreamEncoder:
                 return b""
             b.args_sent = True
             if not b.pre:
-                self._template(b, self._delta_of(b, _SLOT))
+                self._template(b)
             return b.pre + orjson.dumps(v) + b.post
         h = _ENCODERS.get(t)
         if h is None:
@@ -913,11 +934,11 @@ class StreamEncoder:
 
     def _on_start(self, ev: Start) -> bytes:
         if ev.usage is not None:
-            self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
+            self._usages.append(ev.usage)
         return b""
 
     def _on_usage(self, ev: UsageEvent) -> bytes:
-        self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
+        self._usages.append(ev.usage)
         return b""
 
     def _on_stop(self, ev: Stop) -> bytes:
@@ -1031,10 +1052,13 @@ class StreamEncoder:
         if not self._finished:
             out = self._stop(classify_stop(None, has_tool_calls=self._had_tools))
         self.done = True
-        if getattr(self.ctx, "include_usage", False) and self._usage is not None:
+        if self._usages and getattr(self.ctx, "include_usage", False):
+            usage = self._usages[0]
+            for u in self._usages[1:]:
+                usage = usage.merge(u)
             cid, created, model = self._head or ("", NO_TIMESTAMP, "")
             out += frame(None, {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-                                "choices": [], "usage": encode_usage(self._usage)})
+                                "choices": [], "usage": encode_usage(usage)})
         return out + DONE_FRAME
 
 
