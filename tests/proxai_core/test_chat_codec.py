@@ -56,7 +56,7 @@ from proxai_core.neutral import (
     UsageEvent,
 )
 from proxai_core.protocol import Protocol
-from proxai_core.sse import SSEReader
+from proxai_core.sse import SSEReader, frame
 from proxai_core.stop import GENERIC_CONTENT_FILTER_REFUSAL, StopInfo, StopReason, classify_stop
 from tests.conftest import FIXTURES, fixture_dir
 
@@ -1252,3 +1252,37 @@ def test_response_decoder_survives_garbage_bodies() -> None:
         assert resp.stop is not None
         if "error" not in resp.extra:
             ChatCompletion.model_validate(chat.encode_response(resp, _ctx(), []))
+
+
+# ----------------------------------------------------------------------------- delta templates
+_TEMPLATE_VALUES = ["plain", 'quote " and \\ backslash', "ctrl \x00\x1f\n\t", "émoji 😀 \u2028", "\x00slot\x00"]
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", 'm "é" \x00slot\x00'])
+def test_stream_delta_chunks_are_exactly_frame_of_their_chunk(model: str) -> None:
+    """Each delta is its block's template around the dumped value: byte-equal to frame() of the chunk,
+    for every block shape (tool indexes past the cached ones included), whatever the value or model."""
+    enc = chat.StreamEncoder(ClientContext(Protocol.CHAT, model=model), [])
+    enc.encode(Start("chatcmpl-t", None, None, 1700000000))
+
+    def chunk(delta: dict[str, Any]) -> bytes:
+        return frame(None, {"id": "chatcmpl-t", "object": "chat.completion.chunk", "created": 1700000000,
+                            "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+
+    blocks: list[tuple[Any, str, Any]] = [
+        (Text(""), "text", lambda v: {"content": v}),
+        (Refusal(""), "refusal", lambda v: {"refusal": v}),
+        (Reasoning(), "reasoning", lambda v: {"reasoning_content": v}),
+        (Reasoning(opaque={"protocol": chat.PROTOCOL, "field": "reasoning"}), "summary", lambda v: {"reasoning": v}),
+    ]
+    for i in range(chat._CACHED_INDEXES + 2):
+        kind = "custom" if i % 2 else "function"
+        inner = {"input": None} if kind == "custom" else {"arguments": None}
+        blocks.append((ToolCall(f"call_{i}", "f", "", kind), "arguments",
+                       lambda v, i=i, kind=kind, inner=inner: {"tool_calls": [
+                           {"index": i, kind: {k: v for k in inner}}]}))
+    for idx, (part, dkind, shape) in enumerate(blocks):
+        enc.encode(BlockStart(idx, part))
+        for v in _TEMPLATE_VALUES:
+            assert enc.encode(Delta(idx, dkind, v)) == chunk(shape(v))
+        enc.encode(BlockEnd(idx))

@@ -21,6 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from orjson import JSONDecodeError as _JSONDecodeError
+from orjson import loads as _loads
 
 from .. import reasoning as rz
 from ..context import ClientContext
@@ -540,25 +542,8 @@ class StreamDecoder:
         if isinstance(v, dict):
             self._tool_fragment({"index": "legacy", "function": v})
 
-    def _on_tool_calls(self, v: Any, delta: dict) -> None:
-        if isinstance(v, list):
-            for tc in v:
-                if isinstance(tc, dict):
-                    self._tool_fragment(tc)
-
     def _tool_fragment(self, tc: dict[str, Any]) -> None:
-        # most fragments continue the last call: its index and its next arguments, nothing else
-        # (call.key == index means _calls_by_index[index] is that call: what the lookup below finds)
-        call = self._last_call
-        if call is not None and call.started and len(tc) == 2 and tc.get("index") == call.key:
-            fn = tc.get("function")
-            if type(fn) is dict and len(fn) == 1:
-                frag = fn.get("arguments")
-                if type(frag) is str:
-                    if frag:
-                        call.args.append(frag)
-                        self._out.append(Delta(call.idx, "arguments", frag))
-                    return
+        """Any tool call fragment (feed appends the usual continuation itself; this gives the same)."""
         key = tc.get("index")
         if not isinstance(key, (int, str)):
             key = None
@@ -686,8 +671,8 @@ class StreamDecoder:
         if data[:1] != "{" and data.strip() == "[DONE]":  # no copy of ordinary JSON payloads
             return self._terminal()
         try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError:
+            obj = _loads(data)
+        except _JSONDecodeError:
             if event == "error":
                 return self._error(data)
             self.warnings.append("invalid JSON in a Chat stream event ignored")
@@ -696,7 +681,7 @@ class StreamDecoder:
             self.warnings.append("non-object Chat stream event ignored")
             return []
         out = self._out
-        if event == "error" or obj.get("error"):
+        if event is not None and event == "error" or "error" in obj and obj["error"]:
             u = decode_usage(obj.get("usage"))
             if u is not None:
                 out.append(UsageEvent(u))
@@ -704,13 +689,11 @@ class StreamDecoder:
         choices = obj.get("choices")
         if not self._started and (obj.get("id") or obj.get("model") or choices or obj.get("usage")):
             self._start(obj)  # Azure's prompt-filter chunk (no id, no model, no choices) waits
-        if choices and type(choices) is not list:
-            self.warnings.append("Chat stream chunk whose choices is not a list: its choices ignored")
-        elif choices:
+        if type(choices) is list:
             for ch in choices:
                 if type(ch) is not dict:
                     continue
-                if ch.get("index", 0) != 0:
+                if "index" in ch and ch["index"] != 0:
                     if not self._choice_warned:
                         self._choice_warned = True
                         self.warnings.append("stream has more than one choice; only the first is translated")
@@ -723,20 +706,41 @@ class StreamDecoder:
                             self.warnings.append("content after finish_reason ignored")
                     else:
                         for k, v in delta.items():
-                            if v is None:
-                                continue
-                            if k == "content":  # (most deltas: no handler call)
+                            if k == "content":  # (most deltas: read here, no handler call)
                                 if v and type(v) is str:
                                     self._produced = True
                                     out.append(Delta(self._seq_idx if self._seq_kind == _TEXT
                                                      else self._open_seq(_TEXT), "text", v))
-                            else:
+                            elif k == "tool_calls":  # (the other usual delta)
+                                if type(v) is not list:
+                                    continue
+                                for tc in v:
+                                    if type(tc) is not dict:
+                                        continue
+                                    # most fragments continue the last call: its index and its next
+                                    # arguments, nothing else (call.key == index: _calls_by_index[index]
+                                    # is that call, what _tool_fragment would find)
+                                    call = self._last_call
+                                    if call is not None and len(tc) == 2 and call.started \
+                                            and tc.get("index") == call.key:
+                                        fn = tc.get("function")
+                                        if type(fn) is dict and len(fn) == 1:
+                                            frag = fn.get("arguments")
+                                            if type(frag) is str:
+                                                if frag:
+                                                    call.args.append(frag)
+                                                    out.append(Delta(call.idx, "arguments", frag))
+                                                continue
+                                    self._tool_fragment(tc)
+                            elif v is not None:
                                 h = _DELTA_HANDLERS.get(k)
                                 if h is not None:
                                     h(self, v, delta)
                 fr = ch.get("finish_reason")
                 if fr:
                     self._on_finish(fr, ch)
+        elif choices:
+            self.warnings.append("Chat stream chunk whose choices is not a list: its choices ignored")
         u = obj.get("usage")
         if u is not None:
             usage = decode_usage(u)
@@ -773,21 +777,47 @@ class StreamDecoder:
 
 
 # delta field -> handler (per class: no bound-method table built per stream)
-_DELTA_HANDLERS = {  # ("content" is read in feed itself)
+_DELTA_HANDLERS = {  # ("content" and "tool_calls" are read in feed itself)
     "refusal": StreamDecoder._on_refusal,
     "reasoning_content": StreamDecoder._on_reasoning_content,
     "reasoning": StreamDecoder._on_reasoning,
     "reasoning_details": StreamDecoder._on_details,
-    "tool_calls": StreamDecoder._on_tool_calls,
     "function_call": StreamDecoder._on_function_call,
     "annotations": StreamDecoder._on_annotations,
 }
-_DELTA_FIELDS = ("content", *_DELTA_HANDLERS)
+_DELTA_FIELDS = ("content", "tool_calls", *_DELTA_HANDLERS)
 
 
 # ============================================================================= stream encode
+#: a chunk's constant prefix (id, created, model), up to its choice's delta
+_PREFIX = b'data: {"id":%b,"object":"chat.completion.chunk","created":%d,"model":%b,"choices":[{"index":0,"delta":'
+#: the value slot of a delta template: _chunk builds the chunk with it, the template is split there
+_SLOT = "\x00slot\x00"
+_SLOT_JSON = orjson.dumps(_SLOT)
+#: what follows a chunk's delta, per finish_reason (the values STOP_TABLE can give; others built once)
+_TAILS: dict[str | None, bytes] = {None: b',"finish_reason":null}]}\n\n'}
+_TAILS.update({w.value: b',"finish_reason":' + orjson.dumps(w.value) + b'}]}\n\n'
+               for w in _facts.STOP_TABLE.values()})
+
+
+def _body(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    """A chunk after its stream's constant prefix: its delta and finish_reason (see StreamEncoder._chunk)."""
+    tail = _TAILS.get(finish)
+    if tail is None:
+        tail = b',"finish_reason":' + orjson.dumps(finish) + b'}]}\n\n'
+    return orjson.dumps(delta) + tail
+
+
+#: the first chunk of every stream, after its prefix
+_ROLE_BODY = _body({"role": "assistant", "content": ""})
+#: delta templates after the prefix, (before, after the value), per block shape (kind, reasoning field,
+#: tool kind, tool index; tool indexes past _CACHED_INDEXES are built per block, never kept)
+_TEMPLATES: dict[tuple[str, str, str, int], tuple[bytes, bytes]] = {}
+_CACHED_INDEXES = 32
+
+
 class _Out:
-    __slots__ = ("args_sent", "chat_index", "field", "kind", "text", "tool_kind")
+    __slots__ = ("args_sent", "chat_index", "field", "kind", "post", "pre", "text", "tool_kind")
 
     def __init__(self, kind: str):
         self.kind = kind
@@ -796,6 +826,8 @@ class _Out:
         self.text: list[str] | None = None
         self.field = "reasoning_content"
         self.tool_kind = "function"
+        self.pre = b""  # this block's delta template (before, after the value), once it has a delta
+        self.post = b""
 
 
 class StreamEncoder:
@@ -805,14 +837,14 @@ class StreamEncoder:
         self.ctx = ctx
         self.warnings = warnings
         self.done = False
-        self._prefix = b""
-        self._head: dict[str, Any] | None = None
+        self._prefix = b""  # (empty until the stream began)
+        self._head: tuple[str, int, str] | None = None
         self._blocks: dict[int, _Out] = {}
         self._next_tool = 0
         self._content_sent = False
         self._refusal_sent = False
         self._had_tools = False
-        self._usage: Usage | None = None
+        self._usages: list[Usage] = []  # (merged only if the client asked for a usage chunk)
         self._finished = False
         self._annotations: list[dict[str, Any]] = []
 
@@ -820,35 +852,80 @@ class StreamEncoder:
     def _begin(self, ev: Start | None) -> bytes:
         cid = chat_id(ev.id if ev is not None else None)
         model = getattr(self.ctx, "model", None) or (ev.model if ev is not None else None) or ""
-        created = (ev.created if ev is not None else None) or NO_TIMESTAMP
-        self._head = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model}
-        # constant chunk prefix, so each delta costs one small orjson.dumps
-        self._prefix = (b'data: {"id":' + orjson.dumps(cid) + b',"object":"chat.completion.chunk","created":'
-                        + str(int(created)).encode() + b',"model":' + orjson.dumps(model)
-                        + b',"choices":[{"index":0,"delta":')
-        return self._chunk({"role": "assistant", "content": ""})
+        created = int((ev.created if ev is not None else None) or NO_TIMESTAMP)
+        self._head = (cid, created, model)
+        # constant chunk prefix, so each chunk costs one small orjson.dumps
+        self._prefix = _PREFIX % (orjson.dumps(cid), created, orjson.dumps(model))
+        return self._prefix + _ROLE_BODY
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
         """The one builder of a choice chunk (test_wire_builders checks it against frame())."""
-        tail = b',"finish_reason":null}]}\n\n' if finish is None else \
-            b',"finish_reason":' + orjson.dumps(finish) + b'}]}\n\n'
-        return self._prefix + orjson.dumps(delta) + tail
+        return self._prefix + _body(delta, finish)
 
-    def _args_chunk(self, b: _Out, value: str) -> bytes:
-        """A tool call's argument (or custom input) fragment."""
+    def _template(self, b: _Out) -> None:
+        """Block b's delta template: the builder's bytes for its delta shape holding _SLOT, split at the
+        slot, so each delta is the template around its dumped value. The slot is the last string in it."""
+        key = (b.kind, b.field, b.tool_kind, b.chat_index)
+        t = _TEMPLATES.get(key)
+        if t is None:
+            before, _, after = _body(self._delta_of(b, _SLOT)).rpartition(_SLOT_JSON)
+            t = (before, after)
+            if b.chat_index < _CACHED_INDEXES:
+                _TEMPLATES[key] = t
+        b.pre = self._prefix + t[0]
+        b.post = t[1]
+
+    @staticmethod
+    def _delta_of(b: _Out, value: str) -> dict[str, Any]:
+        """The delta of a chunk carrying one value of block b (its template's shape, with _SLOT)."""
+        k = b.kind
+        if k == "text":
+            return {"content": value}
+        if k == "refusal":
+            return {"refusal": value}
+        if k == "reasoning":
+            return {b.field: value}
         if b.tool_kind == "custom":
-            return self._chunk({"tool_calls": [{"index": b.chat_index, "custom": {"input": value}}]})
-        return self._chunk({"tool_calls": [{"index": b.chat_index, "function": {"arguments": value}}]})
+            return {"tool_calls": [{"index": b.chat_index, "custom": {"input": value}}]}
+        return {"tool_calls": [{"index": b.chat_index, "function": {"arguments": value}}]}
 
     # ------------------------------------------------------------------ events
     def encode(self, ev: Event) -> bytes:
         if self.done:
             return b""
         t = type(ev)
+        if t is Delta:  # the usual event: its chunk built here
+            b = self._blocks.get(ev.index)  # type: ignore[union-attr]
+            if b is None:  # (a block's deltas follow its start, which began the stream)
+                return b"" if self._prefix else self._begin(None)
+            v = ev.value  # type: ignore[union-attr]
+            if not v:
+                return b""
+            k = ev.kind  # type: ignore[union-attr]
+            kind = b.kind
+            if kind == "text":
+                if k != "text":
+                    return b""
+                self._content_sent = True
+            elif kind == "tool":
+                if k != "arguments":
+                    return b""
+            elif kind == "refusal":
+                if k != "refusal":
+                    return b""
+                self._refusal_sent = True
+            elif k == "reasoning" or k == "summary":
+                b.text.append(v)  # type: ignore[union-attr]
+            else:
+                return b""
+            b.args_sent = True
+            if not b.pre:
+                self._template(b)
+            return b.pre + orjson.dumps(v) + b.post
         h = _ENCODERS.get(t)
         if h is None:
             return b""
-        if self._head is None and t is not ErrorEvent:
+        if not self._prefix and t is not ErrorEvent:
             if t is Start:
                 self._on_start(ev)  # type: ignore[arg-type]
                 return self._begin(ev)  # type: ignore[arg-type]
@@ -857,11 +934,11 @@ class StreamEncoder:
 
     def _on_start(self, ev: Start) -> bytes:
         if ev.usage is not None:
-            self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
+            self._usages.append(ev.usage)
         return b""
 
     def _on_usage(self, ev: UsageEvent) -> bytes:
-        self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
+        self._usages.append(ev.usage)
         return b""
 
     def _on_stop(self, ev: Stop) -> bytes:
@@ -870,27 +947,6 @@ class StreamEncoder:
     def _on_error(self, ev: ErrorEvent) -> bytes:
         self.done = True
         return error_frame(ev.error)
-
-    def _delta(self, ev: Delta) -> bytes:
-        b = self._blocks.get(ev.index)
-        if b is None or not ev.value:
-            return b""
-        k = ev.kind
-        if b.kind == "tool":
-            if k != "arguments":
-                return b""
-            b.args_sent = True
-            return self._args_chunk(b, ev.value)
-        if b.kind == "text" and k == "text":
-            self._content_sent = b.args_sent = True
-            return self._chunk({"content": ev.value})
-        if b.kind == "refusal" and k == "refusal":
-            self._refusal_sent = b.args_sent = True
-            return self._chunk({"refusal": ev.value})
-        if b.kind == "reasoning" and (k == "reasoning" or k == "summary"):
-            b.text.append(ev.value)  # type: ignore[union-attr]
-            return self._chunk({b.field: ev.value})
-        return b""
 
     def _block_start(self, ev: BlockStart) -> bytes:
         p = ev.part
@@ -951,7 +1007,7 @@ class StreamEncoder:
                 args = "{}"  # a tool call with no arguments at all: valid JSON for the client
             if not args:
                 return b""
-            return self._args_chunk(b, args)
+            return self._chunk(self._delta_of(b, args))
         if b.kind == "reasoning":
             if not isinstance(final, Reasoning):
                 return b""
@@ -996,11 +1052,13 @@ class StreamEncoder:
         if not self._finished:
             out = self._stop(classify_stop(None, has_tool_calls=self._had_tools))
         self.done = True
-        if getattr(self.ctx, "include_usage", False) and self._usage is not None:
-            head = dict(self._head or {})
-            head["choices"] = []
-            head["usage"] = encode_usage(self._usage)
-            out += frame(None, head)
+        if self._usages and getattr(self.ctx, "include_usage", False):
+            usage = self._usages[0]
+            for u in self._usages[1:]:
+                usage = usage.merge(u)
+            cid, created, model = self._head or ("", NO_TIMESTAMP, "")
+            out += frame(None, {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                                "choices": [], "usage": encode_usage(usage)})
         return out + DONE_FRAME
 
 
@@ -1035,8 +1093,7 @@ CODEC = Codec(
 
 
 # per-class dispatch: no table of bound methods built per stream
-_ENCODERS: dict[type, Any] = {
-    Delta: StreamEncoder._delta,
+_ENCODERS: dict[type, Any] = {  # (Delta: in encode itself)
     BlockStart: StreamEncoder._block_start,
     BlockEnd: StreamEncoder._block_end,
     UsageEvent: StreamEncoder._on_usage,
