@@ -14,11 +14,12 @@ import re
 from collections.abc import MutableMapping
 from datetime import datetime
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote
+from urllib.parse import quote, unquote, unquote_plus
 
 import orjson
 
 from ..neutral import Error, Usage
+from ..sse import SSEReader
 from ..stop import (
     GENERIC_REFUSAL,
     StopInfo,
@@ -102,18 +103,35 @@ _MODELS = re.compile(r"^/v1(?:alpha|beta\d*|\d*)?(?:/projects/[^/]+/locations/[^
                      r"(?:/[^/:?]+)?$")
 
 
+#: (request path without its query, alt=sse) -> facts: a client's path repeats on every request
+_ENDPOINT_FACTS: dict[tuple[str, bool], PathFacts | None] = {}
+_ENDPOINT_FACTS_MAX = 1024
+
+
 def parse_endpoint(path: str) -> PathFacts | None:
     """The Gemini endpoint a request path or whole URL names (query included), or None."""
     if "://" in path:  # a whole URL (stored flows): its path
         path = "/" + path.split("://", 1)[1].partition("/")[2]
     p, _, query = path.partition("?")
+    sse = False
+    for field in query.split("&") if query else ():  # (what parse_qsl reads, without its lists)
+        k, _, v = field.partition("=")
+        if unquote_plus(k) == "alt" and unquote_plus(v) == "sse":
+            sse = True
+    key = (p, sse)  # (never the query: it may carry the key)
+    try:
+        return _ENDPOINT_FACTS[key]
+    except KeyError:
+        pass
     m = _PATH.match(p)
-    if m is None:
-        return None
-    sse = any(k == "alt" and v == "sse" for k, v in parse_qsl(query, keep_blank_values=True))
-    method = m.group("method")
-    return PathFacts("count_tokens" if method == "countTokens" else "generate", m.group("prefix"),
-                     unquote(m.group("model")), method == "streamGenerateContent", sse)
+    facts = None
+    if m is not None:
+        method = m.group("method")
+        facts = PathFacts("count_tokens" if method == "countTokens" else "generate", m.group("prefix"),
+                          unquote(m.group("model")), method == "streamGenerateContent", sse)
+    if len(_ENDPOINT_FACTS) < _ENDPOINT_FACTS_MAX:
+        _ENDPOINT_FACTS[key] = facts
+    return facts
 
 
 def is_models_list(path: str) -> bool:
@@ -445,63 +463,62 @@ _STR_STOP = re.compile(r'["\\]')
 
 class StreamReader:
     """The framing of a Gemini stream, told by its first byte: ``data:`` lines (``alt=sse``) or one
-    JSON array. Same interface as :class:`proxai_core.sse.SSEReader` (events are ``(None, json)``)."""
+    JSON array. Same interface as :class:`proxai_core.sse.SSEReader` (events are ``(None, json)``).
 
-    __slots__ = ("_sse", "_arr", "_head")
+    Nothing is built before the first byte: then the reader of that framing is made and, for SSE,
+    its methods replace these on the instance (every later read goes straight to it)."""
 
     def __init__(self) -> None:
-        from ..sse import SSEReader
-
-        self._sse: Any = SSEReader()
         self._arr: JsonArrayReader | None = None
-        self._head: bool | None = None  # None: framing not known yet
 
     def _mode(self, chunk: bytes) -> bool | None:
-        if self._head is None:
-            s = chunk.lstrip()
-            if s:
-                self._head = s[:1] == b"["
-                if self._head:
-                    self._arr = JsonArrayReader()
-        return self._head
+        """True: the array form (its reader made), False: SSE (its reader's methods installed),
+        None: only whitespace so far."""
+        s = chunk.lstrip()
+        if not s:
+            return None
+        if s[:1] == b"[":
+            self._arr = JsonArrayReader()
+            self.feed = self._feed_array  # type: ignore[method-assign]
+            self.feed_raw = self._feed_raw_array  # type: ignore[method-assign]
+            return True
+        sse = SSEReader()
+        self.feed, self.feed_raw = sse.feed, sse.feed_raw  # type: ignore[method-assign]
+        self.close, self.close_raw = sse.close, sse.close_raw  # type: ignore[method-assign]
+        return False
 
     def feed(self, chunk: bytes) -> list[tuple[str | None, str]]:
         mode = self._mode(chunk)
-        if mode:
-            return [(None, e) for e in self._arr.feed_bytes(chunk)]  # type: ignore[union-attr]
-        if mode is None:
-            return []
-        return self._sse.feed(chunk)
+        return [] if mode is None else self.feed(chunk)
 
-    def feed_one(self, chunk: bytes) -> str | list[tuple[str | None, str]]:
-        if self._head is False:
-            return self._sse.feed_one(chunk)
-        return self.feed(chunk)
+    def _feed_array(self, chunk: bytes) -> list[tuple[str | None, str]]:
+        return [(None, e) for e in self._arr.feed_bytes(chunk)]  # type: ignore[union-attr]
 
     def close(self) -> list[tuple[str | None, str]]:
-        if self._head:
-            arr = self._arr
-            out: list[tuple[str | None, str]] = [(None, e) for e in arr.feed_bytes(b"", True)]  # type: ignore[union-attr]
-            rest = arr.pending()  # type: ignore[union-attr]
-            if rest:
-                out.append((None, rest))  # a cut element: the decoder judges it (invalid JSON)
-            return out
-        return self._sse.close() if self._head is False else []
+        arr = self._arr
+        if arr is None:
+            return []
+        out: list[tuple[str | None, str]] = [(None, e) for e in arr.feed_bytes(b"", True)]
+        rest = arr.pending()
+        if rest:
+            out.append((None, rest))  # a cut element: the decoder judges it (invalid JSON)
+        return out
 
     def feed_raw(self, chunk: bytes) -> tuple[list[Any], list[bytes]]:
         """Pass-through: the array form forwards its bytes as they come (an element is never
         re-framed); the SSE form forwards whole events only."""
-        mode = self._mode(chunk)
-        if mode is False:
-            return self._sse.feed_raw(chunk)
-        events: list[Any] = [(None, e) for e in self._arr.feed_bytes(chunk)] if mode else []  # type: ignore[union-attr]
+        if self._mode(chunk) is False:
+            return self.feed_raw(chunk)
+        return self._feed_raw_array(chunk)
+
+    def _feed_raw_array(self, chunk: bytes) -> tuple[list[Any], list[bytes]]:
+        arr = self._arr
+        events: list[Any] = [(None, e) for e in arr.feed_bytes(chunk)] if arr is not None else []
         if not events:
             return [None], [chunk]
         return events, [b""] * (len(events) - 1) + [chunk]
 
     def close_raw(self) -> tuple[list[Any], list[bytes]]:
-        if self._head is False:
-            return self._sse.close_raw()
         events = self.close()
         return events, [b""] * len(events)
 
