@@ -417,6 +417,8 @@ def error_frame(err: Error) -> bytes:
 # ============================================================================= partial arguments
 def _path_keys(path: str) -> list[str | int] | None:
     """``$.a.b[0].c`` / ``$['a']`` -> keys; None when it is not a path we read."""
+    if path[:2] == "$." and "[" not in path:  # (the usual path: what the loop below gives for it)
+        return path[2:].split(".")  # type: ignore[return-value]
     if not path.startswith("$"):
         return None
     keys: list[str | int] = []
@@ -501,9 +503,8 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], strings: dict[str, b
 
 
 # ============================================================================= stream decode
-#: keys of a chunk / candidate that the fast path knows carry nothing else to read
-_PLAIN_CHUNK = frozenset({"candidates", "usageMetadata", "modelVersion", "responseId", "createTime"})
-_PLAIN_CAND = frozenset({"content", "index"})
+_loads = orjson.loads
+_EMPTY_TEXT = {"text": ""}
 
 
 class _Call:
@@ -547,73 +548,58 @@ class StreamDecoder:
         self._raw_usage: Any = None  # the latest usageMetadata (it repeats in every chunk)
 
     def feed(self, event: str | None, data: str) -> list[Event]:
+        """One chunk: one ``orjson.loads``, then only what the chunk carries is read (the usual one
+        is a text part, the model version, the response id and the usage so far)."""
         if self.done:
             return []
         try:
-            obj = orjson.loads(data)
+            obj = _loads(data)
         except orjson.JSONDecodeError as exc:
             raise MalformedEvent(f"invalid JSON in a Gemini stream chunk ({exc})") from None
         if obj.__class__ is not dict:
             raise MalformedEvent("a Gemini stream chunk that is not an object")
-        # the usual chunk: one more piece of the open text, nothing else to read
-        if self._kind == "text" and self._finish is None:
-            cands = obj.get("candidates")
-            if cands.__class__ is list and len(cands) == 1:
-                cand = cands[0]
-                if cand.__class__ is dict and _PLAIN_CAND.issuperset(cand):
-                    content = cand.get("content")
-                    parts = content.get("parts") if content.__class__ is dict else None
-                    if parts.__class__ is list and len(parts) == 1:
-                        p = parts[0]
-                        if p.__class__ is dict and len(p) == 1:
-                            text = p.get("text")
-                            if text.__class__ is str and text and _PLAIN_CHUNK.issuperset(obj):
-                                u = obj.get("usageMetadata")
-                                if u is not None:
-                                    self._raw_usage = u
-                                return [Delta(self._open, "text", text)]
-        return self.chunk(obj)
-
-    def chunk(self, obj: dict[str, Any]) -> list[Event]:
-        out: list[Event] = []
-        if "error" in obj and not obj.get("candidates"):
+        cands = obj.get("candidates")
+        if "error" in obj and not cands:
             err = error_from_wire(None, obj) or Error("api_error", "upstream error in the stream", 500)
             self.done = True
             return [ErrorEvent(err)]
+        out: list[Event] = []
         if not self._started:
             self._started = True
             rid = obj.get("responseId")
-            self._id = rid if isinstance(rid, str) else ""
+            self._id = rid if rid.__class__ is str else ""
             mv = obj.get("modelVersion")
-            out.append(Start(self._id or None, mv if isinstance(mv, str) else None, None,
-                             created_from_wire(obj.get("createTime"))))
-        cands = obj.get("candidates")
-        cand = cands[0] if isinstance(cands, list) and cands and isinstance(cands[0], dict) else None
-        if cand is not None:
+            ct = obj.get("createTime")
+            out.append(Start(self._id or None, mv if mv.__class__ is str else None, None,
+                             None if ct is None else created_from_wire(ct)))
+        cand = cands[0] if cands.__class__ is list and cands else None
+        if cand.__class__ is dict:
             content = cand.get("content")
-            parts = content.get("parts") if isinstance(content, dict) else None
-            if isinstance(parts, list) and parts:
-                if self._finish is not None and any(isinstance(p, dict) and p and p != {"text": ""}
-                                                    for p in parts):
+            parts = content.get("parts") if content.__class__ is dict else None
+            if parts.__class__ is list and parts:
+                if self._finish is not None and any(p.__class__ is dict and p and p != _EMPTY_TEXT for p in parts):
                     self._finish = None  # another step follows (a server-side tool loop)
+                part = self._part
                 for p in parts:
-                    if isinstance(p, dict):
-                        self._part(p, out)
-            cits = _citations(cand) if "citationMetadata" in cand or "groundingMetadata" in cand else None
-            if cits:
-                self._cits = (self._cits or []) + cits
+                    if p.__class__ is dict:
+                        part(p, out)
+            if "citationMetadata" in cand or "groundingMetadata" in cand:
+                cits = _citations(cand)
+                if cits:
+                    self._cits = (self._cits or []) + cits
             finish = cand.get("finishReason")
             if finish is not None:
                 self._end_call(out)
                 self._close(out)
-                detail = {"safety_ratings": cand["safetyRatings"]} if isinstance(cand.get("safetyRatings"),
-                                                                                 list) else None
-                self._finish = (finish, cand.get("finishMessage"), detail)
-        pf = obj.get("promptFeedback")
-        if isinstance(pf, dict) and cand is None:
-            block = stop_from_block(pf)
-            if block is not None:
-                self._stop = block
+                sr = cand.get("safetyRatings")
+                self._finish = (finish, cand.get("finishMessage"),
+                                {"safety_ratings": sr} if sr.__class__ is list else None)
+        else:
+            pf = obj.get("promptFeedback")
+            if pf.__class__ is dict:
+                block = stop_from_block(pf)
+                if block is not None:
+                    self._stop = block
         u = obj.get("usageMetadata")
         if u is not None:
             self._raw_usage = u
@@ -691,15 +677,18 @@ class StreamDecoder:
 
     def _part(self, p: dict[str, Any], out: list[Event]) -> None:
         sig = p.get("thoughtSignature")
-        sig = sig if isinstance(sig, str) and sig else None
+        if sig.__class__ is not str or not sig:
+            sig = None
         fc = p.get("functionCall")
-        if isinstance(fc, dict):
-            self._close(out)
+        if fc.__class__ is dict:
+            if self._kind is not None:
+                self._close(out)
             self._function_call(fc, p, sig, out)
             return
-        self._end_call(out)
+        if self._call is not None:
+            self._end_call(out)
         fr = p.get("functionResponse")
-        if isinstance(fr, dict):
+        if fr.__class__ is dict:
             name = fr.get("name")
             for k, call in enumerate(self._held):
                 if call.part.name == name:  # run by the server: both stay Gemini's own parts
@@ -711,10 +700,11 @@ class StreamDecoder:
                     self._lone(Opaque(PROTOCOL, call.raw, "functionCall"), out)
                     break
         text = p.get("text")
-        if isinstance(text, str) and not text and not sig and len(p) == 1:
-            return  # an empty text part (Gemini ends some streams so): nothing to say
-        self._flush(out)
-        if isinstance(text, str):
+        if text.__class__ is str:
+            if not text and sig is None and len(p) == 1:
+                return  # an empty text part (Gemini ends some streams so): nothing to say
+            if self._held:
+                self._flush(out)
             if p.get("thought") is True:
                 if self._kind != "thought":
                     self._close(out)
@@ -735,6 +725,8 @@ class StreamDecoder:
                     out.append(BlockStart(self._open, Text("")))
                 out.append(Delta(self._open, "text", text))
             return
+        if self._held:
+            self._flush(out)
         self._close(out)
         label = next((k for k in _OPAQUE_PARTS if k in p), None)
         if sig:
