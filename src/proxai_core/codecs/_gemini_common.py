@@ -488,7 +488,7 @@ class StreamReader(SSEReader):
             return None
         if s[:1] == b"[":
             self._arr = JsonArrayReader()
-            self.feed = self._feed_array  # type: ignore[method-assign]
+            self.feed = self._feed_array  # type: ignore[method-assign,assignment]
             self.feed_raw = self._feed_raw_array  # type: ignore[method-assign]
             return True
         self.feed, self.feed_raw = self._read, super().feed_raw  # type: ignore[method-assign]
