@@ -12,7 +12,7 @@ import codecs
 import hashlib
 import re
 from collections.abc import MutableMapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, unquote, unquote_plus
 
@@ -170,9 +170,22 @@ def stop_from_wire(finish: Any, message: Any, has_tools: bool, detail: dict[str,
     """A candidate's ``finishReason`` (+ ``finishMessage``) as StopInfo (seed 004 table)."""
     raw = finish if isinstance(finish, str) and finish else None
     msg = message if isinstance(message, str) and message else None
+    plain = msg is None and not detail and (raw is None or raw in FINISH_REASONS)
+    if plain:  # (a StopInfo is immutable: the one of a plain Gemini value is built once)
+        known = _PLAIN_STOPS.get((raw, has_tools))
+        if known is not None:
+            return known
     if raw == "FINISH_REASON_UNSPECIFIED":
-        return classify_stop(raw, message=msg, detail=detail)
-    return classify_stop(raw, has_tool_calls=has_tools, message=msg, detail=detail)
+        stop = classify_stop(raw, message=msg, detail=detail)
+    else:
+        stop = classify_stop(raw, has_tool_calls=has_tools, message=msg, detail=detail)
+    if plain:
+        _PLAIN_STOPS[raw, has_tools] = stop
+    return stop
+
+
+#: (finishReason or None, function calls seen) -> its StopInfo, for finishes with nothing else said
+_PLAIN_STOPS: dict[tuple[str | None, bool], StopInfo] = {}
 
 
 def stop_from_block(feedback: dict[str, Any]) -> StopInfo | None:
@@ -280,8 +293,6 @@ def created_from_wire(v: Any) -> int | None:
 def created_to_wire(ts: int | None) -> str | None:
     if ts is None:
         return None
-    from datetime import UTC
-
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
 
 

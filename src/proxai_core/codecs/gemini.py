@@ -504,6 +504,7 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], strings: dict[str, b
 
 # ============================================================================= stream decode
 _loads = orjson.loads
+_dumps = orjson.dumps
 _EMPTY_TEXT = {"text": ""}
 
 
@@ -544,7 +545,6 @@ class StreamDecoder:
         self._stop: StopInfo | None = None
         self._finish: tuple[Any, Any, Any] | None = None
         self._id = ""
-        self._usage: Usage | None = None
         self._raw_usage: Any = None  # the latest usageMetadata (it repeats in every chunk)
 
     def feed(self, event: str | None, data: str) -> list[Event]:
@@ -605,25 +605,23 @@ class StreamDecoder:
             self._raw_usage = u
         return out
 
-    def _usage_event(self, out: list[Event]) -> None:
-        """The usage so far (cumulative: only the latest counts), once it is needed."""
-        u = self._raw_usage
-        if isinstance(u, dict):
-            usage = usage_from_wire(u)
-            if usage is not None and usage != self._usage:
-                self._usage = usage
-                out.append(UsageEvent(usage))
-
     def finish(self) -> list[Event]:
         if self.done:
             return []
         self.done = True
         out: list[Event] = []
-        self._usage_event(out)
+        u = self._raw_usage  # (cumulative, repeated in every chunk: only the latest counts)
+        if u.__class__ is dict:
+            usage = usage_from_wire(u)
+            if usage is not None:
+                out.append(UsageEvent(usage))
         if self._finish is not None or self._stop is not None:
-            self._end_call(out)
-            self._flush(out)
-            self._close(out)
+            if self._call is not None:
+                self._end_call(out)
+            if self._held:
+                self._flush(out)
+            if self._kind is not None:
+                self._close(out)
             stop = self._stop
             if self._finish is not None:
                 f, m, d = self._finish
@@ -818,6 +816,10 @@ class StreamEncoder:
         self._refusal: list[str] = []
         self._text_sent = False
         self._has_tools = False
+        #: a text chunk with nothing else to carry is these two around its JSON string (both known
+        #: once the first chunk went out: the stream's metadata tail and, in an array, its separator)
+        self._text_pre = b"data: " + _TEXT_HEAD if self._sse else b",\r\n" + _TEXT_HEAD
+        self._text_post: bytes | None = None
 
     # ---- framing
     def _frame(self, obj_bytes: bytes) -> bytes:
@@ -847,7 +849,9 @@ class StreamEncoder:
         if self._pending is not None and "thought" not in part:
             part["thoughtSignature"] = self._pending
             self._pending = None
-        self._meta()
+        if self._text_post is None:
+            self._meta()
+            self._text_post = _TEXT_MID + self._tail + (b"\r\n\r\n" if self._sse else b"")
         return self._frame(b'{"candidates":[{"content":{"role":"model","parts":[' + dumps(part)
                            + b']},"index":0}]' + self._tail)
 
@@ -855,8 +859,14 @@ class StreamEncoder:
         if self.done:
             return b""
         t = type(ev)
-        if t is Delta:
-            return self._delta(ev)  # type: ignore[arg-type]
+        if t is Delta:  # (most events: the text deltas first)
+            d: Delta = ev  # type: ignore[assignment]
+            o = self._open.get(d.index)
+            if o is None or not d.value:
+                return b""
+            if o.kind == "text" and d.kind == "text":
+                return self._text(o, d.value)
+            return self._delta(o, d)
         h: Any = _HANDLERS.get(t)
         return h(self, ev) if h is not None else b""
 
@@ -908,19 +918,17 @@ class StreamEncoder:
         if o.kind == "refusal":
             self._refusal.append(v)
         self._text_sent = o.sent = True
-        if self._pending is not None or self._tail == b"}":
+        post = self._text_post
+        if post is None or self._pending is not None:
             return self._chunk({"text": v})
-        return self._frame(_TEXT_HEAD + orjson.dumps(v) + _TEXT_MID + self._tail)
+        return self._text_pre + _dumps(v) + post
 
     def _thought(self, o: _Out, v: str) -> bytes:
         o.buf.append(v)
         return self._chunk({"text": v, "thought": True})
 
-    def _delta(self, ev: Delta) -> bytes:
-        o = self._open.get(ev.index)
+    def _delta(self, o: _Out, ev: Delta) -> bytes:
         v = ev.value
-        if o is None or not v:
-            return b""
         k, ok = ev.kind, o.kind
         if ok == "text" or ok == "refusal":
             if k == "text" or k == "refusal":
