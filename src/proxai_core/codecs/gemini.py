@@ -453,10 +453,11 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], strings: dict[str, b
     A string whose piece says ``willContinue`` is continued by the next piece of the same path."""
     ok = True
     for pa in partial:
-        if not isinstance(pa, dict) or not isinstance(pa.get("jsonPath"), str):
+        path = pa.get("jsonPath") if pa.__class__ is dict else None
+        if path.__class__ is not str:
             ok = False
             continue
-        keys = _path_keys(pa["jsonPath"])
+        keys = _path_keys(path)
         if not keys:
             ok = False
             continue
@@ -484,7 +485,6 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], strings: dict[str, b
                     cur[k] = child
             cur = child
         last = keys[-1]
-        path = pa["jsonPath"]
         if isinstance(value, str) and strings.get(path) and isinstance(cur, (dict, list)):
             prev: Any = ""
             if isinstance(cur, dict):
@@ -741,18 +741,20 @@ class StreamDecoder:
         partial = fc.get("partialArgs")
         more = fc.get("willContinue") is True
         call = self._call
-        if call is not None and not isinstance(name, str):  # a piece of the call in progress
-            if isinstance(partial, list) and not _apply_partial(call.obj, partial, call.strings):
+        if call is not None and name.__class__ is not str:  # a piece of the call in progress
+            if partial.__class__ is list and not _apply_partial(call.obj, partial, call.strings):
                 warn_once(self.warnings, "a partialArgs path Gemini sent could not be read; that piece was dropped")
-            if isinstance(fc.get("args"), dict):
-                call.obj.update(fc["args"])
+            args = fc.get("args")
+            if args.__class__ is dict:
+                call.obj.update(args)
             if sig and not call.sig:
                 call.sig = sig
             if not more:
                 self._end_call(out)
             return
-        self._end_call(out)
-        if not isinstance(name, str):
+        if call is not None:
+            self._end_call(out)
+        if name.__class__ is not str:
             if fc:
                 warn_once(self.warnings, "a Gemini function call without a name was skipped")
             return
@@ -760,9 +762,10 @@ class StreamDecoder:
         cid = fid if isinstance(fid, str) and fid else mint_call_id(self._id, self._calls, name)
         self._calls += 1
         call = _Call(ToolCall(cid, name), raw, sig)
-        if isinstance(fc.get("args"), dict):
-            call.obj.update(fc["args"])
-        if isinstance(partial, list) and not _apply_partial(call.obj, partial, call.strings):
+        args = fc.get("args")
+        if args.__class__ is dict:
+            call.obj.update(args)
+        if partial.__class__ is list and not _apply_partial(call.obj, partial, call.strings):
             warn_once(self.warnings, "a partialArgs path Gemini sent could not be read; that piece was dropped")
         self._call = call
         if not more:
