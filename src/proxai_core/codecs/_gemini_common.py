@@ -116,7 +116,9 @@ def parse_endpoint(path: str) -> PathFacts | None:
     sse = False
     for field in query.split("&") if query else ():  # (what parse_qsl reads, without its lists)
         k, _, v = field.partition("=")
-        if unquote_plus(k) == "alt" and unquote_plus(v) == "sse":
+        if "%" in field or "+" in field:  # (otherwise decoding changes nothing)
+            k, v = unquote_plus(k), unquote_plus(v)
+        if k == "alt" and v == "sse":
             sse = True
     key = (p, sse)  # (never the query: it may carry the key)
     try:
@@ -285,7 +287,7 @@ def created_from_wire(v: Any) -> int | None:
     if not isinstance(v, str) or not v:
         return None
     try:
-        return int(datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp())
+        return int(datetime.fromisoformat(v).timestamp())  # (it reads a trailing "Z" as UTC)
     except ValueError:
         return None
 
