@@ -472,27 +472,29 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], strings: dict[str, b
         else:
             continue
         cur: Any = obj
-        for k, nxt in zip(keys, keys[1:]):
-            child = cur[k] if isinstance(cur, dict) and k in cur else (
-                cur[k] if isinstance(cur, list) and isinstance(k, int) and k < len(cur) else None)
-            if child is None:
-                child = [] if isinstance(nxt, int) else {}
-                if isinstance(cur, dict):
-                    cur[k] = child
-                elif isinstance(cur, list) and isinstance(k, int):
-                    while len(cur) <= k:
-                        cur.append(None)
-                    cur[k] = child
-            cur = child
+        if len(keys) > 1:  # (a nested path: its containers, made where missing)
+            for k, nxt in zip(keys, keys[1:]):
+                child = cur[k] if isinstance(cur, dict) and k in cur else (
+                    cur[k] if isinstance(cur, list) and isinstance(k, int) and k < len(cur) else None)
+                if child is None:
+                    child = [] if isinstance(nxt, int) else {}
+                    if isinstance(cur, dict):
+                        cur[k] = child
+                    elif isinstance(cur, list) and isinstance(k, int):
+                        while len(cur) <= k:
+                            cur.append(None)
+                        cur[k] = child
+                cur = child
         last = keys[-1]
-        if isinstance(value, str) and strings.get(path) and isinstance(cur, (dict, list)):
+        is_str = isinstance(value, str)
+        if is_str and strings.get(path):
             prev: Any = ""
             if isinstance(cur, dict):
                 prev = cur.get(last, "")
-            elif isinstance(last, int) and last < len(cur):
+            elif isinstance(cur, list) and isinstance(last, int) and last < len(cur):
                 prev = cur[last]
             value = (prev if isinstance(prev, str) else "") + value
-        strings[path] = isinstance(value, str) and pa.get("willContinue") is True
+        strings[path] = is_str and pa.get("willContinue") is True
         if isinstance(cur, dict):
             cur[last] = value
         elif isinstance(cur, list) and isinstance(last, int):
