@@ -11,8 +11,9 @@ import base64
 import codecs
 import hashlib
 import re
+import time
 from collections.abc import MutableMapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote, unquote, unquote_plus
 
@@ -295,7 +296,7 @@ def created_from_wire(v: Any) -> int | None:
 def created_to_wire(ts: int | None) -> str | None:
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(ts))  # (no datetime object per stream)
 
 
 def mint_call_id(scope: str, n: int, name: str) -> str:
@@ -496,16 +497,20 @@ class StreamReader(SSEReader):
 
     def _mode(self, chunk: bytes) -> bool | None:
         """True: the array form (its reader made), False: SSE, None: only whitespace so far."""
-        s = chunk.lstrip()
-        if not s:
-            return None
-        if s[:1] == b"[":
+        head = chunk[:1]
+        if head.isspace() or not head:  # (b"d" of "data:" the usual first byte: no copy)
+            head = chunk.lstrip()[:1]
+            if not head:
+                return None
+        if head == b"[":
             self._arr = JsonArrayReader()
             self.feed = self._feed_array  # type: ignore[method-assign,assignment]
             self.feed_raw = self._feed_raw_array  # type: ignore[method-assign]
             return True
-        self.feed, self.feed_raw = self._read, super().feed_raw  # type: ignore[method-assign]
+        self.feed, self.feed_raw = self._read, self._sse_feed_raw  # type: ignore[method-assign]
         return False
+
+    _sse_feed_raw = SSEReader.feed_raw
 
     def feed(self, chunk: bytes, blobs: list[bytes] | None = None) -> list[Any]:
         mode = self._mode(chunk)
