@@ -19,6 +19,7 @@ JSON array without; both carry the same chunks, which the decoder reads one at a
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -417,18 +418,15 @@ def error_frame(err: Error) -> bytes:
 # ============================================================================= partial arguments
 def _path_keys(path: str) -> list[str | int] | None:
     """``$.a.b[0].c`` / ``$['a']`` -> keys; None when it is not a path we read."""
-    if path[:2] == "$." and "[" not in path:  # (the usual path: what the loop below gives for it)
-        return path[2:].split(".")  # type: ignore[return-value]
-    if not path.startswith("$"):
+    if path[:1] != "$":
         return None
     keys: list[str | int] = []
     i, n = 1, len(path)
     while i < n:
         c = path[i]
         if c == ".":
-            j = i + 1
-            while j < n and path[j] not in ".[":
-                j += 1
+            m = _KEY_END.search(path, i + 1)
+            j = m.start() if m is not None else n
             keys.append(path[i + 1 : j])
             i = j
         elif c == "[":
@@ -446,6 +444,9 @@ def _path_keys(path: str) -> list[str | int] | None:
         else:
             return None
     return keys
+
+
+_KEY_END = re.compile(r"[.\[]")
 
 
 def _apply_partial(obj: dict[str, Any], partial: list[Any], strings: dict[str, bool]) -> bool:
