@@ -447,6 +447,9 @@ def _path_keys(path: str) -> list[str | int] | None:
 
 
 _KEY_END = re.compile(r"[.\[]")
+#: jsonPath -> its keys (the pieces of one string repeat their path; () when unreadable)
+_KEYS: dict[str, list[str | int] | tuple[()]] = {}
+_KEYS_MAX = 4096
 
 
 def _apply_partial(obj: dict[str, Any], partial: list[Any], strings: dict[str, bool]) -> bool:
@@ -458,7 +461,11 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], strings: dict[str, b
         if path.__class__ is not str:
             ok = False
             continue
-        keys = _path_keys(path)
+        keys = _KEYS.get(path)
+        if keys is None:
+            keys = _path_keys(path) or ()
+            if len(_KEYS) < _KEYS_MAX:
+                _KEYS[path] = keys
         if not keys:
             ok = False
             continue
@@ -475,14 +482,19 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], strings: dict[str, b
         cur: Any = obj
         if len(keys) > 1:  # (a nested path: its containers, made where missing)
             for k, nxt in zip(keys, keys[1:]):
-                child = cur[k] if isinstance(cur, dict) and k in cur else (
-                    cur[k] if isinstance(cur, list) and isinstance(k, int) and k < len(cur) else None)
+                kind = cur.__class__  # (JSON values: exact dicts and lists)
+                if kind is dict:
+                    child = cur.get(k)
+                elif kind is list and k.__class__ is int and k < len(cur):  # type: ignore[operator]
+                    child = cur[k]
+                else:
+                    child = None
                 if child is None:
-                    child = [] if isinstance(nxt, int) else {}
-                    if isinstance(cur, dict):
+                    child = [] if nxt.__class__ is int else {}
+                    if kind is dict:
                         cur[k] = child
-                    elif isinstance(cur, list) and isinstance(k, int):
-                        while len(cur) <= k:
+                    elif kind is list and k.__class__ is int:
+                        while len(cur) <= k:  # type: ignore[operator]
                             cur.append(None)
                         cur[k] = child
                 cur = child
