@@ -499,19 +499,20 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], strings: dict[str, b
                         cur[k] = child
                 cur = child
         last = keys[-1]
-        is_str = isinstance(value, str)
+        kind = cur.__class__
+        is_str = value.__class__ is str
         if is_str and strings.get(path):
             prev: Any = ""
-            if isinstance(cur, dict):
+            if kind is dict:
                 prev = cur.get(last, "")
-            elif isinstance(cur, list) and isinstance(last, int) and last < len(cur):
+            elif kind is list and last.__class__ is int and last < len(cur):  # type: ignore[operator]
                 prev = cur[last]
-            value = (prev if isinstance(prev, str) else "") + value
+            value = (prev if prev.__class__ is str else "") + value
         strings[path] = is_str and pa.get("willContinue") is True
-        if isinstance(cur, dict):
+        if kind is dict:
             cur[last] = value
-        elif isinstance(cur, list) and isinstance(last, int):
-            while len(cur) <= last:
+        elif kind is list and last.__class__ is int:
+            while len(cur) <= last:  # type: ignore[operator]
                 cur.append(None)
             cur[last] = value
     return ok
