@@ -11,14 +11,16 @@ import base64
 import codecs
 import hashlib
 import re
+import time
 from collections.abc import MutableMapping
 from datetime import datetime
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote
+from urllib.parse import quote, unquote, unquote_plus
 
 import orjson
 
 from ..neutral import Error, Usage
+from ..sse import SSEReader
 from ..stop import (
     GENERIC_REFUSAL,
     StopInfo,
@@ -102,18 +104,37 @@ _MODELS = re.compile(r"^/v1(?:alpha|beta\d*|\d*)?(?:/projects/[^/]+/locations/[^
                      r"(?:/[^/:?]+)?$")
 
 
+#: (request path without its query, alt=sse) -> facts: a client's path repeats on every request
+_ENDPOINT_FACTS: dict[tuple[str, bool], PathFacts | None] = {}
+_ENDPOINT_FACTS_MAX = 1024
+
+
 def parse_endpoint(path: str) -> PathFacts | None:
     """The Gemini endpoint a request path or whole URL names (query included), or None."""
     if "://" in path:  # a whole URL (stored flows): its path
         path = "/" + path.split("://", 1)[1].partition("/")[2]
     p, _, query = path.partition("?")
+    sse = False
+    for field in query.split("&") if query else ():  # (what parse_qsl reads, without its lists)
+        k, _, v = field.partition("=")
+        if "%" in field or "+" in field:  # (otherwise decoding changes nothing)
+            k, v = unquote_plus(k), unquote_plus(v)
+        if k == "alt" and v == "sse":
+            sse = True
+    key = (p, sse)  # (never the query: it may carry the key)
+    try:
+        return _ENDPOINT_FACTS[key]
+    except KeyError:
+        pass
     m = _PATH.match(p)
-    if m is None:
-        return None
-    sse = any(k == "alt" and v == "sse" for k, v in parse_qsl(query, keep_blank_values=True))
-    method = m.group("method")
-    return PathFacts("count_tokens" if method == "countTokens" else "generate", m.group("prefix"),
-                     unquote(m.group("model")), method == "streamGenerateContent", sse)
+    facts = None
+    if m is not None:
+        method = m.group("method")
+        facts = PathFacts("count_tokens" if method == "countTokens" else "generate", m.group("prefix"),
+                          unquote(m.group("model")), method == "streamGenerateContent", sse)
+    if len(_ENDPOINT_FACTS) < _ENDPOINT_FACTS_MAX:
+        _ENDPOINT_FACTS[key] = facts
+    return facts
 
 
 def is_models_list(path: str) -> bool:
@@ -152,9 +173,22 @@ def stop_from_wire(finish: Any, message: Any, has_tools: bool, detail: dict[str,
     """A candidate's ``finishReason`` (+ ``finishMessage``) as StopInfo (seed 004 table)."""
     raw = finish if isinstance(finish, str) and finish else None
     msg = message if isinstance(message, str) and message else None
+    plain = msg is None and not detail and (raw is None or raw in FINISH_REASONS)
+    if plain:  # (a StopInfo is immutable: the one of a plain Gemini value is built once)
+        known = _PLAIN_STOPS.get((raw, has_tools))
+        if known is not None:
+            return known
     if raw == "FINISH_REASON_UNSPECIFIED":
-        return classify_stop(raw, message=msg, detail=detail)
-    return classify_stop(raw, has_tool_calls=has_tools, message=msg, detail=detail)
+        stop = classify_stop(raw, message=msg, detail=detail)
+    else:
+        stop = classify_stop(raw, has_tool_calls=has_tools, message=msg, detail=detail)
+    if plain:
+        _PLAIN_STOPS[raw, has_tools] = stop
+    return stop
+
+
+#: (finishReason or None, function calls seen) -> its StopInfo, for finishes with nothing else said
+_PLAIN_STOPS: dict[tuple[str | None, bool], StopInfo] = {}
 
 
 def stop_from_block(feedback: dict[str, Any]) -> StopInfo | None:
@@ -206,11 +240,22 @@ def stop_to_wire(stop: StopInfo, has_tools: bool, warnings: list[str]) -> tuple[
 def usage_from_wire(u: dict[str, Any]) -> Usage | None:
     """``usageMetadata`` -> neutral: prompt tokens include cached ones; candidates exclude thoughts;
     tool-use prompt tokens are input the model read."""
-    prompt = as_int(u.get("promptTokenCount"))
-    cached = as_int(u.get("cachedContentTokenCount"))
-    cand = as_int(u.get("candidatesTokenCount"))
-    thoughts = as_int(u.get("thoughtsTokenCount"))
-    tool = as_int(u.get("toolUsePromptTokenCount"))
+    # (``v.__class__ is int``: what as_int says, without a call per field; it runs once per stream)
+    prompt = u.get("promptTokenCount")
+    if prompt.__class__ is not int:
+        prompt = None
+    cand = u.get("candidatesTokenCount")
+    if cand.__class__ is not int:
+        cand = None
+    cached = u.get("cachedContentTokenCount")
+    if cached.__class__ is not int:
+        cached = None
+    thoughts = u.get("thoughtsTokenCount")
+    if thoughts.__class__ is not int:
+        thoughts = None
+    tool = u.get("toolUsePromptTokenCount")
+    if tool.__class__ is not int:
+        tool = None
     if prompt is None and cand is None and thoughts is None and cached is None and tool is None:
         return None
     inp = None
@@ -219,7 +264,7 @@ def usage_from_wire(u: dict[str, Any]) -> Usage | None:
     out = None
     if cand is not None or thoughts is not None:
         out = (cand or 0) + (thoughts or 0)
-    return Usage(input=inp, cache_read=cached, output=out, reasoning=thoughts)
+    return Usage(inp, cached, None, out, thoughts)
 
 
 def usage_to_wire(u: Usage | None) -> dict[str, Any]:
@@ -243,7 +288,7 @@ def created_from_wire(v: Any) -> int | None:
     if not isinstance(v, str) or not v:
         return None
     try:
-        return int(datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp())
+        return int(datetime.fromisoformat(v).timestamp())  # (it reads a trailing "Z" as UTC)
     except ValueError:
         return None
 
@@ -251,9 +296,7 @@ def created_from_wire(v: Any) -> int | None:
 def created_to_wire(ts: int | None) -> str | None:
     if ts is None:
         return None
-    from datetime import UTC
-
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(ts))  # (no datetime object per stream)
 
 
 def mint_call_id(scope: str, n: int, name: str) -> str:
@@ -443,65 +486,64 @@ class JsonArrayReader:
 _STR_STOP = re.compile(r'["\\]')
 
 
-class StreamReader:
+class StreamReader(SSEReader):
     """The framing of a Gemini stream, told by its first byte: ``data:`` lines (``alt=sse``) or one
-    JSON array. Same interface as :class:`proxai_core.sse.SSEReader` (events are ``(None, json)``)."""
+    JSON array. The SSE reader's interface (events are ``(None, json)``).
 
-    __slots__ = ("_sse", "_arr", "_head")
+    It is an SSE reader until the first byte says otherwise; once the framing is known, ``feed`` and
+    ``feed_raw`` on the instance are that framing's own (every later read goes straight to them)."""
 
-    def __init__(self) -> None:
-        from ..sse import SSEReader
-
-        self._sse: Any = SSEReader()
-        self._arr: JsonArrayReader | None = None
-        self._head: bool | None = None  # None: framing not known yet
+    _arr: JsonArrayReader | None = None  # the array form's reader, once its "[" was seen
 
     def _mode(self, chunk: bytes) -> bool | None:
-        if self._head is None:
-            s = chunk.lstrip()
-            if s:
-                self._head = s[:1] == b"["
-                if self._head:
-                    self._arr = JsonArrayReader()
-        return self._head
+        """True: the array form (its reader made), False: SSE, None: only whitespace so far."""
+        head = chunk[:1]
+        if head.isspace() or not head:  # (b"d" of "data:" the usual first byte: no copy)
+            head = chunk.lstrip()[:1]
+            if not head:
+                return None
+        if head == b"[":
+            self._arr = JsonArrayReader()
+            self.feed = self._feed_array  # type: ignore[method-assign,assignment]
+            self.feed_raw = self._feed_raw_array  # type: ignore[method-assign]
+            return True
+        self.feed, self.feed_raw = self._read, self._sse_feed_raw  # type: ignore[method-assign]
+        return False
 
-    def feed(self, chunk: bytes) -> list[tuple[str | None, str]]:
+    _sse_feed_raw = SSEReader.feed_raw
+
+    def feed(self, chunk: bytes, blobs: list[bytes] | None = None) -> list[Any]:
         mode = self._mode(chunk)
-        if mode:
-            return [(None, e) for e in self._arr.feed_bytes(chunk)]  # type: ignore[union-attr]
-        if mode is None:
-            return []
-        return self._sse.feed(chunk)
+        return [] if mode is None else self.feed(chunk)
 
-    def feed_one(self, chunk: bytes) -> str | list[tuple[str | None, str]]:
-        if self._head is False:
-            return self._sse.feed_one(chunk)
-        return self.feed(chunk)
+    def _feed_array(self, chunk: bytes) -> list[tuple[str | None, str]]:
+        return [(None, e) for e in self._arr.feed_bytes(chunk)]  # type: ignore[union-attr]
 
     def close(self) -> list[tuple[str | None, str]]:
-        if self._head:
-            arr = self._arr
-            out: list[tuple[str | None, str]] = [(None, e) for e in arr.feed_bytes(b"", True)]  # type: ignore[union-attr]
-            rest = arr.pending()  # type: ignore[union-attr]
-            if rest:
-                out.append((None, rest))  # a cut element: the decoder judges it (invalid JSON)
-            return out
-        return self._sse.close() if self._head is False else []
+        arr = self._arr
+        if arr is None:
+            return super().close()
+        out: list[tuple[str | None, str]] = [(None, e) for e in arr.feed_bytes(b"", True)]
+        rest = arr.pending()
+        if rest:
+            out.append((None, rest))  # a cut element: the decoder judges it (invalid JSON)
+        return out
 
     def feed_raw(self, chunk: bytes) -> tuple[list[Any], list[bytes]]:
         """Pass-through: the array form forwards its bytes as they come (an element is never
         re-framed); the SSE form forwards whole events only."""
         mode = self._mode(chunk)
-        if mode is False:
-            return self._sse.feed_raw(chunk)
-        events: list[Any] = [(None, e) for e in self._arr.feed_bytes(chunk)] if mode else []  # type: ignore[union-attr]
+        return ([None], [chunk]) if mode is None else self.feed_raw(chunk)
+
+    def _feed_raw_array(self, chunk: bytes) -> tuple[list[Any], list[bytes]]:
+        events: list[Any] = [(None, e) for e in self._arr.feed_bytes(chunk)]  # type: ignore[union-attr]
         if not events:
             return [None], [chunk]
         return events, [b""] * (len(events) - 1) + [chunk]
 
     def close_raw(self) -> tuple[list[Any], list[bytes]]:
-        if self._head is False:
-            return self._sse.close_raw()
+        if self._arr is None:
+            return super().close_raw()
         events = self.close()
         return events, [b""] * len(events)
 

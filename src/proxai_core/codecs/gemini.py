@@ -19,6 +19,7 @@ JSON array without; both carry the same chunks, which the decoder reads one at a
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -417,16 +418,15 @@ def error_frame(err: Error) -> bytes:
 # ============================================================================= partial arguments
 def _path_keys(path: str) -> list[str | int] | None:
     """``$.a.b[0].c`` / ``$['a']`` -> keys; None when it is not a path we read."""
-    if not path.startswith("$"):
+    if path[:1] != "$":
         return None
     keys: list[str | int] = []
     i, n = 1, len(path)
     while i < n:
         c = path[i]
         if c == ".":
-            j = i + 1
-            while j < n and path[j] not in ".[":
-                j += 1
+            m = _KEY_END.search(path, i + 1)
+            j = m.start() if m is not None else n
             keys.append(path[i + 1 : j])
             i = j
         elif c == "[":
@@ -446,15 +446,26 @@ def _path_keys(path: str) -> list[str | int] | None:
     return keys
 
 
+_KEY_END = re.compile(r"[.\[]")
+#: jsonPath -> its keys (the pieces of one string repeat their path; () when unreadable)
+_KEYS: dict[str, list[str | int] | tuple[()]] = {}
+_KEYS_MAX = 4096
+
+
 def _apply_partial(obj: dict[str, Any], partial: list[Any], strings: dict[str, bool]) -> bool:
     """Apply Vertex ``partialArgs`` to the arguments object; False on a path we cannot read.
     A string whose piece says ``willContinue`` is continued by the next piece of the same path."""
     ok = True
     for pa in partial:
-        if not isinstance(pa, dict) or not isinstance(pa.get("jsonPath"), str):
+        path = pa.get("jsonPath") if pa.__class__ is dict else None
+        if path.__class__ is not str:
             ok = False
             continue
-        keys = _path_keys(pa["jsonPath"])
+        keys = _KEYS.get(path)
+        if keys is None:
+            keys = _path_keys(path) or ()
+            if len(_KEYS) < _KEYS_MAX:
+                _KEYS[path] = keys
         if not keys:
             ok = False
             continue
@@ -469,41 +480,48 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], strings: dict[str, b
         else:
             continue
         cur: Any = obj
-        for k, nxt in zip(keys, keys[1:]):
-            child = cur[k] if isinstance(cur, dict) and k in cur else (
-                cur[k] if isinstance(cur, list) and isinstance(k, int) and k < len(cur) else None)
-            if child is None:
-                child = [] if isinstance(nxt, int) else {}
-                if isinstance(cur, dict):
-                    cur[k] = child
-                elif isinstance(cur, list) and isinstance(k, int):
-                    while len(cur) <= k:
-                        cur.append(None)
-                    cur[k] = child
-            cur = child
+        if len(keys) > 1:  # (a nested path: its containers, made where missing)
+            for k, nxt in zip(keys, keys[1:]):
+                kind = cur.__class__  # (JSON values: exact dicts and lists)
+                if kind is dict:
+                    child = cur.get(k)
+                elif kind is list and k.__class__ is int and k < len(cur):  # type: ignore[operator]
+                    child = cur[k]
+                else:
+                    child = None
+                if child is None:
+                    child = [] if nxt.__class__ is int else {}
+                    if kind is dict:
+                        cur[k] = child
+                    elif kind is list and k.__class__ is int:
+                        while len(cur) <= k:  # type: ignore[operator]
+                            cur.append(None)
+                        cur[k] = child
+                cur = child
         last = keys[-1]
-        path = pa["jsonPath"]
-        if isinstance(value, str) and strings.get(path) and isinstance(cur, (dict, list)):
+        kind = cur.__class__
+        is_str = value.__class__ is str
+        if is_str and strings.get(path):
             prev: Any = ""
-            if isinstance(cur, dict):
+            if kind is dict:
                 prev = cur.get(last, "")
-            elif isinstance(last, int) and last < len(cur):
+            elif kind is list and last.__class__ is int and last < len(cur):  # type: ignore[operator]
                 prev = cur[last]
-            value = (prev if isinstance(prev, str) else "") + value
-        strings[path] = isinstance(value, str) and pa.get("willContinue") is True
-        if isinstance(cur, dict):
+            value = (prev if prev.__class__ is str else "") + value
+        strings[path] = is_str and pa.get("willContinue") is True
+        if kind is dict:
             cur[last] = value
-        elif isinstance(cur, list) and isinstance(last, int):
-            while len(cur) <= last:
+        elif kind is list and last.__class__ is int:
+            while len(cur) <= last:  # type: ignore[operator]
                 cur.append(None)
             cur[last] = value
     return ok
 
 
 # ============================================================================= stream decode
-#: keys of a chunk / candidate that the fast path knows carry nothing else to read
-_PLAIN_CHUNK = frozenset({"candidates", "usageMetadata", "modelVersion", "responseId", "createTime"})
-_PLAIN_CAND = frozenset({"content", "index"})
+_loads = orjson.loads
+_dumps = orjson.dumps
+_EMPTY_TEXT = {"text": ""}
 
 
 class _Call:
@@ -543,101 +561,83 @@ class StreamDecoder:
         self._stop: StopInfo | None = None
         self._finish: tuple[Any, Any, Any] | None = None
         self._id = ""
-        self._usage: Usage | None = None
         self._raw_usage: Any = None  # the latest usageMetadata (it repeats in every chunk)
 
     def feed(self, event: str | None, data: str) -> list[Event]:
+        """One chunk: one ``orjson.loads``, then only what the chunk carries is read (the usual one
+        is a text part, the model version, the response id and the usage so far)."""
         if self.done:
             return []
         try:
-            obj = orjson.loads(data)
+            obj = _loads(data)
         except orjson.JSONDecodeError as exc:
             raise MalformedEvent(f"invalid JSON in a Gemini stream chunk ({exc})") from None
         if obj.__class__ is not dict:
             raise MalformedEvent("a Gemini stream chunk that is not an object")
-        # the usual chunk: one more piece of the open text, nothing else to read
-        if self._kind == "text" and self._finish is None:
-            cands = obj.get("candidates")
-            if cands.__class__ is list and len(cands) == 1:
-                cand = cands[0]
-                if cand.__class__ is dict and _PLAIN_CAND.issuperset(cand):
-                    content = cand.get("content")
-                    parts = content.get("parts") if content.__class__ is dict else None
-                    if parts.__class__ is list and len(parts) == 1:
-                        p = parts[0]
-                        if p.__class__ is dict and len(p) == 1:
-                            text = p.get("text")
-                            if text.__class__ is str and text and _PLAIN_CHUNK.issuperset(obj):
-                                u = obj.get("usageMetadata")
-                                if u is not None:
-                                    self._raw_usage = u
-                                return [Delta(self._open, "text", text)]
-        return self.chunk(obj)
-
-    def chunk(self, obj: dict[str, Any]) -> list[Event]:
-        out: list[Event] = []
-        if "error" in obj and not obj.get("candidates"):
+        cands = obj.get("candidates")
+        if "error" in obj and not cands:
             err = error_from_wire(None, obj) or Error("api_error", "upstream error in the stream", 500)
             self.done = True
             return [ErrorEvent(err)]
+        out: list[Event] = []
         if not self._started:
             self._started = True
             rid = obj.get("responseId")
-            self._id = rid if isinstance(rid, str) else ""
+            self._id = rid if rid.__class__ is str else ""
             mv = obj.get("modelVersion")
-            out.append(Start(self._id or None, mv if isinstance(mv, str) else None, None,
-                             created_from_wire(obj.get("createTime"))))
-        cands = obj.get("candidates")
-        cand = cands[0] if isinstance(cands, list) and cands and isinstance(cands[0], dict) else None
-        if cand is not None:
+            ct = obj.get("createTime")
+            out.append(Start(self._id or None, mv if mv.__class__ is str else None, None,
+                             None if ct is None else created_from_wire(ct)))
+        cand = cands[0] if cands.__class__ is list and cands else None
+        if cand.__class__ is dict:
             content = cand.get("content")
-            parts = content.get("parts") if isinstance(content, dict) else None
-            if isinstance(parts, list) and parts:
-                if self._finish is not None and any(isinstance(p, dict) and p and p != {"text": ""}
-                                                    for p in parts):
+            parts = content.get("parts") if content.__class__ is dict else None
+            if parts.__class__ is list and parts:
+                if self._finish is not None and any(p.__class__ is dict and p and p != _EMPTY_TEXT for p in parts):
                     self._finish = None  # another step follows (a server-side tool loop)
+                part = self._part
                 for p in parts:
-                    if isinstance(p, dict):
-                        self._part(p, out)
-            cits = _citations(cand) if "citationMetadata" in cand or "groundingMetadata" in cand else None
-            if cits:
-                self._cits = (self._cits or []) + cits
+                    if p.__class__ is dict:
+                        part(p, out)
+            if "citationMetadata" in cand or "groundingMetadata" in cand:
+                cits = _citations(cand)
+                if cits:
+                    self._cits = (self._cits or []) + cits
             finish = cand.get("finishReason")
             if finish is not None:
                 self._end_call(out)
                 self._close(out)
-                detail = {"safety_ratings": cand["safetyRatings"]} if isinstance(cand.get("safetyRatings"),
-                                                                                 list) else None
-                self._finish = (finish, cand.get("finishMessage"), detail)
-        pf = obj.get("promptFeedback")
-        if isinstance(pf, dict) and cand is None:
-            block = stop_from_block(pf)
-            if block is not None:
-                self._stop = block
+                sr = cand.get("safetyRatings")
+                self._finish = (finish, cand.get("finishMessage"),
+                                {"safety_ratings": sr} if sr.__class__ is list else None)
+        else:
+            pf = obj.get("promptFeedback")
+            if pf.__class__ is dict:
+                block = stop_from_block(pf)
+                if block is not None:
+                    self._stop = block
         u = obj.get("usageMetadata")
         if u is not None:
             self._raw_usage = u
         return out
-
-    def _usage_event(self, out: list[Event]) -> None:
-        """The usage so far (cumulative: only the latest counts), once it is needed."""
-        u = self._raw_usage
-        if isinstance(u, dict):
-            usage = usage_from_wire(u)
-            if usage is not None and usage != self._usage:
-                self._usage = usage
-                out.append(UsageEvent(usage))
 
     def finish(self) -> list[Event]:
         if self.done:
             return []
         self.done = True
         out: list[Event] = []
-        self._usage_event(out)
+        u = self._raw_usage  # (cumulative, repeated in every chunk: only the latest counts)
+        if u.__class__ is dict:
+            usage = usage_from_wire(u)
+            if usage is not None:
+                out.append(UsageEvent(usage))
         if self._finish is not None or self._stop is not None:
-            self._end_call(out)
-            self._flush(out)
-            self._close(out)
+            if self._call is not None:
+                self._end_call(out)
+            if self._held:
+                self._flush(out)
+            if self._kind is not None:
+                self._close(out)
             stop = self._stop
             if self._finish is not None:
                 f, m, d = self._finish
@@ -691,15 +691,18 @@ class StreamDecoder:
 
     def _part(self, p: dict[str, Any], out: list[Event]) -> None:
         sig = p.get("thoughtSignature")
-        sig = sig if isinstance(sig, str) and sig else None
+        if sig.__class__ is not str or not sig:
+            sig = None
         fc = p.get("functionCall")
-        if isinstance(fc, dict):
-            self._close(out)
+        if fc.__class__ is dict:
+            if self._kind is not None:
+                self._close(out)
             self._function_call(fc, p, sig, out)
             return
-        self._end_call(out)
+        if self._call is not None:
+            self._end_call(out)
         fr = p.get("functionResponse")
-        if isinstance(fr, dict):
+        if fr.__class__ is dict:
             name = fr.get("name")
             for k, call in enumerate(self._held):
                 if call.part.name == name:  # run by the server: both stay Gemini's own parts
@@ -711,10 +714,11 @@ class StreamDecoder:
                     self._lone(Opaque(PROTOCOL, call.raw, "functionCall"), out)
                     break
         text = p.get("text")
-        if isinstance(text, str) and not text and not sig and len(p) == 1:
-            return  # an empty text part (Gemini ends some streams so): nothing to say
-        self._flush(out)
-        if isinstance(text, str):
+        if text.__class__ is str:
+            if not text and sig is None and len(p) == 1:
+                return  # an empty text part (Gemini ends some streams so): nothing to say
+            if self._held:
+                self._flush(out)
             if p.get("thought") is True:
                 if self._kind != "thought":
                     self._close(out)
@@ -735,6 +739,8 @@ class StreamDecoder:
                     out.append(BlockStart(self._open, Text("")))
                 out.append(Delta(self._open, "text", text))
             return
+        if self._held:
+            self._flush(out)
         self._close(out)
         label = next((k for k in _OPAQUE_PARTS if k in p), None)
         if sig:
@@ -751,18 +757,20 @@ class StreamDecoder:
         partial = fc.get("partialArgs")
         more = fc.get("willContinue") is True
         call = self._call
-        if call is not None and not isinstance(name, str):  # a piece of the call in progress
-            if isinstance(partial, list) and not _apply_partial(call.obj, partial, call.strings):
+        if call is not None and name.__class__ is not str:  # a piece of the call in progress
+            if partial.__class__ is list and not _apply_partial(call.obj, partial, call.strings):
                 warn_once(self.warnings, "a partialArgs path Gemini sent could not be read; that piece was dropped")
-            if isinstance(fc.get("args"), dict):
-                call.obj.update(fc["args"])
+            args = fc.get("args")
+            if args.__class__ is dict:
+                call.obj.update(args)
             if sig and not call.sig:
                 call.sig = sig
             if not more:
                 self._end_call(out)
             return
-        self._end_call(out)
-        if not isinstance(name, str):
+        if call is not None:
+            self._end_call(out)
+        if name.__class__ is not str:
             if fc:
                 warn_once(self.warnings, "a Gemini function call without a name was skipped")
             return
@@ -770,9 +778,10 @@ class StreamDecoder:
         cid = fid if isinstance(fid, str) and fid else mint_call_id(self._id, self._calls, name)
         self._calls += 1
         call = _Call(ToolCall(cid, name), raw, sig)
-        if isinstance(fc.get("args"), dict):
-            call.obj.update(fc["args"])
-        if isinstance(partial, list) and not _apply_partial(call.obj, partial, call.strings):
+        args = fc.get("args")
+        if args.__class__ is dict:
+            call.obj.update(args)
+        if partial.__class__ is list and not _apply_partial(call.obj, partial, call.strings):
             warn_once(self.warnings, "a partialArgs path Gemini sent could not be read; that piece was dropped")
         self._call = call
         if not more:
@@ -826,6 +835,10 @@ class StreamEncoder:
         self._refusal: list[str] = []
         self._text_sent = False
         self._has_tools = False
+        #: a text chunk with nothing else to carry is these two around its JSON string (both known
+        #: once the first chunk went out: the stream's metadata tail and, in an array, its separator)
+        self._text_pre = b"data: " + _TEXT_HEAD if self._sse else b",\r\n" + _TEXT_HEAD
+        self._text_post: bytes | None = None
 
     # ---- framing
     def _frame(self, obj_bytes: bytes) -> bytes:
@@ -855,7 +868,9 @@ class StreamEncoder:
         if self._pending is not None and "thought" not in part:
             part["thoughtSignature"] = self._pending
             self._pending = None
-        self._meta()
+        if self._text_post is None:
+            self._meta()
+            self._text_post = _TEXT_MID + self._tail + (b"\r\n\r\n" if self._sse else b"")
         return self._frame(b'{"candidates":[{"content":{"role":"model","parts":[' + dumps(part)
                            + b']},"index":0}]' + self._tail)
 
@@ -863,8 +878,14 @@ class StreamEncoder:
         if self.done:
             return b""
         t = type(ev)
-        if t is Delta:
-            return self._delta(ev)  # type: ignore[arg-type]
+        if t is Delta:  # (most events: the text deltas first)
+            d: Delta = ev  # type: ignore[assignment]
+            o = self._open.get(d.index)
+            if o is None or not d.value:
+                return b""
+            if o.kind == "text" and d.kind == "text":
+                return self._text(o, d.value)
+            return self._delta(o, d)
         h: Any = _HANDLERS.get(t)
         return h(self, ev) if h is not None else b""
 
@@ -916,19 +937,17 @@ class StreamEncoder:
         if o.kind == "refusal":
             self._refusal.append(v)
         self._text_sent = o.sent = True
-        if self._pending is not None or self._tail == b"}":
+        post = self._text_post
+        if post is None or self._pending is not None:
             return self._chunk({"text": v})
-        return self._frame(_TEXT_HEAD + orjson.dumps(v) + _TEXT_MID + self._tail)
+        return self._text_pre + _dumps(v) + post
 
     def _thought(self, o: _Out, v: str) -> bytes:
         o.buf.append(v)
         return self._chunk({"text": v, "thought": True})
 
-    def _delta(self, ev: Delta) -> bytes:
-        o = self._open.get(ev.index)
+    def _delta(self, o: _Out, ev: Delta) -> bytes:
         v = ev.value
-        if o is None or not v:
-            return b""
         k, ok = ev.kind, o.kind
         if ok == "text" or ok == "refusal":
             if k == "text" or k == "refusal":
