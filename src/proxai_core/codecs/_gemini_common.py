@@ -102,18 +102,42 @@ _MODELS = re.compile(r"^/v1(?:alpha|beta\d*|\d*)?(?:/projects/[^/]+/locations/[^
                      r"(?:/[^/:?]+)?$")
 
 
+#: path (query excluded: it may carry a key) -> its facts as (non-SSE, SSE); a bounded memo, since
+#: a client sends the same few paths again and again
+_ENDPOINTS: dict[str, tuple[PathFacts, PathFacts] | None] = {}
+_ENDPOINTS_MAX = 256
+
+
 def parse_endpoint(path: str) -> PathFacts | None:
     """The Gemini endpoint a request path or whole URL names (query included), or None."""
     if "://" in path:  # a whole URL (stored flows): its path
         path = "/" + path.split("://", 1)[1].partition("/")[2]
     p, _, query = path.partition("?")
+    try:
+        pair = _ENDPOINTS[p]
+    except KeyError:
+        pair = _endpoint_facts(p)
+        if len(_ENDPOINTS) < _ENDPOINTS_MAX:
+            _ENDPOINTS[p] = pair
+    if pair is None:
+        return None
+    if not query:
+        return pair[0]
+    if "%" in query or "+" in query:  # escaped: the full query parser
+        sse = any(k == "alt" and v == "sse" for k, v in parse_qsl(query, keep_blank_values=True))
+    else:
+        sse = "alt=sse" in query.split("&")
+    return pair[sse]
+
+
+def _endpoint_facts(p: str) -> tuple[PathFacts, PathFacts] | None:
     m = _PATH.match(p)
     if m is None:
         return None
-    sse = any(k == "alt" and v == "sse" for k, v in parse_qsl(query, keep_blank_values=True))
     method = m.group("method")
-    return PathFacts("count_tokens" if method == "countTokens" else "generate", m.group("prefix"),
-                     unquote(m.group("model")), method == "streamGenerateContent", sse)
+    kind = "count_tokens" if method == "countTokens" else "generate"
+    prefix, model, stream = m.group("prefix"), unquote(m.group("model")), method == "streamGenerateContent"
+    return PathFacts(kind, prefix, model, stream, False), PathFacts(kind, prefix, model, stream, True)
 
 
 def is_models_list(path: str) -> bool:

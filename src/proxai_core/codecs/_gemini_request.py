@@ -64,10 +64,31 @@ def _camel_key(k: str) -> str:
     return head + "".join(w[:1].upper() + w[1:] for w in rest)
 
 
+#: field names of the API's own objects (Content, Part, FunctionCall, Tool, configs...): an
+#: object whose keys are all here has no snake_case spelling to convert (one C-level subset test)
+_CAMEL = frozenset({
+    "contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "safetySettings",
+    "cachedContent", "labels", "model", "generateContentRequest", "role", "parts", "text", "thought",
+    "thoughtSignature", "functionCall", "functionResponse", "inlineData", "fileData", "executableCode",
+    "codeExecutionResult", "toolCall", "toolResponse", "videoMetadata", "partMetadata", "mediaResolution",
+    "id", "name", "args", "partialArgs", "willContinue", "response", "scheduling", "mimeType", "data",
+    "displayName", "fileUri", "functionDeclarations", "description", "parameters", "parametersJsonSchema",
+    "responseJsonSchema", "behavior", "googleSearch", "googleSearchRetrieval", "codeExecution", "urlContext",
+    "functionCallingConfig", "mode", "allowedFunctionNames", "streamFunctionCallArguments", "retrievalConfig",
+    "maxOutputTokens", "temperature", "topP", "topK", "stopSequences", "seed", "candidateCount",
+    "responseMimeType", "responseSchema", "thinkingConfig", "presencePenalty", "frequencyPenalty",
+    "thinkingBudget", "thinkingLevel", "includeThoughts", "responseLogprobs", "logprobs",
+    "responseModalities", "speechConfig", "imageConfig",
+})
+assert not any("_" in k for k in _CAMEL)
+
+
 def _obj(v: Any, path: str) -> dict[str, Any]:
     """An object of the API's own structure: its snake_case field names (the API accepts both
     spellings, as proto JSON does) read as camelCase. Never applied to user data (arguments,
     function responses, schemas)."""
+    if v.__class__ is dict and v.keys() <= _CAMEL:
+        return v
     if not isinstance(v, dict):
         raise _fail(path, f"expected an object, got {type(v).__name__}")
     for k in v:
@@ -116,30 +137,37 @@ def _opt_num(d: dict[str, Any], key: str, path: str) -> float | None:
 # ============================================================================= schemas
 _TYPES = {"STRING": "string", "NUMBER": "number", "INTEGER": "integer", "BOOLEAN": "boolean", "ARRAY": "array",
           "OBJECT": "object", "NULL": "null"}
+#: the usual spellings (upper or lower case) looked up once; others fall back to the case rules
+_TYPE_OF = {**_TYPES, **{v: v for v in _TYPES.values()}}
+#: schema keys with a conversion: 1 type, 2 properties, 3 a sub-schema, 0 dropped (no JSON Schema meaning:
+#: ``nullable`` is folded into the type, ``propertyOrdering`` is Gemini's output-order hint)
+_SCHEMA_KEYS = {"type": 1, "properties": 2, "items": 3, "anyOf": 3, "oneOf": 3, "allOf": 3, "not": 3,
+                "additionalProperties": 3, "nullable": 0, "propertyOrdering": 0}
 
 
 def schema_to_json(s: Any) -> Any:
     """Gemini's OpenAPI-subset ``Schema`` (upper-case types, ``nullable``) as JSON Schema."""
-    if isinstance(s, list):
-        return [schema_to_json(x) for x in s]
     if not isinstance(s, dict):
+        if isinstance(s, list):
+            return [schema_to_json(x) for x in s]
         return s
     out: dict[str, Any] = {}
-    nullable = s.get("nullable") is True
+    keys = _SCHEMA_KEYS
     for k, v in s.items():
-        if k == "type" and isinstance(v, str):
-            out["type"] = _TYPES.get(v.upper(), v.lower())
-        elif k == "nullable":
-            continue
-        elif k == "properties" and isinstance(v, dict):
-            out[k] = {pk: schema_to_json(pv) for pk, pv in v.items()}
-        elif k in ("items", "anyOf", "oneOf", "allOf", "not", "additionalProperties"):
-            out[k] = schema_to_json(v)
-        elif k == "propertyOrdering":
-            continue  # Gemini's output-order hint: no JSON Schema meaning
-        else:
+        h = keys.get(k)
+        if h is None:
             out[k] = v
-    if nullable:
+        elif h == 1:
+            if isinstance(v, str):
+                t = _TYPE_OF.get(v)
+                out["type"] = t if t is not None else _TYPES.get(v.upper(), v.lower())
+            else:
+                out[k] = v
+        elif h == 2:
+            out[k] = {pk: schema_to_json(pv) for pk, pv in v.items()} if isinstance(v, dict) else v
+        elif h == 3:
+            out[k] = schema_to_json(v)
+    if s.get("nullable") is True:
         t = out.get("type")
         if isinstance(t, str):
             out["type"] = [t, "null"]
@@ -148,13 +176,18 @@ def schema_to_json(s: Any) -> Any:
     return out
 
 
+def _expected(path: str, what: str, v: Any) -> TranslationError:
+    return _fail(path, f"expected {what}, got {type(v).__name__}")
+
+
 # ============================================================================= decode
-def _signature_reasoning(sig: str, on: str, path: str, warnings: list[str]) -> Reasoning:
+def _signature_reasoning(sig: str, on: str, turn: int, k: int, warnings: list[str]) -> Reasoning:
     """A ``thoughtSignature`` as a neutral reasoning part placed before the part it came on."""
     if is_packed_signature(sig):
         payload = unpack_signature(sig)
         if payload is None:
-            warnings.append(f"{path}.thoughtSignature: a damaged continuity envelope was dropped")
+            warnings.append(f"contents[{turn}].parts[{k}].thoughtSignature: a damaged continuity envelope "
+                            "was dropped")
             return Reasoning(text="", opaque={"protocol": PROTOCOL, "signature": "", "on": on})
         text = payload.pop("text", "")
         summary = payload.pop("summary", None)
@@ -180,40 +213,46 @@ def _media(d: dict[str, Any], path: str, kind: str) -> Image | Document:
     return Document("url", media_type=mime, url=uri)
 
 
-def _response_content(resp: Any, parts: Any, path: str) -> tuple[list[Text | Image | Document], bool | None]:
+def _response_content(resp: Any, parts: Any, turn: int, k: int) -> tuple[list[Text | Image | Document], bool | None]:
     """A functionResponse's ``response`` object (and media ``parts``) as tool-result content."""
     content: list[Text | Image | Document] = []
     is_error: bool | None = None
     if isinstance(resp, dict):
-        keys = resp.keys()
-        if keys == {"output"} and isinstance(resp["output"], str):
-            content.append(Text(resp["output"]))
-        elif keys == {"error"} and isinstance(resp["error"], str):
-            content.append(Text(resp["error"]))
-            is_error = True
-        elif keys == {"content"} and isinstance(resp["content"], str):
-            content.append(Text(resp["content"]))
+        one = None  # the text of a one-field {"output"|"error"|"content": "..."} response
+        if len(resp) == 1:
+            one = resp.get("output")
+            if not isinstance(one, str):
+                one = resp.get("error")
+                if isinstance(one, str):
+                    is_error = True
+                else:
+                    one = resp.get("content")
+        if isinstance(one, str):
+            content.append(Text(one))
         else:
             content.append(Text(dumps(resp).decode()))
-            if "error" in keys and "output" not in keys:
+            if "error" in resp and "output" not in resp:
                 is_error = True
     elif resp is not None:
-        raise _fail(f"{path}.response", f"expected an object, got {type(resp).__name__}")
+        raise _expected(f"contents[{turn}].parts[{k}].functionResponse.response", "an object", resp)
     if parts is not None:
-        for k, p in enumerate(_list(parts, f"{path}.parts")):
-            p = _obj(p, f"{path}.parts[{k}]")
+        path = f"contents[{turn}].parts[{k}].functionResponse"
+        for j, p in enumerate(_list(parts, f"{path}.parts")):
+            p = _obj(p, f"{path}.parts[{j}]")
             if "inlineData" in p:
-                content.append(_media(_obj(p["inlineData"], f"{path}.parts[{k}].inlineData"),
-                                      f"{path}.parts[{k}].inlineData", "inline"))
+                content.append(_media(_obj(p["inlineData"], f"{path}.parts[{j}].inlineData"),
+                                      f"{path}.parts[{j}].inlineData", "inline"))
             elif "fileData" in p:
-                content.append(_media(_obj(p["fileData"], f"{path}.parts[{k}].fileData"),
-                                      f"{path}.parts[{k}].fileData", "file"))
+                content.append(_media(_obj(p["fileData"], f"{path}.parts[{j}].fileData"),
+                                      f"{path}.parts[{j}].fileData", "file"))
     return content, is_error
 
 
 class _CallIds:
     """Ids for a history's function calls: Gemini's own, or minted from the turn and order, so a
     ``functionResponse`` without an id finds its call by name and order."""
+
+    __slots__ = ("unanswered",)
 
     def __init__(self) -> None:
         self.unanswered: list[tuple[str, str]] = []  # (id, name) in call order
@@ -237,73 +276,78 @@ class _CallIds:
         return mint_call_id(f"response{turn}", n, name)
 
 
-def _parts(parts: list[Any], path: str, role: str, turn: int, ids: _CallIds, warnings: list[str]) -> list[Any]:
+_SERVER_PARTS = ("executableCode", "codeExecutionResult", "toolCall", "toolResponse")
+
+
+def _parts(parts: list[Any], turn: int, ids: _CallIds, warnings: list[str]) -> tuple[list[Any], bool]:
+    """The parts of ``contents[turn]``, and whether a function response is among them. Paths for
+    errors are formatted only when one is raised."""
     out: list[Any] = []
+    add = out.append
     calls = 0
+    results = False
+    camel = _CAMEL
     for k, p in enumerate(parts):
-        if p.__class__ is dict and len(p) == 1:  # the usual parts: plain text, a call, a result
-            t = p.get("text")
-            if t.__class__ is str:
-                if t:
-                    out.append(Text(t))  # type: ignore[arg-type]
-                continue
-            fc = p.get("functionCall")
-            if fc.__class__ is dict:
-                name = fc.get("name")
-                args = fc.get("args")
-                if name.__class__ is str and (args is None or args.__class__ is dict):
-                    out.append(ToolCall(ids.call(fc.get("id"), name, turn, calls), name,  # type: ignore[arg-type]
-                                        dumps(args or {}).decode()))
-                    calls += 1
-                    continue
-        pp = f"{path}[{k}]"
-        p = _obj(p, pp)
+        if p.__class__ is not dict or not p.keys() <= camel:
+            p = _obj(p, f"contents[{turn}].parts[{k}]")
         sig = p.get("thoughtSignature")
         if sig is not None and not isinstance(sig, str):
-            raise _fail(f"{pp}.thoughtSignature", "expected a string")
+            raise _fail(f"contents[{turn}].parts[{k}].thoughtSignature", "expected a string")
         if "text" in p:
-            text = _str(p["text"], f"{pp}.text")
+            text = p["text"]
+            if not isinstance(text, str):
+                raise _expected(f"contents[{turn}].parts[{k}].text", "a string", text)
             if p.get("thought") is True:
                 if sig and is_packed_signature(sig):
-                    out.append(_signature_reasoning(sig, "thought", pp, warnings))
+                    add(_signature_reasoning(sig, "thought", turn, k, warnings))
                 else:
                     op: dict[str, Any] = {"protocol": PROTOCOL, "on": "thought"}
                     if sig:
                         op["signature"] = sig
-                    out.append(Reasoning(text=text, opaque=op))
+                    add(Reasoning(text=text, opaque=op))
                 continue
             if sig:
-                out.append(_signature_reasoning(sig, "text", pp, warnings))
+                add(_signature_reasoning(sig, "text", turn, k, warnings))
             if text:
-                out.append(Text(text))
+                add(Text(text))
         elif "functionCall" in p:
-            fc = _obj(p["functionCall"], f"{pp}.functionCall")
-            name = _str(fc.get("name"), f"{pp}.functionCall.name")
+            fc = p["functionCall"]
+            if fc.__class__ is not dict or not fc.keys() <= camel:
+                fc = _obj(fc, f"contents[{turn}].parts[{k}].functionCall")
+            name = fc.get("name")
+            if not isinstance(name, str):
+                raise _expected(f"contents[{turn}].parts[{k}].functionCall.name", "a string", name)
             args = fc.get("args")
             if args is not None and not isinstance(args, dict):
-                raise _fail(f"{pp}.functionCall.args", f"expected an object, got {type(args).__name__}")
+                raise _expected(f"contents[{turn}].parts[{k}].functionCall.args", "an object", args)
             if sig:
-                out.append(_signature_reasoning(sig, "call", pp, warnings))
-            out.append(ToolCall(ids.call(fc.get("id"), name, turn, calls), name, dumps(args or {}).decode()))
+                add(_signature_reasoning(sig, "call", turn, k, warnings))
+            add(ToolCall(ids.call(fc.get("id"), name, turn, calls), name, dumps(args).decode() if args else "{}"))
             calls += 1
         elif "functionResponse" in p:
-            fr = _obj(p["functionResponse"], f"{pp}.functionResponse")
-            name = _str(fr.get("name"), f"{pp}.functionResponse.name")
-            content, is_error = _response_content(fr.get("response"), fr.get("parts"), f"{pp}.functionResponse")
-            out.append(ToolResult(ids.response(fr.get("id"), name, turn, k), content, is_error))
+            fr = p["functionResponse"]
+            if fr.__class__ is not dict or not fr.keys() <= camel:
+                fr = _obj(fr, f"contents[{turn}].parts[{k}].functionResponse")
+            name = fr.get("name")
+            if not isinstance(name, str):
+                raise _expected(f"contents[{turn}].parts[{k}].functionResponse.name", "a string", name)
+            content, is_error = _response_content(fr.get("response"), fr.get("parts"), turn, k)
+            add(ToolResult(ids.response(fr.get("id"), name, turn, k), content, is_error))
+            results = True
         elif "inlineData" in p:
-            out.append(_media(_obj(p["inlineData"], f"{pp}.inlineData"), f"{pp}.inlineData", "inline"))
+            pp = f"contents[{turn}].parts[{k}]"
+            add(_media(_obj(p["inlineData"], f"{pp}.inlineData"), f"{pp}.inlineData", "inline"))
         elif "fileData" in p:
-            out.append(_media(_obj(p["fileData"], f"{pp}.fileData"), f"{pp}.fileData", "file"))
-        elif any(k2 in p for k2 in ("executableCode", "codeExecutionResult", "toolCall", "toolResponse")):
-            label = next(k2 for k2 in ("executableCode", "codeExecutionResult", "toolCall", "toolResponse") if k2 in p)
-            out.append(Opaque(PROTOCOL, p, label))
+            pp = f"contents[{turn}].parts[{k}]"
+            add(_media(_obj(p["fileData"], f"{pp}.fileData"), f"{pp}.fileData", "file"))
+        elif any(k2 in p for k2 in _SERVER_PARTS):
+            add(Opaque(PROTOCOL, p, next(k2 for k2 in _SERVER_PARTS if k2 in p)))
         elif sig and len(p) == 1:
-            out.append(_signature_reasoning(sig, "text", pp, warnings))
+            add(_signature_reasoning(sig, "text", turn, k, warnings))
         else:
             keys = ", ".join(sorted(p)) or "none"
-            raise _fail(pp, f"unknown part (fields: {keys})")
-    return out
+            raise _fail(f"contents[{turn}].parts[{k}]", f"unknown part (fields: {keys})")
+    return out, results
 
 
 def _system(v: Any, req: Request) -> None:
@@ -313,37 +357,53 @@ def _system(v: Any, req: Request) -> None:
         req.system.append(Text(v))
         return
     d = _obj(v, "systemInstruction")
-    for k, p in enumerate(_list(d.get("parts", []), "systemInstruction.parts")):
-        p = _obj(p, f"systemInstruction.parts[{k}]")
+    parts = d.get("parts", [])
+    if parts.__class__ is not list:
+        parts = _list(parts, "systemInstruction.parts")
+    for k, p in enumerate(parts):
+        if p.__class__ is not dict or not p.keys() <= _CAMEL:
+            p = _obj(p, f"systemInstruction.parts[{k}]")
         if "text" not in p:
             raise _fail(f"systemInstruction.parts[{k}]", "only text parts can be system instructions here")
-        req.system.append(Text(_str(p["text"], f"systemInstruction.parts[{k}].text")))
+        t = p["text"]
+        if not isinstance(t, str):
+            raise _expected(f"systemInstruction.parts[{k}].text", "a string", t)
+        req.system.append(Text(t))
 
 
 def _tools(v: Any, req: Request, warnings: list[str]) -> None:
     if v is None:
         return
     other: list[dict[str, Any]] = []
+    tools = req.tools
     for k, t in enumerate(_list(v, "tools")):
-        t = _obj(t, f"tools[{k}]")
+        if t.__class__ is not dict or not t.keys() <= _CAMEL:
+            t = _obj(t, f"tools[{k}]")
         decls = t.get("functionDeclarations")
-        rest = {x: y for x, y in t.items() if x != "functionDeclarations"}
         if decls is not None:
             for j, fd in enumerate(_list(decls, f"tools[{k}].functionDeclarations")):
-                pp = f"tools[{k}].functionDeclarations[{j}]"
-                fd = _obj(fd, pp)
-                name = _str(fd.get("name"), f"{pp}.name")
+                if fd.__class__ is not dict or not fd.keys() <= _CAMEL:
+                    fd = _obj(fd, f"tools[{k}].functionDeclarations[{j}]")
+                name = fd.get("name")
+                if not isinstance(name, str):
+                    raise _expected(f"tools[{k}].functionDeclarations[{j}].name", "a string", name)
                 desc = fd.get("description")
-                if desc is not None:
-                    desc = _str(desc, f"{pp}.description")
+                if desc is not None and not isinstance(desc, str):
+                    raise _expected(f"tools[{k}].functionDeclarations[{j}].description", "a string", desc)
                 schema = fd.get("parametersJsonSchema")
-                if schema is None and fd.get("parameters") is not None:
-                    schema = schema_to_json(_data(fd["parameters"], f"{pp}.parameters"))
-                elif schema is not None:
-                    schema = _data(schema, f"{pp}.parametersJsonSchema")
-                req.tools.append(Tool(name, desc, schema))
-        if rest:
-            other.append(rest)
+                if schema is None:
+                    params = fd.get("parameters")
+                    if params is not None:
+                        if not isinstance(params, dict):
+                            raise _expected(f"tools[{k}].functionDeclarations[{j}].parameters", "an object", params)
+                        schema = schema_to_json(params)
+                elif not isinstance(schema, dict):
+                    raise _expected(f"tools[{k}].functionDeclarations[{j}].parametersJsonSchema", "an object", schema)
+                tools.append(Tool(name, desc, schema))
+        if decls is None or len(t) > 1:  # fields beside the declarations (search, code execution...)
+            rest = {x: y for x, y in t.items() if x != "functionDeclarations"}
+            if rest:
+                other.append(rest)
     if other:
         req.extra["gemini_tools"] = other
 
@@ -376,15 +436,18 @@ def _tool_config(v: Any, req: Request) -> None:
             raise _fail("toolConfig.functionCallingConfig.mode", f"unknown mode {mode!r}")
         if fcc.get("streamFunctionCallArguments") is not None:
             req.extra["gemini_stream_function_call_arguments"] = fcc["streamFunctionCallArguments"]
-    rest = {k: x for k, x in d.items() if k != "functionCallingConfig"}
-    if rest:
-        req.extra["gemini_tool_config"] = rest
+    if fcc is None or len(d) > 1:  # fields beside the calling config (retrieval...)
+        rest = {k: x for k, x in d.items() if k != "functionCallingConfig"}
+        if rest:
+            req.extra["gemini_tool_config"] = rest
 
 
 def _generation(v: Any, req: Request) -> None:
     if v is None:
         return
     g = _obj(v, "generationConfig")
+    if not g:
+        return
     p = "generationConfig"
     req.max_output_tokens = _opt_int(g, "maxOutputTokens", p)
     req.temperature = _opt_num(g, "temperature", p)
@@ -432,9 +495,8 @@ def _generation(v: Any, req: Request) -> None:
         if tc.get("includeThoughts") is True:
             rc.summary = "auto"
         req.reasoning = rc
-    rest = {k: x for k, x in g.items() if k not in _GEN_READ}
-    if rest:
-        req.extra["gemini_generation_config"] = rest
+    if not g.keys() <= _GEN_READ:
+        req.extra["gemini_generation_config"] = {k: x for k, x in g.items() if k not in _GEN_READ}
 
 
 def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
@@ -454,8 +516,10 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
     if isinstance(contents, dict):  # a single Content is accepted by the API
         contents = [contents]
     ids = _CallIds()
+    add = req.messages.append
+    camel = _CAMEL
     for i, c in enumerate(_list(contents, "contents")):
-        if c.__class__ is not dict or len(c) != 2:
+        if c.__class__ is not dict or not c.keys() <= camel:
             c = _obj(c, f"contents[{i}]")
         role = c.get("role", "user")
         if role != "user" and role != "model" and role != "function":
@@ -463,12 +527,12 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         raw_parts = c.get("parts", [])
         if raw_parts.__class__ is not list:
             raw_parts = _list(raw_parts, f"contents[{i}].parts")
-        parts = _parts(raw_parts, f"contents[{i}].parts", role, i, ids, warnings)
+        parts, results = _parts(raw_parts, i, ids, warnings)
         if role != "model":
-            req.messages.append(Message("user", parts))
+            add(Message("user", parts))
             continue
-        if not any(p.__class__ is ToolResult for p in parts):
-            req.messages.append(Message("assistant", parts))
+        if not results:
+            add(Message("assistant", parts))
             continue
         # a function the server ran (server-side MCP) is answered inside the model turn: its
         # result becomes a user turn of its own, where every other protocol puts results
@@ -476,13 +540,13 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         for part in parts:
             if isinstance(part, ToolResult):
                 if cur:
-                    req.messages.append(Message("assistant", cur))
+                    add(Message("assistant", cur))
                     cur = []
-                req.messages.append(Message("user", [part]))
+                add(Message("user", [part]))
             else:
                 cur.append(part)
         if cur or not parts:
-            req.messages.append(Message("assistant", cur))
+            add(Message("assistant", cur))
     _system(body.get("systemInstruction"), req)
     _tools(body.get("tools"), req, warnings)
     _tool_config(body.get("toolConfig"), req)
@@ -498,9 +562,10 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         raise _fail("cachedContent", "a Gemini cached content cannot be sent to another provider")
     if body.get("labels") is not None:
         req.extra["labels"] = _data(body["labels"], "labels")
-    for k in body:
-        if k not in _KNOWN:
-            warnings.append(f"unknown Gemini request field {k!r} ignored")
+    if not body.keys() <= _KNOWN:
+        for k in body:
+            if k not in _KNOWN:
+                warnings.append(f"unknown Gemini request field {k!r} ignored")
     return req
 
 
