@@ -598,7 +598,7 @@ def _enc_media(p: Image | Document, path: str, warnings: list[str]) -> dict[str,
     raise _fail(path, f"{p.type} without data")
 
 
-def _tool_response(p: ToolResult, name: str, path: str, warnings: list[str]) -> dict[str, Any]:
+def _tool_response(p: ToolResult, name: str, req: Request, msg: Message, warnings: list[str]) -> dict[str, Any]:
     content = p.content
     if len(content) == 1 and content[0].__class__ is Text:  # the usual result: one text
         text, media = content[0].text, []  # type: ignore[union-attr]
@@ -618,9 +618,11 @@ def _tool_response(p: ToolResult, name: str, path: str, warnings: list[str]) -> 
             if isinstance(obj, dict):
                 resp = obj
     fr: dict[str, Any] = {"name": name, "response": resp}
-    if p.call_id and not p.call_id.startswith(MINTED_PREFIX):
-        fr["id"] = p.call_id
+    cid = p.call_id
+    if cid and not cid.startswith(MINTED_PREFIX):
+        fr["id"] = cid
     if media:
+        path = f"messages[{_index(req.messages, msg)}].parts[{_index(msg.parts, p)}]"
         fr["parts"] = [_enc_media(m, path, warnings) for m in media]
     return {"functionResponse": fr}
 
@@ -628,12 +630,11 @@ def _tool_response(p: ToolResult, name: str, path: str, warnings: list[str]) -> 
 def _args_obj(p: ToolCall, warnings: list[str]) -> dict[str, Any]:
     if p.kind == "custom":
         return {"input": p.arguments}
-    if not p.arguments.strip():
-        return {}
     try:
         v = orjson.loads(p.arguments)
     except orjson.JSONDecodeError:
-        warnings.append(f"tool call {p.id} had invalid JSON arguments; sent with empty args")
+        if p.arguments.strip():
+            warnings.append(f"tool call {p.id} had invalid JSON arguments; sent with empty args")
         return {}
     return v if isinstance(v, dict) else {"value": v}
 
@@ -648,77 +649,110 @@ class _Sig:
         self.on = on
 
 
-def _content(msg: Message, i: int, names: dict[str, str], warnings: list[str]) -> list[dict[str, Any]]:
-    parts: list[dict[str, Any]] = []
-    pending: _Sig | None = None
-    model = msg.role == "assistant"
-    first_call = True
-    for j, p in enumerate(msg.parts):
-        if p.__class__ is Text and pending is None:  # the usual part
-            parts.append({"text": p.text})  # type: ignore[union-attr]
+def _index(items: list[Any], item: Any) -> int:
+    """Where ``item`` (this very object) is in ``items``: for the path of an error."""
+    return next(k for k, x in enumerate(items) if x is item)
+
+
+def _contents(req: Request, system: list[Text], warnings: list[str]) -> list[dict[str, Any]]:
+    """The conversation as Gemini ``contents``: consecutive turns of one role merged (parallel tool
+    results are one turn in Gemini), system messages moved to ``system``. One pass, parts built
+    inline (a history has thousands)."""
+    contents: list[dict[str, Any]] = []
+    names: dict[str, str] = {}  # call id -> the function name its response must carry
+    last_role = ""
+    last_parts: list[dict[str, Any]] = []
+    for m in req.messages:
+        mrole = m.role
+        if mrole == "assistant":
+            role = "model"
+        elif mrole == "system" or mrole == "developer":
+            if contents:
+                warn_once(warnings, "a system message inside the conversation was moved to systemInstruction "
+                          "(Gemini has one system instruction)")
+            system.extend(p for p in m.parts if isinstance(p, Text))
             continue
-        if isinstance(p, Reasoning):
-            op = p.opaque
-            if not model:
+        else:
+            role = "user"
+        parts: list[dict[str, Any]] = []
+        pending: _Sig | None = None
+        first_call = True
+        for p in m.parts:
+            cls = p.__class__
+            if cls is Text:  # the usual part
+                if pending is None:
+                    parts.append({"text": p.text})  # type: ignore[union-attr]
+                else:
+                    parts.append({"text": p.text, "thoughtSignature": pending.sig})  # type: ignore[union-attr]
+                    pending = None
                 continue
-            if not op or op.get("protocol") != PROTOCOL:
-                warn_once(warnings, "reasoning from another protocol was not sent to Gemini (it only accepts "
-                          "its own thought signatures)")
-                continue
-            sig = op.get("signature") if isinstance(op.get("signature"), str) else None
-            on = op.get("on")
-            if on == "thought" or (on is None and p.text):
-                part: dict[str, Any] = {"text": p.text, "thought": True}
-                if sig:
-                    part["thoughtSignature"] = sig
-                parts.append(part)
-            elif sig is not None:
+            if cls is ToolCall:
+                name = short_tool_name(p.name)  # type: ignore[union-attr]
+                pid = p.id  # type: ignore[union-attr]
+                names[pid] = name
+                fc: dict[str, Any] = {"name": name, "args": _args_obj(p, warnings)}  # type: ignore[arg-type]
+                if pid and not pid.startswith(MINTED_PREFIX):
+                    fc["id"] = pid
                 if pending is not None:
-                    parts.append({"text": "", "thoughtSignature": pending.sig})
-                pending = _Sig(sig, on if isinstance(on, str) else "text")
-            continue
-        if isinstance(p, Text):
-            part = {"text": p.text}
+                    parts.append({"functionCall": fc, "thoughtSignature": pending.sig})
+                    pending = None
+                elif first_call:
+                    parts.append({"functionCall": fc, "thoughtSignature": SKIP_SIGNATURE})
+                else:
+                    parts.append({"functionCall": fc})
+                first_call = False
+                continue
+            if cls is Reasoning:
+                op = p.opaque  # type: ignore[union-attr]
+                if role == "user":
+                    continue
+                if not op or op.get("protocol") != PROTOCOL:
+                    warn_once(warnings, "reasoning from another protocol was not sent to Gemini (it only accepts "
+                              "its own thought signatures)")
+                    continue
+                sig = op.get("signature") if isinstance(op.get("signature"), str) else None
+                on = op.get("on")
+                if on == "thought" or (on is None and p.text):  # type: ignore[union-attr]
+                    part: dict[str, Any] = {"text": p.text, "thought": True}  # type: ignore[union-attr]
+                    if sig:
+                        part["thoughtSignature"] = sig
+                    parts.append(part)
+                elif sig is not None:
+                    if pending is not None:
+                        parts.append({"text": "", "thoughtSignature": pending.sig})
+                    pending = _Sig(sig, on if isinstance(on, str) else "text")
+                continue
             if pending is not None:
-                part["thoughtSignature"] = pending.sig
+                parts.append({"text": "", "thoughtSignature": pending.sig})
                 pending = None
-            parts.append(part)
-            continue
-        if pending is not None and not isinstance(p, ToolCall):
+            if cls is ToolResult:
+                rname = names.get(p.call_id)  # type: ignore[union-attr]
+                if rname is None:
+                    i, j = _index(req.messages, m), _index(m.parts, p)
+                    raise _fail(f"messages[{i}].parts[{j}].call_id", f"no earlier tool call has the id "
+                                f"{p.call_id!r} (Gemini names the function in every function response)")  # type: ignore[union-attr]
+                parts.append(_tool_response(p, rname, req, m, warnings))  # type: ignore[arg-type]
+            elif cls is Refusal:
+                parts.append({"text": p.text})  # type: ignore[union-attr]
+            elif cls is Image or cls is Document:
+                path = f"messages[{_index(req.messages, m)}].parts[{_index(m.parts, p)}]"
+                parts.append(_enc_media(p, path, warnings))  # type: ignore[arg-type]
+            elif cls is Opaque:
+                if p.protocol == PROTOCOL:  # type: ignore[union-attr]
+                    parts.append(p.raw)  # type: ignore[union-attr]
+                else:
+                    warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Gemini has no "  # type: ignore[union-attr]
+                              "such part")
+        if pending is not None:
             parts.append({"text": "", "thoughtSignature": pending.sig})
-            pending = None
-        if isinstance(p, ToolCall):
-            name = short_tool_name(p.name)
-            names[p.id] = name
-            fc: dict[str, Any] = {"name": name, "args": _args_obj(p, warnings)}
-            if p.id and not p.id.startswith(MINTED_PREFIX):
-                fc["id"] = p.id
-            part = {"functionCall": fc}
-            if pending is not None:
-                part["thoughtSignature"] = pending.sig
-                pending = None
-            elif first_call:
-                part["thoughtSignature"] = SKIP_SIGNATURE
-            first_call = False
-            parts.append(part)
-        elif isinstance(p, ToolResult):
-            rname = names.get(p.call_id)
-            if rname is None:
-                raise _fail(f"messages[{i}].parts[{j}].call_id", f"no earlier tool call has the id {p.call_id!r} (Gemini names "
-                            "the function in every function response)")
-            parts.append(_tool_response(p, rname, f"messages[{i}].parts[{j}]", warnings))
-        elif isinstance(p, Refusal):
-            parts.append({"text": p.text})
-        elif isinstance(p, (Image, Document)):
-            parts.append(_enc_media(p, f"messages[{i}].parts[{j}]", warnings))
-        elif isinstance(p, Opaque):
-            if p.protocol == PROTOCOL:
-                parts.append(p.raw)
-            else:
-                warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Gemini has no such part")
-    if pending is not None:
-        parts.append({"text": "", "thoughtSignature": pending.sig})
-    return parts
+        if not parts:
+            continue
+        if role == last_role:
+            last_parts.extend(parts)
+        else:
+            contents.append({"role": role, "parts": parts})
+            last_role, last_parts = role, parts
+    return contents
 
 
 def _enc_tools(req: Request, warnings: list[str]) -> list[dict[str, Any]]:
@@ -822,24 +856,7 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
     if ex.get("audio") or (isinstance(mods, list) and "audio" in mods):
         raise _fail("audio", "audio output is not translated to Gemini")
     system = list(req.system)
-    contents: list[dict[str, Any]] = []
-    names: dict[str, str] = {}
-    for i, m in enumerate(req.messages):
-        if m.role in ("system", "developer"):
-            texts = [p for p in m.parts if isinstance(p, Text)]
-            if contents:
-                warn_once(warnings, "a system message inside the conversation was moved to systemInstruction "
-                          "(Gemini has one system instruction)")
-            system.extend(texts)
-            continue
-        role = "model" if m.role == "assistant" else "user"
-        parts = _content(m, i, names, warnings)
-        if not parts:
-            continue
-        if contents and contents[-1]["role"] == role:
-            contents[-1]["parts"].extend(parts)  # parallel tool results are one turn in Gemini
-        else:
-            contents.append({"role": role, "parts": parts})
+    contents = _contents(req, system, warnings)
     out: dict[str, Any] = {"contents": contents}
     if system:
         out["systemInstruction"] = {"parts": [{"text": t.text} for t in system]}
