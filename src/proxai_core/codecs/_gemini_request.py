@@ -279,75 +279,104 @@ class _CallIds:
 _SERVER_PARTS = ("executableCode", "codeExecutionResult", "toolCall", "toolResponse")
 
 
-def _parts(parts: list[Any], turn: int, ids: _CallIds, warnings: list[str]) -> tuple[list[Any], bool]:
-    """The parts of ``contents[turn]``, and whether a function response is among them. Paths for
-    errors are formatted only when one is raised."""
-    out: list[Any] = []
-    add = out.append
-    calls = 0
-    results = False
+def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
+    """``contents`` as neutral messages, each part checked as it is built (one pass; paths for
+    errors are formatted only when one is raised)."""
+    ids = _CallIds()
+    add_msg = req.messages.append
     camel = _CAMEL
-    for k, p in enumerate(parts):
-        if p.__class__ is not dict or not p.keys() <= camel:
-            p = _obj(p, f"contents[{turn}].parts[{k}]")
-        sig = p.get("thoughtSignature")
-        if sig is not None and not isinstance(sig, str):
-            raise _fail(f"contents[{turn}].parts[{k}].thoughtSignature", "expected a string")
-        if "text" in p:
-            text = p["text"]
-            if not isinstance(text, str):
-                raise _expected(f"contents[{turn}].parts[{k}].text", "a string", text)
-            if p.get("thought") is True:
-                if sig and is_packed_signature(sig):
-                    add(_signature_reasoning(sig, "thought", turn, k, warnings))
-                else:
-                    op: dict[str, Any] = {"protocol": PROTOCOL, "on": "thought"}
-                    if sig:
-                        op["signature"] = sig
-                    add(Reasoning(text=text, opaque=op))
-                continue
-            if sig:
-                add(_signature_reasoning(sig, "text", turn, k, warnings))
-            if text:
-                add(Text(text))
-        elif "functionCall" in p:
-            fc = p["functionCall"]
-            if fc.__class__ is not dict or not fc.keys() <= camel:
-                fc = _obj(fc, f"contents[{turn}].parts[{k}].functionCall")
-            name = fc.get("name")
-            if not isinstance(name, str):
-                raise _expected(f"contents[{turn}].parts[{k}].functionCall.name", "a string", name)
-            args = fc.get("args")
-            if args is not None and not isinstance(args, dict):
-                raise _expected(f"contents[{turn}].parts[{k}].functionCall.args", "an object", args)
-            if sig:
-                add(_signature_reasoning(sig, "call", turn, k, warnings))
-            add(ToolCall(ids.call(fc.get("id"), name, turn, calls), name, dumps(args).decode() if args else "{}"))
-            calls += 1
-        elif "functionResponse" in p:
-            fr = p["functionResponse"]
-            if fr.__class__ is not dict or not fr.keys() <= camel:
-                fr = _obj(fr, f"contents[{turn}].parts[{k}].functionResponse")
-            name = fr.get("name")
-            if not isinstance(name, str):
-                raise _expected(f"contents[{turn}].parts[{k}].functionResponse.name", "a string", name)
-            content, is_error = _response_content(fr.get("response"), fr.get("parts"), turn, k)
-            add(ToolResult(ids.response(fr.get("id"), name, turn, k), content, is_error))
-            results = True
-        elif "inlineData" in p:
-            pp = f"contents[{turn}].parts[{k}]"
-            add(_media(_obj(p["inlineData"], f"{pp}.inlineData"), f"{pp}.inlineData", "inline"))
-        elif "fileData" in p:
-            pp = f"contents[{turn}].parts[{k}]"
-            add(_media(_obj(p["fileData"], f"{pp}.fileData"), f"{pp}.fileData", "file"))
-        elif any(k2 in p for k2 in _SERVER_PARTS):
-            add(Opaque(PROTOCOL, p, next(k2 for k2 in _SERVER_PARTS if k2 in p)))
-        elif sig and len(p) == 1:
-            add(_signature_reasoning(sig, "text", turn, k, warnings))
+    for i, c in enumerate(contents):
+        if c.__class__ is not dict or not c.keys() <= camel:
+            c = _obj(c, f"contents[{i}]")
+        role = c.get("role", "user")
+        if role != "user" and role != "model" and role != "function":
+            raise _fail(f"contents[{i}].role", f"expected 'user' or 'model', got {role!r}")
+        raw_parts = c.get("parts", [])
+        if raw_parts.__class__ is not list:
+            raw_parts = _list(raw_parts, f"contents[{i}].parts")
+        out: list[Any] = []
+        add = out.append
+        calls = 0
+        results = False
+        for k, p in enumerate(raw_parts):
+            if p.__class__ is not dict or not p.keys() <= camel:
+                p = _obj(p, f"contents[{i}].parts[{k}]")
+            single = len(p) == 1  # the usual part: a text, a call or a result, nothing beside
+            sig = None if single else p.get("thoughtSignature")
+            if sig is not None and not isinstance(sig, str):
+                raise _fail(f"contents[{i}].parts[{k}].thoughtSignature", "expected a string")
+            if "text" in p:
+                text = p["text"]
+                if not isinstance(text, str):
+                    raise _expected(f"contents[{i}].parts[{k}].text", "a string", text)
+                if not single and p.get("thought") is True:
+                    if sig and is_packed_signature(sig):
+                        add(_signature_reasoning(sig, "thought", i, k, warnings))
+                    else:
+                        op: dict[str, Any] = {"protocol": PROTOCOL, "on": "thought"}
+                        if sig:
+                            op["signature"] = sig
+                        add(Reasoning(text=text, opaque=op))
+                    continue
+                if sig:
+                    add(_signature_reasoning(sig, "text", i, k, warnings))
+                if text:
+                    add(Text(text))
+            elif "functionCall" in p:
+                fc = p["functionCall"]
+                if fc.__class__ is not dict or not fc.keys() <= camel:
+                    fc = _obj(fc, f"contents[{i}].parts[{k}].functionCall")
+                name = fc.get("name")
+                if not isinstance(name, str):
+                    raise _expected(f"contents[{i}].parts[{k}].functionCall.name", "a string", name)
+                args = fc.get("args")
+                if args is not None and not isinstance(args, dict):
+                    raise _expected(f"contents[{i}].parts[{k}].functionCall.args", "an object", args)
+                if sig:
+                    add(_signature_reasoning(sig, "call", i, k, warnings))
+                add(ToolCall(ids.call(fc.get("id"), name, i, calls), name, dumps(args).decode() if args else "{}"))
+                calls += 1
+            elif "functionResponse" in p:
+                fr = p["functionResponse"]
+                if fr.__class__ is not dict or not fr.keys() <= camel:
+                    fr = _obj(fr, f"contents[{i}].parts[{k}].functionResponse")
+                name = fr.get("name")
+                if not isinstance(name, str):
+                    raise _expected(f"contents[{i}].parts[{k}].functionResponse.name", "a string", name)
+                content, is_error = _response_content(fr.get("response"), fr.get("parts"), i, k)
+                add(ToolResult(ids.response(fr.get("id"), name, i, k), content, is_error))
+                results = True
+            elif "inlineData" in p:
+                pp = f"contents[{i}].parts[{k}]"
+                add(_media(_obj(p["inlineData"], f"{pp}.inlineData"), f"{pp}.inlineData", "inline"))
+            elif "fileData" in p:
+                pp = f"contents[{i}].parts[{k}]"
+                add(_media(_obj(p["fileData"], f"{pp}.fileData"), f"{pp}.fileData", "file"))
+            elif any(k2 in p for k2 in _SERVER_PARTS):
+                add(Opaque(PROTOCOL, p, next(k2 for k2 in _SERVER_PARTS if k2 in p)))
+            elif sig and single:
+                add(_signature_reasoning(sig, "text", i, k, warnings))
+            else:
+                keys = ", ".join(sorted(p)) or "none"
+                raise _fail(f"contents[{i}].parts[{k}]", f"unknown part (fields: {keys})")
+        if role != "model":
+            add_msg(Message("user", out))
+        elif not results:
+            add_msg(Message("assistant", out))
         else:
-            keys = ", ".join(sorted(p)) or "none"
-            raise _fail(f"contents[{turn}].parts[{k}]", f"unknown part (fields: {keys})")
-    return out, results
+            # a function the server ran (server-side MCP) is answered inside the model turn: its
+            # result becomes a user turn of its own, where every other protocol puts results
+            cur: list[Any] = []
+            for part in out:
+                if isinstance(part, ToolResult):
+                    if cur:
+                        add_msg(Message("assistant", cur))
+                        cur = []
+                    add_msg(Message("user", [part]))
+                else:
+                    cur.append(part)
+            if cur or not out:
+                add_msg(Message("assistant", cur))
 
 
 def _system(v: Any, req: Request) -> None:
@@ -515,38 +544,7 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         raise _fail("contents", "required field is missing")
     if isinstance(contents, dict):  # a single Content is accepted by the API
         contents = [contents]
-    ids = _CallIds()
-    add = req.messages.append
-    camel = _CAMEL
-    for i, c in enumerate(_list(contents, "contents")):
-        if c.__class__ is not dict or not c.keys() <= camel:
-            c = _obj(c, f"contents[{i}]")
-        role = c.get("role", "user")
-        if role != "user" and role != "model" and role != "function":
-            raise _fail(f"contents[{i}].role", f"expected 'user' or 'model', got {role!r}")
-        raw_parts = c.get("parts", [])
-        if raw_parts.__class__ is not list:
-            raw_parts = _list(raw_parts, f"contents[{i}].parts")
-        parts, results = _parts(raw_parts, i, ids, warnings)
-        if role != "model":
-            add(Message("user", parts))
-            continue
-        if not results:
-            add(Message("assistant", parts))
-            continue
-        # a function the server ran (server-side MCP) is answered inside the model turn: its
-        # result becomes a user turn of its own, where every other protocol puts results
-        cur: list[Any] = []
-        for part in parts:
-            if isinstance(part, ToolResult):
-                if cur:
-                    add(Message("assistant", cur))
-                    cur = []
-                add(Message("user", [part]))
-            else:
-                cur.append(part)
-        if cur or not parts:
-            add(Message("assistant", cur))
+    _messages(_list(contents, "contents"), req, warnings)
     _system(body.get("systemInstruction"), req)
     _tools(body.get("tools"), req, warnings)
     _tool_config(body.get("toolConfig"), req)
