@@ -841,8 +841,8 @@ _DROPPED_EXTRA_OK = frozenset({"n", "presence_penalty", "frequency_penalty", "sa
                                "gemini_validated_mode", "gemini_stream_function_call_arguments", "server_tools"})
 
 
-def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
-    ex = req.extra
+def _check_extra(ex: dict[str, Any]) -> None:
+    """Request features Gemini cannot serve: refused in the client's terms."""
     n = ex.get("n")
     if isinstance(n, int) and not isinstance(n, bool) and n > 1:
         raise _fail("n", "the client reads one candidate; more than one cannot be translated")
@@ -853,18 +853,27 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
     mods = ex.get("modalities")
     if ex.get("audio") or (isinstance(mods, list) and "audio" in mods):
         raise _fail("audio", "audio output is not translated to Gemini")
+
+
+def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
+    ex = req.extra
+    if ex:  # (helpers only for what is there)
+        _check_extra(ex)
     system = list(req.system)
     contents = _contents(req, system, warnings)
     out: dict[str, Any] = {"contents": contents}
     if system:
         out["systemInstruction"] = {"parts": [{"text": t.text} for t in system]}
-    tools = _enc_tools(req, warnings)
-    if tools:
-        out["tools"] = tools
-    tcfg = _enc_tool_config(req, warnings)
-    if tcfg:
-        out["toolConfig"] = tcfg
-    gen: dict[str, Any] = dict(ex.get("gemini_generation_config") or {})
+    if req.tools or ex:
+        tools = _enc_tools(req, warnings)
+        if tools:
+            out["tools"] = tools
+    if req.tool_choice is not None or ex or req.parallel_tool_calls is False:
+        tcfg = _enc_tool_config(req, warnings)
+        if tcfg:
+            out["toolConfig"] = tcfg
+    gen0 = ex.get("gemini_generation_config") if ex else None
+    gen: dict[str, Any] = dict(gen0) if gen0 else {}
     if req.max_output_tokens is not None:
         gen["maxOutputTokens"] = req.max_output_tokens
     if req.temperature is not None:
@@ -877,31 +886,34 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
         gen["stopSequences"] = list(req.stop)
     if req.seed is not None:
         gen["seed"] = req.seed
-    for k, wire in (("presence_penalty", "presencePenalty"), ("frequency_penalty", "frequencyPenalty")):
-        if ex.get(k) is not None:
-            gen[wire] = ex[k]
+    if ex:
+        for k, wire in (("presence_penalty", "presencePenalty"), ("frequency_penalty", "frequencyPenalty")):
+            if ex.get(k) is not None:
+                gen[wire] = ex[k]
     of = req.output_format
     if of is not None and of.type != "text":
         gen["responseMimeType"] = "application/json"
         if of.type == "json_schema" and of.schema is not None:
             gen["responseJsonSchema"] = of.schema
-    th = _thinking(req, warnings)
-    if th:
-        gen["thinkingConfig"] = th
+    if req.reasoning is not None:
+        th = _thinking(req, warnings)
+        if th:
+            gen["thinkingConfig"] = th
     if gen:
         out["generationConfig"] = gen
-    if ex.get("safety_settings") is not None:
-        out["safetySettings"] = ex["safety_settings"]
-    if ex.get("cached_content"):
-        out["cachedContent"] = ex["cached_content"]
-    if ex.get("labels") is not None:
-        out["labels"] = ex["labels"]
     if req.metadata:
         warn_once(warnings, "metadata has no Gemini equivalent and was not sent")
     if req.user:
         warn_once(warnings, "user has no Gemini equivalent and was not sent")
-    ignored = sorted(k for k in ex if k not in _DROPPED_EXTRA_OK and ex[k] is not None
-                     and k not in ("previous_response_id", "conversation", "audio", "modalities"))
-    if ignored:
-        warnings.append(f"request fields without a Gemini equivalent were not sent: {', '.join(ignored)}")
+    if ex:
+        if ex.get("safety_settings") is not None:
+            out["safetySettings"] = ex["safety_settings"]
+        if ex.get("cached_content"):
+            out["cachedContent"] = ex["cached_content"]
+        if ex.get("labels") is not None:
+            out["labels"] = ex["labels"]
+        ignored = sorted(k for k in ex if k not in _DROPPED_EXTRA_OK and ex[k] is not None
+                         and k not in ("previous_response_id", "conversation", "audio", "modalities"))
+        if ignored:
+            warnings.append(f"request fields without a Gemini equivalent were not sent: {', '.join(ignored)}")
     return out
