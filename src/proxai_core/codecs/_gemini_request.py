@@ -43,6 +43,8 @@ from ._gemini_common import (
 
 _KNOWN = frozenset({"contents", "systemInstruction", "tools", "toolConfig",
                     "generationConfig", "safetySettings", "cachedContent", "labels", "model"})
+#: the fields of a usual request; a body of only these skips the checks of the others
+_USUAL = frozenset({"contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "model"})
 #: generationConfig fields read into the neutral request; the rest are kept for a Gemini target
 _GEN_READ = frozenset({"maxOutputTokens", "temperature", "topP", "topK", "stopSequences", "seed", "candidateCount",
                        "responseMimeType", "responseSchema", "responseJsonSchema", "thinkingConfig",
@@ -528,6 +530,25 @@ def _generation(v: Any, req: Request) -> None:
         req.extra["gemini_generation_config"] = {k: x for k, x in g.items() if k not in _GEN_READ}
 
 
+def _decode_rare(body: dict[str, Any], req: Request, warnings: list[str]) -> None:
+    """The request fields few clients send."""
+    ss = body.get("safetySettings")
+    if ss is not None:
+        req.extra["safety_settings"] = _list(ss, "safetySettings")
+        # (a Gemini request is decoded only to be sent to another protocol: Gemini to Gemini passes)
+        warnings.append("safetySettings apply only to a Gemini upstream: another provider applies its own "
+                        "policies (safety_settings not sent)")
+    if body.get("cachedContent"):
+        # the cached context lives on Google's servers: another upstream would answer without it
+        raise _fail("cachedContent", "a Gemini cached content cannot be sent to another provider")
+    if body.get("labels") is not None:
+        req.extra["labels"] = _data(body["labels"], "labels")
+    if not body.keys() <= _KNOWN:
+        for k in body:
+            if k not in _KNOWN:
+                warnings.append(f"unknown Gemini request field {k!r} ignored")
+
+
 def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
     if not isinstance(body, dict):
         raise TranslationError("request body must be a JSON object", field="body")
@@ -544,26 +565,18 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         raise _fail("contents", "required field is missing")
     if isinstance(contents, dict):  # a single Content is accepted by the API
         contents = [contents]
-    _messages(_list(contents, "contents"), req, warnings)
-    _system(body.get("systemInstruction"), req)
-    _tools(body.get("tools"), req, warnings)
-    _tool_config(body.get("toolConfig"), req)
-    _generation(body.get("generationConfig"), req)
-    ss = body.get("safetySettings")
-    if ss is not None:
-        req.extra["safety_settings"] = _list(ss, "safetySettings")
-        # (a Gemini request is decoded only to be sent to another protocol: Gemini to Gemini passes)
-        warnings.append("safetySettings apply only to a Gemini upstream: another provider applies its own "
-                        "policies (safety_settings not sent)")
-    if body.get("cachedContent"):
-        # the cached context lives on Google's servers: another upstream would answer without it
-        raise _fail("cachedContent", "a Gemini cached content cannot be sent to another provider")
-    if body.get("labels") is not None:
-        req.extra["labels"] = _data(body["labels"], "labels")
-    if not body.keys() <= _KNOWN:
-        for k in body:
-            if k not in _KNOWN:
-                warnings.append(f"unknown Gemini request field {k!r} ignored")
+    _messages(contents if contents.__class__ is list else _list(contents, "contents"), req, warnings)
+    get = body.get
+    if (v := get("systemInstruction")) is not None:  # (helpers only for the fields that are there)
+        _system(v, req)
+    if (v := get("tools")) is not None:
+        _tools(v, req, warnings)
+    if (v := get("toolConfig")) is not None:
+        _tool_config(v, req)
+    if (v := get("generationConfig")) is not None:
+        _generation(v, req)
+    if not body.keys() <= _USUAL:
+        _decode_rare(body, req, warnings)
     return req
 
 
