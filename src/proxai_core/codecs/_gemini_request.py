@@ -49,6 +49,8 @@ _USUAL = frozenset({"contents", "systemInstruction", "tools", "toolConfig", "gen
 _GEN_READ = frozenset({"maxOutputTokens", "temperature", "topP", "topK", "stopSequences", "seed", "candidateCount",
                        "responseMimeType", "responseSchema", "responseJsonSchema", "thinkingConfig",
                        "presencePenalty", "frequencyPenalty"})
+#: the sampling fields most requests set; a config of only these skips the checks of the others
+_GEN_SAMPLING = frozenset({"maxOutputTokens", "temperature", "topP", "topK"})
 #: thinkingLevel <-> neutral effort
 _LEVEL_TO_EFFORT = {"MINIMAL": "minimal", "LOW": "low", "MEDIUM": "medium", "HIGH": "high", "XHIGH": "xhigh"}
 _EFFORT_TO_LEVEL = {"minimal": "MINIMAL", "low": "LOW", "medium": "MEDIUM", "high": "HIGH", "xhigh": "HIGH",
@@ -480,10 +482,18 @@ def _generation(v: Any, req: Request) -> None:
     if not g:
         return
     p = "generationConfig"
-    req.max_output_tokens = _opt_int(g, "maxOutputTokens", p)
-    req.temperature = _opt_num(g, "temperature", p)
-    req.top_p = _opt_num(g, "topP", p)
-    req.top_k = _opt_int(g, "topK", p)
+    get = g.get
+    # (inline type checks on the usual fields; the getters raise on a mismatch)
+    if (x := get("maxOutputTokens")) is not None:
+        req.max_output_tokens = x if x.__class__ is int else _opt_int(g, "maxOutputTokens", p)
+    if (x := get("temperature")) is not None:
+        req.temperature = x if x.__class__ is float or x.__class__ is int else _opt_num(g, "temperature", p)
+    if (x := get("topP")) is not None:
+        req.top_p = x if x.__class__ is float or x.__class__ is int else _opt_num(g, "topP", p)
+    if (x := get("topK")) is not None:
+        req.top_k = x if x.__class__ is int else _opt_int(g, "topK", p)
+    if g.keys() <= _GEN_SAMPLING:
+        return
     req.seed = _opt_int(g, "seed", p)
     if g.get("stopSequences") is not None:
         req.stop = [_str(s, f"{p}.stopSequences[]") for s in _list(g["stopSequences"], f"{p}.stopSequences")]
