@@ -198,7 +198,7 @@ def _signature_reasoning(sig: str, on: str, turn: int, k: int, warnings: list[st
         redacted = bool(payload.pop("redacted", False))
         return Reasoning(text=text if isinstance(text, str) else "", summary=summary, opaque=payload,
                          redacted=redacted)
-    return Reasoning(text="", opaque={"protocol": PROTOCOL, "signature": sig, "on": on})
+    return Reasoning("", None, {"protocol": PROTOCOL, "signature": sig, "on": on})
 
 
 def _media(d: dict[str, Any], path: str, kind: str) -> Image | Document:
@@ -320,7 +320,7 @@ def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
                         op: dict[str, Any] = {"protocol": PROTOCOL, "on": "thought"}
                         if sig:
                             op["signature"] = sig
-                        add(Reasoning(text=text, opaque=op))
+                        add(Reasoning(text, None, op))
                     continue
                 if sig:
                     add(_signature_reasoning(sig, "text", i, k, warnings))
