@@ -252,32 +252,27 @@ def _response_content(resp: Any, parts: Any, turn: int, k: int) -> tuple[list[Te
     return content, is_error
 
 
-class _CallIds:
-    """Ids for a history's function calls: Gemini's own, or minted from the turn and order, so a
-    ``functionResponse`` without an id finds its call by name and order."""
+# Ids for a history's function calls: Gemini's own, or minted from the turn and order, so a
+# ``functionResponse`` without an id finds its call by name and order. ``unanswered``: the
+# (id, name) of the calls without a response yet, in call order.
+def _call_id(unanswered: list[tuple[str, str]], fid: Any, name: str, turn: int, n: int) -> str:
+    cid = fid if isinstance(fid, str) and fid else mint_call_id(f"turn{turn}", n, name)
+    unanswered.append((cid, name))
+    return cid
 
-    __slots__ = ("unanswered",)
 
-    def __init__(self) -> None:
-        self.unanswered: list[tuple[str, str]] = []  # (id, name) in call order
-
-    def call(self, fid: Any, name: str, turn: int, n: int) -> str:
-        cid = fid if isinstance(fid, str) and fid else mint_call_id(f"turn{turn}", n, name)
-        self.unanswered.append((cid, name))
-        return cid
-
-    def response(self, fid: Any, name: str, turn: int, n: int) -> str:
-        if isinstance(fid, str) and fid:
-            for k, (cid, _) in enumerate(self.unanswered):
-                if cid == fid:
-                    del self.unanswered[k]
-                    break
-            return fid
-        for k, (cid, cname) in enumerate(self.unanswered):
-            if cname == name:
-                del self.unanswered[k]
-                return cid
-        return mint_call_id(f"response{turn}", n, name)
+def _response_id(unanswered: list[tuple[str, str]], fid: Any, name: str, turn: int, n: int) -> str:
+    if isinstance(fid, str) and fid:
+        for k, (cid, _) in enumerate(unanswered):
+            if cid == fid:
+                del unanswered[k]
+                break
+        return fid
+    for k, (cid, cname) in enumerate(unanswered):
+        if cname == name:
+            del unanswered[k]
+            return cid
+    return mint_call_id(f"response{turn}", n, name)
 
 
 _SERVER_PARTS = ("executableCode", "codeExecutionResult", "toolCall", "toolResponse")
@@ -286,7 +281,7 @@ _SERVER_PARTS = ("executableCode", "codeExecutionResult", "toolCall", "toolRespo
 def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
     """``contents`` as neutral messages, each part checked as it is built (one pass; paths for
     errors are formatted only when one is raised)."""
-    ids = _CallIds()
+    unanswered: list[tuple[str, str]] = []
     add_msg = req.messages.append
     camel = _CAMEL
     for i, c in enumerate(contents):
@@ -338,7 +333,8 @@ def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
                     raise _expected(f"contents[{i}].parts[{k}].functionCall.args", "an object", args)
                 if sig:
                     add(_signature_reasoning(sig, "call", i, k, warnings))
-                add(ToolCall(ids.call(fc.get("id"), name, i, calls), name, dumps(args).decode() if args else "{}"))
+                add(ToolCall(_call_id(unanswered, fc.get("id"), name, i, calls), name,
+                             dumps(args).decode() if args else "{}"))
                 calls += 1
             elif "functionResponse" in p:
                 fr = p["functionResponse"]
@@ -348,7 +344,7 @@ def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
                 if not isinstance(name, str):
                     raise _expected(f"contents[{i}].parts[{k}].functionResponse.name", "a string", name)
                 content, is_error = _response_content(fr.get("response"), fr.get("parts"), i, k)
-                add(ToolResult(ids.response(fr.get("id"), name, i, k), content, is_error))
+                add(ToolResult(_response_id(unanswered, fr.get("id"), name, i, k), content, is_error))
                 results = True
             elif "inlineData" in p:
                 pp = f"contents[{i}].parts[{k}]"
@@ -409,12 +405,14 @@ def _tools(v: Any, req: Request, warnings: list[str]) -> None:
         return
     other: list[dict[str, Any]] = []
     tools = req.tools
-    for k, t in enumerate(_list(v, "tools")):
+    for k, t in enumerate(v if v.__class__ is list else _list(v, "tools")):
         if t.__class__ is not dict or not t.keys() <= _CAMEL:
             t = _obj(t, f"tools[{k}]")
         decls = t.get("functionDeclarations")
         if decls is not None:
-            for j, fd in enumerate(_list(decls, f"tools[{k}].functionDeclarations")):
+            if decls.__class__ is not list:
+                decls = _list(decls, f"tools[{k}].functionDeclarations")
+            for j, fd in enumerate(decls):
                 if fd.__class__ is not dict or not fd.keys() <= _CAMEL:
                     fd = _obj(fd, f"tools[{k}].functionDeclarations[{j}]")
                 name = fd.get("name")
