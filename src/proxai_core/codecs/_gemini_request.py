@@ -385,7 +385,7 @@ def _system(v: Any, req: Request) -> None:
     if isinstance(v, str):
         req.system.append(Text(v))
         return
-    d = _obj(v, "systemInstruction")
+    d = v if v.__class__ is dict and v.keys() <= _CAMEL else _obj(v, "systemInstruction")
     parts = d.get("parts", [])
     if parts.__class__ is not list:
         parts = _list(parts, "systemInstruction.parts")
@@ -442,10 +442,10 @@ def _tools(v: Any, req: Request, warnings: list[str]) -> None:
 def _tool_config(v: Any, req: Request) -> None:
     if v is None:
         return
-    d = _obj(v, "toolConfig")
+    d = v if v.__class__ is dict and v.keys() <= _CAMEL else _obj(v, "toolConfig")
     fcc = d.get("functionCallingConfig")
     if fcc is not None:
-        fcc = _obj(fcc, "toolConfig.functionCallingConfig")
+        fcc = fcc if fcc.__class__ is dict and fcc.keys() <= _CAMEL else _obj(fcc, "toolConfig.functionCallingConfig")
         mode = fcc.get("mode", "AUTO")
         names = fcc.get("allowedFunctionNames")
         allowed = [_str(x, "toolConfig.functionCallingConfig.allowedFunctionNames[]")
@@ -476,7 +476,7 @@ def _tool_config(v: Any, req: Request) -> None:
 def _generation(v: Any, req: Request) -> None:
     if v is None:
         return
-    g = _obj(v, "generationConfig")
+    g = v if v.__class__ is dict and v.keys() <= _CAMEL else _obj(v, "generationConfig")
     if not g:
         return
     p = "generationConfig"
@@ -560,7 +560,7 @@ def _decode_rare(body: dict[str, Any], req: Request, warnings: list[str]) -> Non
 def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
     if not isinstance(body, dict):
         raise TranslationError("request body must be a JSON object", field="body")
-    body = _obj(body, "body")
+    body = body if body.__class__ is dict and body.keys() <= _CAMEL else _obj(body, "body")
     inner = body.get("generateContentRequest")
     if "contents" not in body and isinstance(inner, dict):  # a countTokens body wraps the request
         body = _obj(inner, "generateContentRequest")
