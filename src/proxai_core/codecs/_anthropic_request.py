@@ -590,7 +590,12 @@ def _enc_text(p: Text, warnings: list[str]) -> dict[str, Any] | None:
     return out
 
 
-def _enc_tool_call(p: ToolCall, i: int, j: int, warnings: list[str]) -> dict[str, Any]:
+def _index(items: list[Any], item: Any) -> int:
+    """Where ``item`` (this very object) is in ``items``: for the path of an error."""
+    return next(k for k, x in enumerate(items) if x is item)
+
+
+def _enc_tool_call(p: ToolCall, i: int, parts: list[Any], warnings: list[str]) -> dict[str, Any]:
     if p.kind == "custom":
         inp: Any = {"input": p.arguments}
     elif not p.arguments or p.arguments.isspace():  # (strip() would copy the arguments)
@@ -599,13 +604,15 @@ def _enc_tool_call(p: ToolCall, i: int, j: int, warnings: list[str]) -> dict[str
         try:
             inp = orjson.loads(p.arguments)
         except orjson.JSONDecodeError:
-            raise invalid("tool call arguments are not valid JSON", f"messages[{i}].content[{j}].arguments") from None
+            raise invalid("tool call arguments are not valid JSON",
+                          f"messages[{i}].content[{_index(parts, p)}].arguments") from None
         if not isinstance(inp, dict):
-            raise invalid("tool call arguments must be a JSON object", f"messages[{i}].content[{j}].arguments")
+            raise invalid("tool call arguments must be a JSON object",
+                          f"messages[{i}].content[{_index(parts, p)}].arguments")
     return {"type": "tool_use", "id": _tool_id(p.id, warnings), "name": short_tool_name(p.name), "input": inp}
 
 
-def _enc_tool_result(p: ToolResult, i: int, j: int, warnings: list[str]) -> dict[str, Any]:
+def _enc_tool_result(p: ToolResult, i: int, parts: list[Any], warnings: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"type": "tool_result", "tool_use_id": _tool_id(p.call_id, warnings)}
     content = p.content
     if len(content) == 1 and content[0].__class__ is Text and not content[0].citations \
@@ -618,6 +625,7 @@ def _enc_tool_result(p: ToolResult, i: int, j: int, warnings: list[str]) -> dict
             out["cache_control"] = p.cache_control
         return out
     blocks: list[dict[str, Any]] = []
+    j = _index(parts, p)
     for k, c in enumerate(content):
         if isinstance(c, Text):
             b = _enc_text(c, warnings)
@@ -656,17 +664,16 @@ def _enc_reasoning(p: Reasoning, warnings: list[str]) -> dict[str, Any] | None:
     return None
 
 
-def _part_block(p: Any, role: str, i: int, j: int, warnings: list[str]) -> tuple[str, dict[str, Any]] | None:
+def _part_block(p: Any, role: str, i: int, parts: list[Any], warnings: list[str]) -> tuple[str, dict[str, Any]] | None:
     """(role, block) of a part other than the plain text / tool call / tool result ``_messages``
     handles itself; None when it is dropped."""
-    path = f"messages[{i}].content[{j}]"
     b: dict[str, Any] | None
     if isinstance(p, Text):
         b = _enc_text(p, warnings)
     elif isinstance(p, ToolCall):
-        return "assistant", _enc_tool_call(p, i, j, warnings)
+        return "assistant", _enc_tool_call(p, i, parts, warnings)
     elif isinstance(p, ToolResult):
-        return "user", _enc_tool_result(p, i, j, warnings)
+        return "user", _enc_tool_result(p, i, parts, warnings)
     elif isinstance(p, Reasoning):
         b = _enc_reasoning(p, warnings) if role == "assistant" else None
         if b is None and role != "assistant":
@@ -679,13 +686,13 @@ def _part_block(p: Any, role: str, i: int, j: int, warnings: list[str]) -> tuple
             warn_once(warnings, "images in assistant messages were dropped (Anthropic has no slot for them)")
             b = None
         else:
-            b = _enc_image(p, path)
+            b = _enc_image(p, f"messages[{i}].content[{_index(parts, p)}]")
     elif isinstance(p, Document):
         if role == "assistant":
             warn_once(warnings, "documents in assistant messages were dropped")
             b = None
         else:
-            b = _enc_document(p, path)
+            b = _enc_document(p, f"messages[{i}].content[{_index(parts, p)}]")
     elif isinstance(p, Opaque):
         if p.protocol == PROTOCOL:
             b = p.raw
@@ -694,7 +701,7 @@ def _part_block(p: Any, role: str, i: int, j: int, warnings: list[str]) -> tuple
                       "Anthropic cannot represent it")
             b = None
     else:
-        raise invalid(f"unsupported part {type(p).__name__}", path)
+        raise invalid(f"unsupported part {type(p).__name__}", f"messages[{i}].content[{_index(parts, p)}]")
     return None if b is None else (role, b)
 
 
@@ -740,7 +747,8 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                 system.extend(_system_texts(m.parts, warnings))
                 continue
             raise invalid(f"unsupported role {m.role!r}", f"messages[{i}].role")
-        for j, p in enumerate(m.parts):
+        parts = m.parts
+        for p in parts:  # (a part's index is looked up only for an error path)
             c = p.__class__
             if c is Text:
                 if not p.text:  # type: ignore[union-attr]
@@ -748,11 +756,11 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                 role: str = mrole
                 b = p.text if not p.citations and not p.cache_control else _enc_text(p, warnings)  # type: ignore
             elif c is ToolCall:
-                role, b = "assistant", _enc_tool_call(p, i, j, warnings)  # type: ignore[arg-type]
+                role, b = "assistant", _enc_tool_call(p, i, parts, warnings)  # type: ignore[arg-type]
             elif c is ToolResult:
-                role, b = "user", _enc_tool_result(p, i, j, warnings)  # type: ignore[arg-type]
+                role, b = "user", _enc_tool_result(p, i, parts, warnings)  # type: ignore[arg-type]
             else:
-                rb = _part_block(p, mrole, i, j, warnings)
+                rb = _part_block(p, mrole, i, parts, warnings)
                 if rb is None:
                     continue
                 role, b = rb

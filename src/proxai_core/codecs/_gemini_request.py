@@ -43,10 +43,14 @@ from ._gemini_common import (
 
 _KNOWN = frozenset({"contents", "systemInstruction", "tools", "toolConfig",
                     "generationConfig", "safetySettings", "cachedContent", "labels", "model"})
+#: the fields of a usual request; a body of only these skips the checks of the others
+_USUAL = frozenset({"contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "model"})
 #: generationConfig fields read into the neutral request; the rest are kept for a Gemini target
 _GEN_READ = frozenset({"maxOutputTokens", "temperature", "topP", "topK", "stopSequences", "seed", "candidateCount",
                        "responseMimeType", "responseSchema", "responseJsonSchema", "thinkingConfig",
                        "presencePenalty", "frequencyPenalty"})
+#: the sampling fields most requests set; a config of only these skips the checks of the others
+_GEN_SAMPLING = frozenset({"maxOutputTokens", "temperature", "topP", "topK"})
 #: thinkingLevel <-> neutral effort
 _LEVEL_TO_EFFORT = {"MINIMAL": "minimal", "LOW": "low", "MEDIUM": "medium", "HIGH": "high", "XHIGH": "xhigh"}
 _EFFORT_TO_LEVEL = {"minimal": "MINIMAL", "low": "LOW", "medium": "MEDIUM", "high": "HIGH", "xhigh": "HIGH",
@@ -64,10 +68,31 @@ def _camel_key(k: str) -> str:
     return head + "".join(w[:1].upper() + w[1:] for w in rest)
 
 
+#: field names of the API's own objects (Content, Part, FunctionCall, Tool, configs...): an
+#: object whose keys are all here has no snake_case spelling to convert (one C-level subset test)
+_CAMEL = frozenset({
+    "contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "safetySettings",
+    "cachedContent", "labels", "model", "generateContentRequest", "role", "parts", "text", "thought",
+    "thoughtSignature", "functionCall", "functionResponse", "inlineData", "fileData", "executableCode",
+    "codeExecutionResult", "toolCall", "toolResponse", "videoMetadata", "partMetadata", "mediaResolution",
+    "id", "name", "args", "partialArgs", "willContinue", "response", "scheduling", "mimeType", "data",
+    "displayName", "fileUri", "functionDeclarations", "description", "parameters", "parametersJsonSchema",
+    "responseJsonSchema", "behavior", "googleSearch", "googleSearchRetrieval", "codeExecution", "urlContext",
+    "functionCallingConfig", "mode", "allowedFunctionNames", "streamFunctionCallArguments", "retrievalConfig",
+    "maxOutputTokens", "temperature", "topP", "topK", "stopSequences", "seed", "candidateCount",
+    "responseMimeType", "responseSchema", "thinkingConfig", "presencePenalty", "frequencyPenalty",
+    "thinkingBudget", "thinkingLevel", "includeThoughts", "responseLogprobs", "logprobs",
+    "responseModalities", "speechConfig", "imageConfig",
+})
+assert not any("_" in k for k in _CAMEL)
+
+
 def _obj(v: Any, path: str) -> dict[str, Any]:
     """An object of the API's own structure: its snake_case field names (the API accepts both
     spellings, as proto JSON does) read as camelCase. Never applied to user data (arguments,
     function responses, schemas)."""
+    if v.__class__ is dict and v.keys() <= _CAMEL:
+        return v
     if not isinstance(v, dict):
         raise _fail(path, f"expected an object, got {type(v).__name__}")
     for k in v:
@@ -116,30 +141,37 @@ def _opt_num(d: dict[str, Any], key: str, path: str) -> float | None:
 # ============================================================================= schemas
 _TYPES = {"STRING": "string", "NUMBER": "number", "INTEGER": "integer", "BOOLEAN": "boolean", "ARRAY": "array",
           "OBJECT": "object", "NULL": "null"}
+#: the usual spellings (upper or lower case) looked up once; others fall back to the case rules
+_TYPE_OF = {**_TYPES, **{v: v for v in _TYPES.values()}}
+#: schema keys with a conversion: 1 type, 2 properties, 3 a sub-schema, 0 dropped (no JSON Schema meaning:
+#: ``nullable`` is folded into the type, ``propertyOrdering`` is Gemini's output-order hint)
+_SCHEMA_KEYS = {"type": 1, "properties": 2, "items": 3, "anyOf": 3, "oneOf": 3, "allOf": 3, "not": 3,
+                "additionalProperties": 3, "nullable": 0, "propertyOrdering": 0}
 
 
 def schema_to_json(s: Any) -> Any:
     """Gemini's OpenAPI-subset ``Schema`` (upper-case types, ``nullable``) as JSON Schema."""
-    if isinstance(s, list):
-        return [schema_to_json(x) for x in s]
     if not isinstance(s, dict):
+        if isinstance(s, list):
+            return [schema_to_json(x) for x in s]
         return s
     out: dict[str, Any] = {}
-    nullable = s.get("nullable") is True
+    keys = _SCHEMA_KEYS
     for k, v in s.items():
-        if k == "type" and isinstance(v, str):
-            out["type"] = _TYPES.get(v.upper(), v.lower())
-        elif k == "nullable":
-            continue
-        elif k == "properties" and isinstance(v, dict):
-            out[k] = {pk: schema_to_json(pv) for pk, pv in v.items()}
-        elif k in ("items", "anyOf", "oneOf", "allOf", "not", "additionalProperties"):
-            out[k] = schema_to_json(v)
-        elif k == "propertyOrdering":
-            continue  # Gemini's output-order hint: no JSON Schema meaning
-        else:
+        h = keys.get(k)
+        if h is None:
             out[k] = v
-    if nullable:
+        elif h == 1:
+            if isinstance(v, str):
+                t = _TYPE_OF.get(v)
+                out["type"] = t if t is not None else _TYPES.get(v.upper(), v.lower())
+            else:
+                out[k] = v
+        elif h == 2:
+            out[k] = {pk: schema_to_json(pv) for pk, pv in v.items()} if isinstance(v, dict) else v
+        elif h == 3:
+            out[k] = schema_to_json(v)
+    if s.get("nullable") is True:
         t = out.get("type")
         if isinstance(t, str):
             out["type"] = [t, "null"]
@@ -148,20 +180,25 @@ def schema_to_json(s: Any) -> Any:
     return out
 
 
+def _expected(path: str, what: str, v: Any) -> TranslationError:
+    return _fail(path, f"expected {what}, got {type(v).__name__}")
+
+
 # ============================================================================= decode
-def _signature_reasoning(sig: str, on: str, path: str, warnings: list[str]) -> Reasoning:
+def _signature_reasoning(sig: str, on: str, turn: int, k: int, warnings: list[str]) -> Reasoning:
     """A ``thoughtSignature`` as a neutral reasoning part placed before the part it came on."""
     if is_packed_signature(sig):
         payload = unpack_signature(sig)
         if payload is None:
-            warnings.append(f"{path}.thoughtSignature: a damaged continuity envelope was dropped")
+            warnings.append(f"contents[{turn}].parts[{k}].thoughtSignature: a damaged continuity envelope "
+                            "was dropped")
             return Reasoning(text="", opaque={"protocol": PROTOCOL, "signature": "", "on": on})
         text = payload.pop("text", "")
         summary = payload.pop("summary", None)
         redacted = bool(payload.pop("redacted", False))
         return Reasoning(text=text if isinstance(text, str) else "", summary=summary, opaque=payload,
                          redacted=redacted)
-    return Reasoning(text="", opaque={"protocol": PROTOCOL, "signature": sig, "on": on})
+    return Reasoning("", None, {"protocol": PROTOCOL, "signature": sig, "on": on})
 
 
 def _media(d: dict[str, Any], path: str, kind: str) -> Image | Document:
@@ -180,130 +217,166 @@ def _media(d: dict[str, Any], path: str, kind: str) -> Image | Document:
     return Document("url", media_type=mime, url=uri)
 
 
-def _response_content(resp: Any, parts: Any, path: str) -> tuple[list[Text | Image | Document], bool | None]:
+def _response_content(resp: Any, parts: Any, turn: int, k: int) -> tuple[list[Text | Image | Document], bool | None]:
     """A functionResponse's ``response`` object (and media ``parts``) as tool-result content."""
     content: list[Text | Image | Document] = []
     is_error: bool | None = None
     if isinstance(resp, dict):
-        keys = resp.keys()
-        if keys == {"output"} and isinstance(resp["output"], str):
-            content.append(Text(resp["output"]))
-        elif keys == {"error"} and isinstance(resp["error"], str):
-            content.append(Text(resp["error"]))
-            is_error = True
-        elif keys == {"content"} and isinstance(resp["content"], str):
-            content.append(Text(resp["content"]))
+        one = None  # the text of a one-field {"output"|"error"|"content": "..."} response
+        if len(resp) == 1:
+            one = resp.get("output")
+            if not isinstance(one, str):
+                one = resp.get("error")
+                if isinstance(one, str):
+                    is_error = True
+                else:
+                    one = resp.get("content")
+        if isinstance(one, str):
+            content.append(Text(one))
         else:
             content.append(Text(dumps(resp).decode()))
-            if "error" in keys and "output" not in keys:
+            if "error" in resp and "output" not in resp:
                 is_error = True
     elif resp is not None:
-        raise _fail(f"{path}.response", f"expected an object, got {type(resp).__name__}")
+        raise _expected(f"contents[{turn}].parts[{k}].functionResponse.response", "an object", resp)
     if parts is not None:
-        for k, p in enumerate(_list(parts, f"{path}.parts")):
-            p = _obj(p, f"{path}.parts[{k}]")
+        path = f"contents[{turn}].parts[{k}].functionResponse"
+        for j, p in enumerate(_list(parts, f"{path}.parts")):
+            p = _obj(p, f"{path}.parts[{j}]")
             if "inlineData" in p:
-                content.append(_media(_obj(p["inlineData"], f"{path}.parts[{k}].inlineData"),
-                                      f"{path}.parts[{k}].inlineData", "inline"))
+                content.append(_media(_obj(p["inlineData"], f"{path}.parts[{j}].inlineData"),
+                                      f"{path}.parts[{j}].inlineData", "inline"))
             elif "fileData" in p:
-                content.append(_media(_obj(p["fileData"], f"{path}.parts[{k}].fileData"),
-                                      f"{path}.parts[{k}].fileData", "file"))
+                content.append(_media(_obj(p["fileData"], f"{path}.parts[{j}].fileData"),
+                                      f"{path}.parts[{j}].fileData", "file"))
     return content, is_error
 
 
-class _CallIds:
-    """Ids for a history's function calls: Gemini's own, or minted from the turn and order, so a
-    ``functionResponse`` without an id finds its call by name and order."""
-
-    def __init__(self) -> None:
-        self.unanswered: list[tuple[str, str]] = []  # (id, name) in call order
-
-    def call(self, fid: Any, name: str, turn: int, n: int) -> str:
-        cid = fid if isinstance(fid, str) and fid else mint_call_id(f"turn{turn}", n, name)
-        self.unanswered.append((cid, name))
-        return cid
-
-    def response(self, fid: Any, name: str, turn: int, n: int) -> str:
-        if isinstance(fid, str) and fid:
-            for k, (cid, _) in enumerate(self.unanswered):
-                if cid == fid:
-                    del self.unanswered[k]
-                    break
-            return fid
-        for k, (cid, cname) in enumerate(self.unanswered):
-            if cname == name:
-                del self.unanswered[k]
-                return cid
-        return mint_call_id(f"response{turn}", n, name)
+# Ids for a history's function calls: Gemini's own, or minted from the turn and order, so a
+# ``functionResponse`` without an id finds its call by name and order. ``unanswered``: the
+# (id, name) of the calls without a response yet, in call order.
+def _call_id(unanswered: list[tuple[str, str]], fid: Any, name: str, turn: int, n: int) -> str:
+    cid = fid if isinstance(fid, str) and fid else mint_call_id(f"turn{turn}", n, name)
+    unanswered.append((cid, name))
+    return cid
 
 
-def _parts(parts: list[Any], path: str, role: str, turn: int, ids: _CallIds, warnings: list[str]) -> list[Any]:
-    out: list[Any] = []
-    calls = 0
-    for k, p in enumerate(parts):
-        if p.__class__ is dict and len(p) == 1:  # the usual parts: plain text, a call, a result
-            t = p.get("text")
-            if t.__class__ is str:
-                if t:
-                    out.append(Text(t))  # type: ignore[arg-type]
-                continue
-            fc = p.get("functionCall")
-            if fc.__class__ is dict:
-                name = fc.get("name")
-                args = fc.get("args")
-                if name.__class__ is str and (args is None or args.__class__ is dict):
-                    out.append(ToolCall(ids.call(fc.get("id"), name, turn, calls), name,  # type: ignore[arg-type]
-                                        dumps(args or {}).decode()))
-                    calls += 1
+def _response_id(unanswered: list[tuple[str, str]], fid: Any, name: str, turn: int, n: int) -> str:
+    if isinstance(fid, str) and fid:
+        for k, (cid, _) in enumerate(unanswered):
+            if cid == fid:
+                del unanswered[k]
+                break
+        return fid
+    for k, (cid, cname) in enumerate(unanswered):
+        if cname == name:
+            del unanswered[k]
+            return cid
+    return mint_call_id(f"response{turn}", n, name)
+
+
+_SERVER_PARTS = ("executableCode", "codeExecutionResult", "toolCall", "toolResponse")
+
+
+def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
+    """``contents`` as neutral messages, each part checked as it is built (one pass; paths for
+    errors are formatted only when one is raised)."""
+    unanswered: list[tuple[str, str]] = []
+    add_msg = req.messages.append
+    camel = _CAMEL
+    for i, c in enumerate(contents):
+        if c.__class__ is not dict or not c.keys() <= camel:
+            c = _obj(c, f"contents[{i}]")
+        role = c.get("role", "user")
+        if role != "user" and role != "model" and role != "function":
+            raise _fail(f"contents[{i}].role", f"expected 'user' or 'model', got {role!r}")
+        raw_parts = c.get("parts", [])
+        if raw_parts.__class__ is not list:
+            raw_parts = _list(raw_parts, f"contents[{i}].parts")
+        out: list[Any] = []
+        add = out.append
+        calls = 0
+        results = False
+        for k, p in enumerate(raw_parts):
+            if p.__class__ is not dict or not p.keys() <= camel:
+                p = _obj(p, f"contents[{i}].parts[{k}]")
+            single = len(p) == 1  # the usual part: a text, a call or a result, nothing beside
+            sig = None if single else p.get("thoughtSignature")
+            if sig is not None and not isinstance(sig, str):
+                raise _fail(f"contents[{i}].parts[{k}].thoughtSignature", "expected a string")
+            if "text" in p:
+                text = p["text"]
+                if not isinstance(text, str):
+                    raise _expected(f"contents[{i}].parts[{k}].text", "a string", text)
+                if not single and p.get("thought") is True:
+                    if sig and is_packed_signature(sig):
+                        add(_signature_reasoning(sig, "thought", i, k, warnings))
+                    else:
+                        op: dict[str, Any] = {"protocol": PROTOCOL, "on": "thought"}
+                        if sig:
+                            op["signature"] = sig
+                        add(Reasoning(text, None, op))
                     continue
-        pp = f"{path}[{k}]"
-        p = _obj(p, pp)
-        sig = p.get("thoughtSignature")
-        if sig is not None and not isinstance(sig, str):
-            raise _fail(f"{pp}.thoughtSignature", "expected a string")
-        if "text" in p:
-            text = _str(p["text"], f"{pp}.text")
-            if p.get("thought") is True:
-                if sig and is_packed_signature(sig):
-                    out.append(_signature_reasoning(sig, "thought", pp, warnings))
-                else:
-                    op: dict[str, Any] = {"protocol": PROTOCOL, "on": "thought"}
-                    if sig:
-                        op["signature"] = sig
-                    out.append(Reasoning(text=text, opaque=op))
-                continue
-            if sig:
-                out.append(_signature_reasoning(sig, "text", pp, warnings))
-            if text:
-                out.append(Text(text))
-        elif "functionCall" in p:
-            fc = _obj(p["functionCall"], f"{pp}.functionCall")
-            name = _str(fc.get("name"), f"{pp}.functionCall.name")
-            args = fc.get("args")
-            if args is not None and not isinstance(args, dict):
-                raise _fail(f"{pp}.functionCall.args", f"expected an object, got {type(args).__name__}")
-            if sig:
-                out.append(_signature_reasoning(sig, "call", pp, warnings))
-            out.append(ToolCall(ids.call(fc.get("id"), name, turn, calls), name, dumps(args or {}).decode()))
-            calls += 1
-        elif "functionResponse" in p:
-            fr = _obj(p["functionResponse"], f"{pp}.functionResponse")
-            name = _str(fr.get("name"), f"{pp}.functionResponse.name")
-            content, is_error = _response_content(fr.get("response"), fr.get("parts"), f"{pp}.functionResponse")
-            out.append(ToolResult(ids.response(fr.get("id"), name, turn, k), content, is_error))
-        elif "inlineData" in p:
-            out.append(_media(_obj(p["inlineData"], f"{pp}.inlineData"), f"{pp}.inlineData", "inline"))
-        elif "fileData" in p:
-            out.append(_media(_obj(p["fileData"], f"{pp}.fileData"), f"{pp}.fileData", "file"))
-        elif any(k2 in p for k2 in ("executableCode", "codeExecutionResult", "toolCall", "toolResponse")):
-            label = next(k2 for k2 in ("executableCode", "codeExecutionResult", "toolCall", "toolResponse") if k2 in p)
-            out.append(Opaque(PROTOCOL, p, label))
-        elif sig and len(p) == 1:
-            out.append(_signature_reasoning(sig, "text", pp, warnings))
+                if sig:
+                    add(_signature_reasoning(sig, "text", i, k, warnings))
+                if text:
+                    add(Text(text))
+            elif "functionCall" in p:
+                fc = p["functionCall"]
+                if fc.__class__ is not dict or not fc.keys() <= camel:
+                    fc = _obj(fc, f"contents[{i}].parts[{k}].functionCall")
+                name = fc.get("name")
+                if not isinstance(name, str):
+                    raise _expected(f"contents[{i}].parts[{k}].functionCall.name", "a string", name)
+                args = fc.get("args")
+                if args is not None and not isinstance(args, dict):
+                    raise _expected(f"contents[{i}].parts[{k}].functionCall.args", "an object", args)
+                if sig:
+                    add(_signature_reasoning(sig, "call", i, k, warnings))
+                add(ToolCall(_call_id(unanswered, fc.get("id"), name, i, calls), name,
+                             dumps(args).decode() if args else "{}"))
+                calls += 1
+            elif "functionResponse" in p:
+                fr = p["functionResponse"]
+                if fr.__class__ is not dict or not fr.keys() <= camel:
+                    fr = _obj(fr, f"contents[{i}].parts[{k}].functionResponse")
+                name = fr.get("name")
+                if not isinstance(name, str):
+                    raise _expected(f"contents[{i}].parts[{k}].functionResponse.name", "a string", name)
+                content, is_error = _response_content(fr.get("response"), fr.get("parts"), i, k)
+                add(ToolResult(_response_id(unanswered, fr.get("id"), name, i, k), content, is_error))
+                results = True
+            elif "inlineData" in p:
+                pp = f"contents[{i}].parts[{k}]"
+                add(_media(_obj(p["inlineData"], f"{pp}.inlineData"), f"{pp}.inlineData", "inline"))
+            elif "fileData" in p:
+                pp = f"contents[{i}].parts[{k}]"
+                add(_media(_obj(p["fileData"], f"{pp}.fileData"), f"{pp}.fileData", "file"))
+            elif any(k2 in p for k2 in _SERVER_PARTS):
+                add(Opaque(PROTOCOL, p, next(k2 for k2 in _SERVER_PARTS if k2 in p)))
+            elif sig and single:
+                add(_signature_reasoning(sig, "text", i, k, warnings))
+            else:
+                keys = ", ".join(sorted(p)) or "none"
+                raise _fail(f"contents[{i}].parts[{k}]", f"unknown part (fields: {keys})")
+        if role != "model":
+            add_msg(Message("user", out))
+        elif not results:
+            add_msg(Message("assistant", out))
         else:
-            keys = ", ".join(sorted(p)) or "none"
-            raise _fail(pp, f"unknown part (fields: {keys})")
-    return out
+            # a function the server ran (server-side MCP) is answered inside the model turn: its
+            # result becomes a user turn of its own, where every other protocol puts results
+            cur: list[Any] = []
+            for part in out:
+                if isinstance(part, ToolResult):
+                    if cur:
+                        add_msg(Message("assistant", cur))
+                        cur = []
+                    add_msg(Message("user", [part]))
+                else:
+                    cur.append(part)
+            if cur or not out:
+                add_msg(Message("assistant", cur))
 
 
 def _system(v: Any, req: Request) -> None:
@@ -312,38 +385,56 @@ def _system(v: Any, req: Request) -> None:
     if isinstance(v, str):
         req.system.append(Text(v))
         return
-    d = _obj(v, "systemInstruction")
-    for k, p in enumerate(_list(d.get("parts", []), "systemInstruction.parts")):
-        p = _obj(p, f"systemInstruction.parts[{k}]")
+    d = v if v.__class__ is dict and v.keys() <= _CAMEL else _obj(v, "systemInstruction")
+    parts = d.get("parts", [])
+    if parts.__class__ is not list:
+        parts = _list(parts, "systemInstruction.parts")
+    for k, p in enumerate(parts):
+        if p.__class__ is not dict or not p.keys() <= _CAMEL:
+            p = _obj(p, f"systemInstruction.parts[{k}]")
         if "text" not in p:
             raise _fail(f"systemInstruction.parts[{k}]", "only text parts can be system instructions here")
-        req.system.append(Text(_str(p["text"], f"systemInstruction.parts[{k}].text")))
+        t = p["text"]
+        if not isinstance(t, str):
+            raise _expected(f"systemInstruction.parts[{k}].text", "a string", t)
+        req.system.append(Text(t))
 
 
 def _tools(v: Any, req: Request, warnings: list[str]) -> None:
     if v is None:
         return
     other: list[dict[str, Any]] = []
-    for k, t in enumerate(_list(v, "tools")):
-        t = _obj(t, f"tools[{k}]")
+    tools = req.tools
+    for k, t in enumerate(v if v.__class__ is list else _list(v, "tools")):
+        if t.__class__ is not dict or not t.keys() <= _CAMEL:
+            t = _obj(t, f"tools[{k}]")
         decls = t.get("functionDeclarations")
-        rest = {x: y for x, y in t.items() if x != "functionDeclarations"}
         if decls is not None:
-            for j, fd in enumerate(_list(decls, f"tools[{k}].functionDeclarations")):
-                pp = f"tools[{k}].functionDeclarations[{j}]"
-                fd = _obj(fd, pp)
-                name = _str(fd.get("name"), f"{pp}.name")
+            if decls.__class__ is not list:
+                decls = _list(decls, f"tools[{k}].functionDeclarations")
+            for j, fd in enumerate(decls):
+                if fd.__class__ is not dict or not fd.keys() <= _CAMEL:
+                    fd = _obj(fd, f"tools[{k}].functionDeclarations[{j}]")
+                name = fd.get("name")
+                if not isinstance(name, str):
+                    raise _expected(f"tools[{k}].functionDeclarations[{j}].name", "a string", name)
                 desc = fd.get("description")
-                if desc is not None:
-                    desc = _str(desc, f"{pp}.description")
+                if desc is not None and not isinstance(desc, str):
+                    raise _expected(f"tools[{k}].functionDeclarations[{j}].description", "a string", desc)
                 schema = fd.get("parametersJsonSchema")
-                if schema is None and fd.get("parameters") is not None:
-                    schema = schema_to_json(_data(fd["parameters"], f"{pp}.parameters"))
-                elif schema is not None:
-                    schema = _data(schema, f"{pp}.parametersJsonSchema")
-                req.tools.append(Tool(name, desc, schema))
-        if rest:
-            other.append(rest)
+                if schema is None:
+                    params = fd.get("parameters")
+                    if params is not None:
+                        if not isinstance(params, dict):
+                            raise _expected(f"tools[{k}].functionDeclarations[{j}].parameters", "an object", params)
+                        schema = schema_to_json(params)
+                elif not isinstance(schema, dict):
+                    raise _expected(f"tools[{k}].functionDeclarations[{j}].parametersJsonSchema", "an object", schema)
+                tools.append(Tool(name, desc, schema))
+        if decls is None or len(t) > 1:  # fields beside the declarations (search, code execution...)
+            rest = {x: y for x, y in t.items() if x != "functionDeclarations"}
+            if rest:
+                other.append(rest)
     if other:
         req.extra["gemini_tools"] = other
 
@@ -351,10 +442,10 @@ def _tools(v: Any, req: Request, warnings: list[str]) -> None:
 def _tool_config(v: Any, req: Request) -> None:
     if v is None:
         return
-    d = _obj(v, "toolConfig")
+    d = v if v.__class__ is dict and v.keys() <= _CAMEL else _obj(v, "toolConfig")
     fcc = d.get("functionCallingConfig")
     if fcc is not None:
-        fcc = _obj(fcc, "toolConfig.functionCallingConfig")
+        fcc = fcc if fcc.__class__ is dict and fcc.keys() <= _CAMEL else _obj(fcc, "toolConfig.functionCallingConfig")
         mode = fcc.get("mode", "AUTO")
         names = fcc.get("allowedFunctionNames")
         allowed = [_str(x, "toolConfig.functionCallingConfig.allowedFunctionNames[]")
@@ -376,20 +467,31 @@ def _tool_config(v: Any, req: Request) -> None:
             raise _fail("toolConfig.functionCallingConfig.mode", f"unknown mode {mode!r}")
         if fcc.get("streamFunctionCallArguments") is not None:
             req.extra["gemini_stream_function_call_arguments"] = fcc["streamFunctionCallArguments"]
-    rest = {k: x for k, x in d.items() if k != "functionCallingConfig"}
-    if rest:
-        req.extra["gemini_tool_config"] = rest
+    if fcc is None or len(d) > 1:  # fields beside the calling config (retrieval...)
+        rest = {k: x for k, x in d.items() if k != "functionCallingConfig"}
+        if rest:
+            req.extra["gemini_tool_config"] = rest
 
 
 def _generation(v: Any, req: Request) -> None:
     if v is None:
         return
-    g = _obj(v, "generationConfig")
+    g = v if v.__class__ is dict and v.keys() <= _CAMEL else _obj(v, "generationConfig")
+    if not g:
+        return
     p = "generationConfig"
-    req.max_output_tokens = _opt_int(g, "maxOutputTokens", p)
-    req.temperature = _opt_num(g, "temperature", p)
-    req.top_p = _opt_num(g, "topP", p)
-    req.top_k = _opt_int(g, "topK", p)
+    get = g.get
+    # (inline type checks on the usual fields; the getters raise on a mismatch)
+    if (x := get("maxOutputTokens")) is not None:
+        req.max_output_tokens = x if x.__class__ is int else _opt_int(g, "maxOutputTokens", p)
+    if (x := get("temperature")) is not None:
+        req.temperature = x if x.__class__ is float or x.__class__ is int else _opt_num(g, "temperature", p)
+    if (x := get("topP")) is not None:
+        req.top_p = x if x.__class__ is float or x.__class__ is int else _opt_num(g, "topP", p)
+    if (x := get("topK")) is not None:
+        req.top_k = x if x.__class__ is int else _opt_int(g, "topK", p)
+    if g.keys() <= _GEN_SAMPLING:
+        return
     req.seed = _opt_int(g, "seed", p)
     if g.get("stopSequences") is not None:
         req.stop = [_str(s, f"{p}.stopSequences[]") for s in _list(g["stopSequences"], f"{p}.stopSequences")]
@@ -432,15 +534,33 @@ def _generation(v: Any, req: Request) -> None:
         if tc.get("includeThoughts") is True:
             rc.summary = "auto"
         req.reasoning = rc
-    rest = {k: x for k, x in g.items() if k not in _GEN_READ}
-    if rest:
-        req.extra["gemini_generation_config"] = rest
+    if not g.keys() <= _GEN_READ:
+        req.extra["gemini_generation_config"] = {k: x for k, x in g.items() if k not in _GEN_READ}
+
+
+def _decode_rare(body: dict[str, Any], req: Request, warnings: list[str]) -> None:
+    """The request fields few clients send."""
+    ss = body.get("safetySettings")
+    if ss is not None:
+        req.extra["safety_settings"] = _list(ss, "safetySettings")
+        # (a Gemini request is decoded only to be sent to another protocol: Gemini to Gemini passes)
+        warnings.append("safetySettings apply only to a Gemini upstream: another provider applies its own "
+                        "policies (safety_settings not sent)")
+    if body.get("cachedContent"):
+        # the cached context lives on Google's servers: another upstream would answer without it
+        raise _fail("cachedContent", "a Gemini cached content cannot be sent to another provider")
+    if body.get("labels") is not None:
+        req.extra["labels"] = _data(body["labels"], "labels")
+    if not body.keys() <= _KNOWN:
+        for k in body:
+            if k not in _KNOWN:
+                warnings.append(f"unknown Gemini request field {k!r} ignored")
 
 
 def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
     if not isinstance(body, dict):
         raise TranslationError("request body must be a JSON object", field="body")
-    body = _obj(body, "body")
+    body = body if body.__class__ is dict and body.keys() <= _CAMEL else _obj(body, "body")
     inner = body.get("generateContentRequest")
     if "contents" not in body and isinstance(inner, dict):  # a countTokens body wraps the request
         body = _obj(inner, "generateContentRequest")
@@ -453,54 +573,18 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         raise _fail("contents", "required field is missing")
     if isinstance(contents, dict):  # a single Content is accepted by the API
         contents = [contents]
-    ids = _CallIds()
-    for i, c in enumerate(_list(contents, "contents")):
-        if c.__class__ is not dict or len(c) != 2:
-            c = _obj(c, f"contents[{i}]")
-        role = c.get("role", "user")
-        if role != "user" and role != "model" and role != "function":
-            raise _fail(f"contents[{i}].role", f"expected 'user' or 'model', got {role!r}")
-        raw_parts = c.get("parts", [])
-        if raw_parts.__class__ is not list:
-            raw_parts = _list(raw_parts, f"contents[{i}].parts")
-        parts = _parts(raw_parts, f"contents[{i}].parts", role, i, ids, warnings)
-        if role != "model":
-            req.messages.append(Message("user", parts))
-            continue
-        if not any(p.__class__ is ToolResult for p in parts):
-            req.messages.append(Message("assistant", parts))
-            continue
-        # a function the server ran (server-side MCP) is answered inside the model turn: its
-        # result becomes a user turn of its own, where every other protocol puts results
-        cur: list[Any] = []
-        for part in parts:
-            if isinstance(part, ToolResult):
-                if cur:
-                    req.messages.append(Message("assistant", cur))
-                    cur = []
-                req.messages.append(Message("user", [part]))
-            else:
-                cur.append(part)
-        if cur or not parts:
-            req.messages.append(Message("assistant", cur))
-    _system(body.get("systemInstruction"), req)
-    _tools(body.get("tools"), req, warnings)
-    _tool_config(body.get("toolConfig"), req)
-    _generation(body.get("generationConfig"), req)
-    ss = body.get("safetySettings")
-    if ss is not None:
-        req.extra["safety_settings"] = _list(ss, "safetySettings")
-        # (a Gemini request is decoded only to be sent to another protocol: Gemini to Gemini passes)
-        warnings.append("safetySettings apply only to a Gemini upstream: another provider applies its own "
-                        "policies (safety_settings not sent)")
-    if body.get("cachedContent"):
-        # the cached context lives on Google's servers: another upstream would answer without it
-        raise _fail("cachedContent", "a Gemini cached content cannot be sent to another provider")
-    if body.get("labels") is not None:
-        req.extra["labels"] = _data(body["labels"], "labels")
-    for k in body:
-        if k not in _KNOWN:
-            warnings.append(f"unknown Gemini request field {k!r} ignored")
+    _messages(contents if contents.__class__ is list else _list(contents, "contents"), req, warnings)
+    get = body.get
+    if (v := get("systemInstruction")) is not None:  # (helpers only for the fields that are there)
+        _system(v, req)
+    if (v := get("tools")) is not None:
+        _tools(v, req, warnings)
+    if (v := get("toolConfig")) is not None:
+        _tool_config(v, req)
+    if (v := get("generationConfig")) is not None:
+        _generation(v, req)
+    if not body.keys() <= _USUAL:
+        _decode_rare(body, req, warnings)
     return req
 
 
@@ -533,7 +617,7 @@ def _enc_media(p: Image | Document, path: str, warnings: list[str]) -> dict[str,
     raise _fail(path, f"{p.type} without data")
 
 
-def _tool_response(p: ToolResult, name: str, path: str, warnings: list[str]) -> dict[str, Any]:
+def _tool_response(p: ToolResult, name: str, req: Request, msg: Message, warnings: list[str]) -> dict[str, Any]:
     content = p.content
     if len(content) == 1 and content[0].__class__ is Text:  # the usual result: one text
         text, media = content[0].text, []  # type: ignore[union-attr]
@@ -553,9 +637,11 @@ def _tool_response(p: ToolResult, name: str, path: str, warnings: list[str]) -> 
             if isinstance(obj, dict):
                 resp = obj
     fr: dict[str, Any] = {"name": name, "response": resp}
-    if p.call_id and not p.call_id.startswith(MINTED_PREFIX):
-        fr["id"] = p.call_id
+    cid = p.call_id
+    if cid and not cid.startswith(MINTED_PREFIX):
+        fr["id"] = cid
     if media:
+        path = f"messages[{_index(req.messages, msg)}].parts[{_index(msg.parts, p)}]"
         fr["parts"] = [_enc_media(m, path, warnings) for m in media]
     return {"functionResponse": fr}
 
@@ -563,12 +649,11 @@ def _tool_response(p: ToolResult, name: str, path: str, warnings: list[str]) -> 
 def _args_obj(p: ToolCall, warnings: list[str]) -> dict[str, Any]:
     if p.kind == "custom":
         return {"input": p.arguments}
-    if not p.arguments.strip():
-        return {}
     try:
         v = orjson.loads(p.arguments)
     except orjson.JSONDecodeError:
-        warnings.append(f"tool call {p.id} had invalid JSON arguments; sent with empty args")
+        if p.arguments.strip():
+            warnings.append(f"tool call {p.id} had invalid JSON arguments; sent with empty args")
         return {}
     return v if isinstance(v, dict) else {"value": v}
 
@@ -583,77 +668,110 @@ class _Sig:
         self.on = on
 
 
-def _content(msg: Message, i: int, names: dict[str, str], warnings: list[str]) -> list[dict[str, Any]]:
-    parts: list[dict[str, Any]] = []
-    pending: _Sig | None = None
-    model = msg.role == "assistant"
-    first_call = True
-    for j, p in enumerate(msg.parts):
-        if p.__class__ is Text and pending is None:  # the usual part
-            parts.append({"text": p.text})  # type: ignore[union-attr]
+def _index(items: list[Any], item: Any) -> int:
+    """Where ``item`` (this very object) is in ``items``: for the path of an error."""
+    return next(k for k, x in enumerate(items) if x is item)
+
+
+def _contents(req: Request, system: list[Text], warnings: list[str]) -> list[dict[str, Any]]:
+    """The conversation as Gemini ``contents``: consecutive turns of one role merged (parallel tool
+    results are one turn in Gemini), system messages moved to ``system``. One pass, parts built
+    inline (a history has thousands)."""
+    contents: list[dict[str, Any]] = []
+    names: dict[str, str] = {}  # call id -> the function name its response must carry
+    last_role = ""
+    last_parts: list[dict[str, Any]] = []
+    for m in req.messages:
+        mrole = m.role
+        if mrole == "assistant":
+            role = "model"
+        elif mrole == "system" or mrole == "developer":
+            if contents:
+                warn_once(warnings, "a system message inside the conversation was moved to systemInstruction "
+                          "(Gemini has one system instruction)")
+            system.extend(p for p in m.parts if isinstance(p, Text))
             continue
-        if isinstance(p, Reasoning):
-            op = p.opaque
-            if not model:
+        else:
+            role = "user"
+        parts: list[dict[str, Any]] = []
+        pending: _Sig | None = None
+        first_call = True
+        for p in m.parts:
+            cls = p.__class__
+            if cls is Text:  # the usual part
+                if pending is None:
+                    parts.append({"text": p.text})  # type: ignore[union-attr]
+                else:
+                    parts.append({"text": p.text, "thoughtSignature": pending.sig})  # type: ignore[union-attr]
+                    pending = None
                 continue
-            if not op or op.get("protocol") != PROTOCOL:
-                warn_once(warnings, "reasoning from another protocol was not sent to Gemini (it only accepts "
-                          "its own thought signatures)")
-                continue
-            sig = op.get("signature") if isinstance(op.get("signature"), str) else None
-            on = op.get("on")
-            if on == "thought" or (on is None and p.text):
-                part: dict[str, Any] = {"text": p.text, "thought": True}
-                if sig:
-                    part["thoughtSignature"] = sig
-                parts.append(part)
-            elif sig is not None:
+            if cls is ToolCall:
+                name = short_tool_name(p.name)  # type: ignore[union-attr]
+                pid = p.id  # type: ignore[union-attr]
+                names[pid] = name
+                fc: dict[str, Any] = {"name": name, "args": _args_obj(p, warnings)}  # type: ignore[arg-type]
+                if pid and not pid.startswith(MINTED_PREFIX):
+                    fc["id"] = pid
                 if pending is not None:
-                    parts.append({"text": "", "thoughtSignature": pending.sig})
-                pending = _Sig(sig, on if isinstance(on, str) else "text")
-            continue
-        if isinstance(p, Text):
-            part = {"text": p.text}
+                    parts.append({"functionCall": fc, "thoughtSignature": pending.sig})
+                    pending = None
+                elif first_call:
+                    parts.append({"functionCall": fc, "thoughtSignature": SKIP_SIGNATURE})
+                else:
+                    parts.append({"functionCall": fc})
+                first_call = False
+                continue
+            if cls is Reasoning:
+                op = p.opaque  # type: ignore[union-attr]
+                if role == "user":
+                    continue
+                if not op or op.get("protocol") != PROTOCOL:
+                    warn_once(warnings, "reasoning from another protocol was not sent to Gemini (it only accepts "
+                              "its own thought signatures)")
+                    continue
+                sig = op.get("signature") if isinstance(op.get("signature"), str) else None
+                on = op.get("on")
+                if on == "thought" or (on is None and p.text):  # type: ignore[union-attr]
+                    part: dict[str, Any] = {"text": p.text, "thought": True}  # type: ignore[union-attr]
+                    if sig:
+                        part["thoughtSignature"] = sig
+                    parts.append(part)
+                elif sig is not None:
+                    if pending is not None:
+                        parts.append({"text": "", "thoughtSignature": pending.sig})
+                    pending = _Sig(sig, on if isinstance(on, str) else "text")
+                continue
             if pending is not None:
-                part["thoughtSignature"] = pending.sig
+                parts.append({"text": "", "thoughtSignature": pending.sig})
                 pending = None
-            parts.append(part)
-            continue
-        if pending is not None and not isinstance(p, ToolCall):
+            if cls is ToolResult:
+                rname = names.get(p.call_id)  # type: ignore[union-attr]
+                if rname is None:
+                    i, j = _index(req.messages, m), _index(m.parts, p)
+                    raise _fail(f"messages[{i}].parts[{j}].call_id", f"no earlier tool call has the id "
+                                f"{p.call_id!r} (Gemini names the function in every function response)")  # type: ignore[union-attr]
+                parts.append(_tool_response(p, rname, req, m, warnings))  # type: ignore[arg-type]
+            elif cls is Refusal:
+                parts.append({"text": p.text})  # type: ignore[union-attr]
+            elif cls is Image or cls is Document:
+                path = f"messages[{_index(req.messages, m)}].parts[{_index(m.parts, p)}]"
+                parts.append(_enc_media(p, path, warnings))  # type: ignore[arg-type]
+            elif cls is Opaque:
+                if p.protocol == PROTOCOL:  # type: ignore[union-attr]
+                    parts.append(p.raw)  # type: ignore[union-attr]
+                else:
+                    warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Gemini has no "  # type: ignore[union-attr]
+                              "such part")
+        if pending is not None:
             parts.append({"text": "", "thoughtSignature": pending.sig})
-            pending = None
-        if isinstance(p, ToolCall):
-            name = short_tool_name(p.name)
-            names[p.id] = name
-            fc: dict[str, Any] = {"name": name, "args": _args_obj(p, warnings)}
-            if p.id and not p.id.startswith(MINTED_PREFIX):
-                fc["id"] = p.id
-            part = {"functionCall": fc}
-            if pending is not None:
-                part["thoughtSignature"] = pending.sig
-                pending = None
-            elif first_call:
-                part["thoughtSignature"] = SKIP_SIGNATURE
-            first_call = False
-            parts.append(part)
-        elif isinstance(p, ToolResult):
-            rname = names.get(p.call_id)
-            if rname is None:
-                raise _fail(f"messages[{i}].parts[{j}].call_id", f"no earlier tool call has the id {p.call_id!r} (Gemini names "
-                            "the function in every function response)")
-            parts.append(_tool_response(p, rname, f"messages[{i}].parts[{j}]", warnings))
-        elif isinstance(p, Refusal):
-            parts.append({"text": p.text})
-        elif isinstance(p, (Image, Document)):
-            parts.append(_enc_media(p, f"messages[{i}].parts[{j}]", warnings))
-        elif isinstance(p, Opaque):
-            if p.protocol == PROTOCOL:
-                parts.append(p.raw)
-            else:
-                warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Gemini has no such part")
-    if pending is not None:
-        parts.append({"text": "", "thoughtSignature": pending.sig})
-    return parts
+        if not parts:
+            continue
+        if role == last_role:
+            last_parts.extend(parts)
+        else:
+            contents.append({"role": role, "parts": parts})
+            last_role, last_parts = role, parts
+    return contents
 
 
 def _enc_tools(req: Request, warnings: list[str]) -> list[dict[str, Any]]:
@@ -744,8 +862,8 @@ _DROPPED_EXTRA_OK = frozenset({"n", "presence_penalty", "frequency_penalty", "sa
                                "gemini_validated_mode", "gemini_stream_function_call_arguments", "server_tools"})
 
 
-def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
-    ex = req.extra
+def _check_extra(ex: dict[str, Any]) -> None:
+    """Request features Gemini cannot serve: refused in the client's terms."""
     n = ex.get("n")
     if isinstance(n, int) and not isinstance(n, bool) and n > 1:
         raise _fail("n", "the client reads one candidate; more than one cannot be translated")
@@ -756,35 +874,27 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
     mods = ex.get("modalities")
     if ex.get("audio") or (isinstance(mods, list) and "audio" in mods):
         raise _fail("audio", "audio output is not translated to Gemini")
+
+
+def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
+    ex = req.extra
+    if ex:  # (helpers only for what is there)
+        _check_extra(ex)
     system = list(req.system)
-    contents: list[dict[str, Any]] = []
-    names: dict[str, str] = {}
-    for i, m in enumerate(req.messages):
-        if m.role in ("system", "developer"):
-            texts = [p for p in m.parts if isinstance(p, Text)]
-            if contents:
-                warn_once(warnings, "a system message inside the conversation was moved to systemInstruction "
-                          "(Gemini has one system instruction)")
-            system.extend(texts)
-            continue
-        role = "model" if m.role == "assistant" else "user"
-        parts = _content(m, i, names, warnings)
-        if not parts:
-            continue
-        if contents and contents[-1]["role"] == role:
-            contents[-1]["parts"].extend(parts)  # parallel tool results are one turn in Gemini
-        else:
-            contents.append({"role": role, "parts": parts})
+    contents = _contents(req, system, warnings)
     out: dict[str, Any] = {"contents": contents}
     if system:
         out["systemInstruction"] = {"parts": [{"text": t.text} for t in system]}
-    tools = _enc_tools(req, warnings)
-    if tools:
-        out["tools"] = tools
-    tcfg = _enc_tool_config(req, warnings)
-    if tcfg:
-        out["toolConfig"] = tcfg
-    gen: dict[str, Any] = dict(ex.get("gemini_generation_config") or {})
+    if req.tools or ex:
+        tools = _enc_tools(req, warnings)
+        if tools:
+            out["tools"] = tools
+    if req.tool_choice is not None or ex or req.parallel_tool_calls is False:
+        tcfg = _enc_tool_config(req, warnings)
+        if tcfg:
+            out["toolConfig"] = tcfg
+    gen0 = ex.get("gemini_generation_config") if ex else None
+    gen: dict[str, Any] = dict(gen0) if gen0 else {}
     if req.max_output_tokens is not None:
         gen["maxOutputTokens"] = req.max_output_tokens
     if req.temperature is not None:
@@ -797,31 +907,34 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
         gen["stopSequences"] = list(req.stop)
     if req.seed is not None:
         gen["seed"] = req.seed
-    for k, wire in (("presence_penalty", "presencePenalty"), ("frequency_penalty", "frequencyPenalty")):
-        if ex.get(k) is not None:
-            gen[wire] = ex[k]
+    if ex:
+        for k, wire in (("presence_penalty", "presencePenalty"), ("frequency_penalty", "frequencyPenalty")):
+            if ex.get(k) is not None:
+                gen[wire] = ex[k]
     of = req.output_format
     if of is not None and of.type != "text":
         gen["responseMimeType"] = "application/json"
         if of.type == "json_schema" and of.schema is not None:
             gen["responseJsonSchema"] = of.schema
-    th = _thinking(req, warnings)
-    if th:
-        gen["thinkingConfig"] = th
+    if req.reasoning is not None:
+        th = _thinking(req, warnings)
+        if th:
+            gen["thinkingConfig"] = th
     if gen:
         out["generationConfig"] = gen
-    if ex.get("safety_settings") is not None:
-        out["safetySettings"] = ex["safety_settings"]
-    if ex.get("cached_content"):
-        out["cachedContent"] = ex["cached_content"]
-    if ex.get("labels") is not None:
-        out["labels"] = ex["labels"]
     if req.metadata:
         warn_once(warnings, "metadata has no Gemini equivalent and was not sent")
     if req.user:
         warn_once(warnings, "user has no Gemini equivalent and was not sent")
-    ignored = sorted(k for k in ex if k not in _DROPPED_EXTRA_OK and ex[k] is not None
-                     and k not in ("previous_response_id", "conversation", "audio", "modalities"))
-    if ignored:
-        warnings.append(f"request fields without a Gemini equivalent were not sent: {', '.join(ignored)}")
+    if ex:
+        if ex.get("safety_settings") is not None:
+            out["safetySettings"] = ex["safety_settings"]
+        if ex.get("cached_content"):
+            out["cachedContent"] = ex["cached_content"]
+        if ex.get("labels") is not None:
+            out["labels"] = ex["labels"]
+        ignored = sorted(k for k in ex if k not in _DROPPED_EXTRA_OK and ex[k] is not None
+                         and k not in ("previous_response_id", "conversation", "audio", "modalities"))
+        if ignored:
+            warnings.append(f"request fields without a Gemini equivalent were not sent: {', '.join(ignored)}")
     return out
