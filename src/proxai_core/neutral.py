@@ -17,7 +17,7 @@ Conventions shared by all codecs (the contract between decoders and encoders):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from .stop import StopInfo
 
@@ -28,87 +28,149 @@ Role = Literal["system", "developer", "user", "assistant"]
 #: what a tool call is: a function (JSON arguments) or a custom tool (free text input)
 ToolKind = Literal["function", "custom"]
 
-@dataclass(slots=True)
+# The parts and messages are built once per wire part on every request and stream: their
+# ``__init__`` is written out (a generated one also stores ``type`` per object and tests a default
+# factory), ``type`` is a class constant, and the dataclass keeps equality and repr.
+
+
+@dataclass(slots=True, init=False)
 class Text:
     text: str
     #: Neutral citations: dicts with "type" ("url" | "char_location" | "page_location" |
     #: "content_block_location" | "search_result_location" | "file"), and where known "url", "title",
     #: "cited_text", "start", "end" (char offsets into text), "file_id", "filename", "raw" (the
     #: source protocol's own object, for same-protocol fidelity).
-    citations: list[dict[str, Any]] | None = None
+    citations: list[dict[str, Any]] | None
     #: Anthropic cache_control or similar hints, kept when the target has them.
-    cache_control: dict[str, Any] | None = None
-    type: Literal["text"] = "text"
+    cache_control: dict[str, Any] | None
+    type: ClassVar[Literal["text"]] = "text"
+
+    def __init__(self, text: str, citations: list[dict[str, Any]] | None = None,
+                 cache_control: dict[str, Any] | None = None) -> None:
+        self.text = text
+        self.citations = citations
+        self.cache_control = cache_control
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Image:
     #: "base64" (media_type + data) | "url" (url; may be a data: URL) | "file" (file_id)
     source: Literal["base64", "url", "file"]
-    media_type: str | None = None
-    data: str | None = None
-    url: str | None = None
-    file_id: str | None = None
-    detail: str | None = None
-    cache_control: dict[str, Any] | None = None
-    type: Literal["image"] = "image"
+    media_type: str | None
+    data: str | None
+    url: str | None
+    file_id: str | None
+    detail: str | None
+    cache_control: dict[str, Any] | None
+    type: ClassVar[Literal["image"]] = "image"
+
+    def __init__(self, source: Literal["base64", "url", "file"], media_type: str | None = None,
+                 data: str | None = None, url: str | None = None, file_id: str | None = None,
+                 detail: str | None = None, cache_control: dict[str, Any] | None = None) -> None:
+        self.source = source
+        self.media_type = media_type
+        self.data = data
+        self.url = url
+        self.file_id = file_id
+        self.detail = detail
+        self.cache_control = cache_control
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Document:
     #: "base64" (media_type + data) | "url" | "text" (plain text in data) | "file" (file_id)
     source: Literal["base64", "url", "text", "file"]
-    media_type: str | None = None
-    data: str | None = None
-    url: str | None = None
-    file_id: str | None = None
-    filename: str | None = None
-    title: str | None = None
-    cache_control: dict[str, Any] | None = None
-    type: Literal["document"] = "document"
+    media_type: str | None
+    data: str | None
+    url: str | None
+    file_id: str | None
+    filename: str | None
+    title: str | None
+    cache_control: dict[str, Any] | None
+    type: ClassVar[Literal["document"]] = "document"
+
+    def __init__(self, source: Literal["base64", "url", "text", "file"], media_type: str | None = None,
+                 data: str | None = None, url: str | None = None, file_id: str | None = None,
+                 filename: str | None = None, title: str | None = None,
+                 cache_control: dict[str, Any] | None = None) -> None:
+        self.source = source
+        self.media_type = media_type
+        self.data = data
+        self.url = url
+        self.file_id = file_id
+        self.filename = filename
+        self.title = title
+        self.cache_control = cache_control
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class ToolCall:
     id: str
     name: str
-    arguments: str = ""
-    kind: Literal["function", "custom"] = "function"
+    arguments: str
+    kind: ToolKind
     #: Provider item id where it differs from the call id (Responses "fc_…").
-    item_id: str | None = None
-    type: Literal["tool_call"] = "tool_call"
+    item_id: str | None
+    type: ClassVar[Literal["tool_call"]] = "tool_call"
+
+    def __init__(self, id: str, name: str, arguments: str = "", kind: ToolKind = "function",
+                 item_id: str | None = None) -> None:
+        self.id = id
+        self.name = name
+        self.arguments = arguments
+        self.kind = kind
+        self.item_id = item_id
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class ToolResult:
     call_id: str
-    content: list[Text | Image | Document] = field(default_factory=list)
-    is_error: bool | None = None
-    kind: Literal["function", "custom"] = "function"
-    cache_control: dict[str, Any] | None = None
-    type: Literal["tool_result"] = "tool_result"
+    content: list[Text | Image | Document]
+    is_error: bool | None
+    kind: ToolKind
+    cache_control: dict[str, Any] | None
+    type: ClassVar[Literal["tool_result"]] = "tool_result"
+
+    def __init__(self, call_id: str, content: list[Text | Image | Document] | None = None,
+                 is_error: bool | None = None, kind: ToolKind = "function",
+                 cache_control: dict[str, Any] | None = None) -> None:
+        self.call_id = call_id
+        self.content = [] if content is None else content
+        self.is_error = is_error
+        self.kind = kind
+        self.cache_control = cache_control
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Reasoning:
     #: Visible reasoning text (thinking text, summary text, or reasoning_content).
-    text: str = ""
+    text: str
     #: Responses summaries kept as separate strings when the source had several.
-    summary: list[str] | None = None
+    summary: list[str] | None
     #: Continuity payload, tagged by issuer: {"protocol": "...", ...}. None when there is none.
-    opaque: dict[str, Any] | None = None
+    opaque: dict[str, Any] | None
     #: True for Anthropic redacted_thinking (text is empty; data in opaque).
-    redacted: bool = False
-    type: Literal["reasoning"] = "reasoning"
+    redacted: bool
+    type: ClassVar[Literal["reasoning"]] = "reasoning"
+
+    def __init__(self, text: str = "", summary: list[str] | None = None, opaque: dict[str, Any] | None = None,
+                 redacted: bool = False) -> None:
+        self.text = text
+        self.summary = summary
+        self.opaque = opaque
+        self.redacted = redacted
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Refusal:
     text: str
-    type: Literal["refusal"] = "refusal"
+    type: ClassVar[Literal["refusal"]] = "refusal"
+
+    def __init__(self, text: str) -> None:
+        self.text = text
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Opaque:
     """A part only its own protocol understands (server tool blocks, hosted tool items, ...).
 
@@ -118,19 +180,29 @@ class Opaque:
 
     protocol: str
     raw: dict[str, Any]
-    label: str = ""
-    type: Literal["opaque"] = "opaque"
+    label: str
+    type: ClassVar[Literal["opaque"]] = "opaque"
+
+    def __init__(self, protocol: str, raw: dict[str, Any], label: str = "") -> None:
+        self.protocol = protocol
+        self.raw = raw
+        self.label = label
 
 
 Part = Text | Image | Document | ToolCall | ToolResult | Reasoning | Refusal | Opaque
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Message:
     role: Role
-    parts: list[Part] = field(default_factory=list)
+    parts: list[Part]
     #: Chat "name" field and similar, kept when the target has it.
-    name: str | None = None
+    name: str | None
+
+    def __init__(self, role: Role, parts: list[Part] | None = None, name: str | None = None) -> None:
+        self.role = role
+        self.parts = [] if parts is None else parts
+        self.name = name
 
 
 # ----------------------------------------------------------------------------- request

@@ -181,9 +181,63 @@ def _assistant_extras(m: dict, i: int, parts: list[Any]) -> None:
     parts.extend(reasoning_parts(m.get(rfield), rfield, m.get("reasoning_details")))
 
 
+def _tool_calls(tcs: Any, i: int, kinds: dict[str, str], parts: list[Any]) -> None:
+    """``messages[i].tool_calls`` into ``parts`` (``kinds``: call id -> tool kind, for the results)."""
+    if tcs.__class__ is not list:
+        raise expected("an array", tcs, "messages", i, "tool_calls")
+    for j, tc in enumerate(tcs):
+        if tc.__class__ is not dict:
+            raise expected("an object", tc, "messages", i, "tool_calls", j)
+        tid = tc.get("id")
+        if tid.__class__ is not str:
+            raise expected("a string", tid, "messages", i, "tool_calls", j, "id")
+        ttype = tc.get("type")
+        fn = tc.get("function")
+        if (ttype is None or ttype == "function") and fn.__class__ is dict:
+            name = fn.get("name")
+            args = fn.get("arguments")
+            if name.__class__ is not str:
+                raise expected("a string", name, "messages", i, "tool_calls", j, "function", "name")
+            if args.__class__ is not str:
+                if args is None:
+                    args = ""
+                elif args.__class__ is dict or args.__class__ is list:
+                    args = dumps(args).decode()
+                else:
+                    raise expected("a string", args, "messages", i, "tool_calls", j, "function", "arguments")
+            kinds[tid] = "function"
+            parts.append(ToolCall(tid, name, args))
+        elif ttype == "custom":
+            c = req_obj(tc.get("custom"), "messages", i, "tool_calls", j, "custom")
+            name = req_str(c.get("name"), "messages", i, "tool_calls", j, "custom", "name")
+            inp = opt_str(c.get("input"), "messages", i, "tool_calls", j, "custom", "input")
+            kinds[tid] = "custom"
+            parts.append(ToolCall(tid, name, inp or "", kind="custom"))
+        elif ttype is None or ttype == "function":
+            raise expected("an object", fn, "messages", i, "tool_calls", j, "function")
+        else:
+            fail(f"unknown tool call type {ttype!r}", "messages", i, "tool_calls", j, "type")
+
+
+def _assistant_content(content: list[Any], i: int, parts: list[Any]) -> None:
+    for j, p in enumerate(content):
+        t = req_obj(p, "messages", i, "content", j).get("type")
+        if t == "text":
+            parts.append(Text(req_str(p.get("text"), "messages", i, "content", j, "text"), None,
+                              p.get("cache_control")))
+        elif t == "refusal":
+            parts.append(Refusal(req_str(p.get("refusal"), "messages", i, "content", j, "refusal")))
+        elif t == "thinking":  # Mistral thinking part
+            parts.append(Reasoning(text=thinking_text(p.get("thinking")),
+                                   opaque={"protocol": PROTOCOL, "field": "content_thinking"}))
+        else:
+            fail(f"unknown assistant content part type {t!r}", "messages", i, "content", j, "type")
+
+
 def _decode_assistant(m: dict, i: int, kinds: dict[str, str]) -> Message:
     parts: list[Any] = []
-    extras = not m.keys() <= _ASSISTANT_PLAIN
+    # role and content only (the usual text answer) or with tool_calls / name: no extras to look at
+    extras = len(m) > 2 and not m.keys() <= _ASSISTANT_PLAIN
     if extras:
         _assistant_extras(m, i, parts)
     content = m.get("content")
@@ -191,18 +245,7 @@ def _decode_assistant(m: dict, i: int, kinds: dict[str, str]) -> Message:
         if content:
             parts.append(Text(content))
     elif content.__class__ is list:
-        for j, p in enumerate(content):
-            t = req_obj(p, "messages", i, "content", j).get("type")
-            if t == "text":
-                parts.append(Text(req_str(p.get("text"), "messages", i, "content", j, "text"), None,
-                                  p.get("cache_control")))
-            elif t == "refusal":
-                parts.append(Refusal(req_str(p.get("refusal"), "messages", i, "content", j, "refusal")))
-            elif t == "thinking":  # Mistral thinking part
-                parts.append(Reasoning(text=thinking_text(p.get("thinking")),
-                                       opaque={"protocol": PROTOCOL, "field": "content_thinking"}))
-            else:
-                fail(f"unknown assistant content part type {t!r}", "messages", i, "content", j, "type")
+        _assistant_content(content, i, parts)
     elif content is not None:
         raise expected("a string, an array or null", content, "messages", i, "content")
     if extras:
@@ -211,38 +254,7 @@ def _decode_assistant(m: dict, i: int, kinds: dict[str, str]) -> Message:
             parts.append(Refusal(refusal))
     tcs = m.get("tool_calls")
     if tcs is not None:
-        for j, tc in enumerate(req_list(tcs, "messages", i, "tool_calls")):
-            if tc.__class__ is not dict:
-                raise expected("an object", tc, "messages", i, "tool_calls", j)
-            tid = tc.get("id")
-            if tid.__class__ is not str:
-                raise expected("a string", tid, "messages", i, "tool_calls", j, "id")
-            ttype = tc.get("type")
-            fn = tc.get("function")
-            if (ttype is None or ttype == "function") and fn.__class__ is dict:
-                name = fn.get("name")
-                args = fn.get("arguments")
-                if name.__class__ is not str:
-                    raise expected("a string", name, "messages", i, "tool_calls", j, "function", "name")
-                if args.__class__ is not str:
-                    if args is None:
-                        args = ""
-                    elif args.__class__ is dict or args.__class__ is list:
-                        args = dumps(args).decode()
-                    else:
-                        raise expected("a string", args, "messages", i, "tool_calls", j, "function", "arguments")
-                kinds[tid] = "function"
-                parts.append(ToolCall(tid, name, args))
-            elif ttype == "custom":
-                c = req_obj(tc.get("custom"), "messages", i, "tool_calls", j, "custom")
-                name = req_str(c.get("name"), "messages", i, "tool_calls", j, "custom", "name")
-                inp = opt_str(c.get("input"), "messages", i, "tool_calls", j, "custom", "input")
-                kinds[tid] = "custom"
-                parts.append(ToolCall(tid, name, inp or "", kind="custom"))
-            elif ttype is None or ttype == "function":
-                raise expected("an object", fn, "messages", i, "tool_calls", j, "function")
-            else:
-                fail(f"unknown tool call type {ttype!r}", "messages", i, "tool_calls", j, "type")
+        _tool_calls(tcs, i, kinds, parts)
     if extras:
         fc = opt_obj(m.get("function_call"), "messages", i, "function_call")
         if fc is not None and fc.get("name").__class__ is str and fc["name"]:
@@ -255,36 +267,46 @@ def _decode_assistant(m: dict, i: int, kinds: dict[str, str]) -> Message:
 
 
 def _decode_messages(msgs: Any, req: Request, warnings: list[str]) -> None:
+    """One pass: each message is checked while it is read (a plain text content is read inline)."""
+    if msgs.__class__ is not list:
+        raise expected("an array", msgs, "messages")
     kinds: dict[str, str] = {}
     leading = True
     tool_turn = False  # the last message is a user turn of tool results only (the next tool result joins it)
     out = req.messages
-    for i, m in enumerate(req_list(msgs, "messages")):
+    append = out.append
+    for i, m in enumerate(msgs):
         if m.__class__ is not dict:
             raise expected("an object", m, "messages", i)
         role = m.get("role")
         if role == "user":
             leading = tool_turn = False
+            content = m.get("content")
+            parts = [Text(content)] if content.__class__ is str else _decode_parts(content, i)
+            if len(m) == 2:  # role and content
+                append(Message("user", parts))
+                continue
             if m.get("tool_calls"):
                 warnings.append(f"messages[{i}].tool_calls on a user message ignored")
             name = m.get("name")
-            out.append(Message("user", _decode_parts(m.get("content"), i), name if name.__class__ is str else None))
+            append(Message("user", parts, name if name.__class__ is str else None))
         elif role == "assistant":
             leading = tool_turn = False
-            out.append(_decode_assistant(m, i, kinds))
+            append(_decode_assistant(m, i, kinds))
         elif role == "tool":
             leading = False
             cid = m.get("tool_call_id")
             if cid.__class__ is not str:
                 raise expected("a string", cid, "messages", i, "tool_call_id")
             content = m.get("content")
-            tr = ToolResult(cid, [] if content is None else _decode_parts(content, i), None,
-                            kinds.get(cid, "function"))  # type: ignore[arg-type]
+            tr = ToolResult(cid, [Text(content)] if content.__class__ is str else
+                            [] if content is None else _decode_parts(content, i),
+                            None, kinds.get(cid, "function"))  # type: ignore[arg-type]
             # consecutive tool messages: separate ToolResults, in order, in one user turn
             if tool_turn:
                 out[-1].parts.append(tr)
             else:
-                out.append(Message("user", [tr]))
+                append(Message("user", [tr]))
                 tool_turn = True
         elif role == "system" or role == "developer":
             texts = _decode_text_content(m.get("content"), i)
@@ -295,7 +317,7 @@ def _decode_messages(msgs: Any, req: Request, warnings: list[str]) -> None:
                 continue
             leading = tool_turn = False
             name = m.get("name")
-            out.append(Message(role, cast("list[Part]", texts), name if name.__class__ is str else None))
+            append(Message(role, cast("list[Part]", texts), name if name.__class__ is str else None))
         elif role == "function":
             fail("legacy role 'function' cannot be translated; use tool messages with tool_call_id",
                  "messages", i, "role")
