@@ -630,30 +630,35 @@ def _user_message(buf: list[Any], name: str | None) -> dict[str, Any]:
         content: Any = b0 if b0.__class__ is str else b0["text"]
     else:
         content = [{"type": "text", "text": x} if x.__class__ is str else x for x in buf]
-    m: dict[str, Any] = {"role": "user", "content": content}
     if name:
-        m["name"] = name
-    return m
+        return {"role": "user", "content": content, "name": name}
+    return {"role": "user", "content": content}
 
 
 def _encode_user(msg: Message, i: int, out: list[dict], warnings: list[str]) -> None:
     buf: list[Any] = []
-    moved: list[dict[str, Any]] = []  # media of the preceding tool results: first in the next user message
+    moved: list[dict[str, Any]] | None = None  # media of the preceding tool results: first in the next user message
     parts = msg.parts
     for p in parts:
         c = p.__class__
+        if c is Text:
+            if moved:
+                buf += moved
+                moved = None
+            buf.append(p.text)  # type: ignore[union-attr]
+            continue
         if c is ToolResult:
             if buf:
                 out.append(_user_message(buf, msg.name))
                 buf = []
+            if moved is None:
+                moved = []
             out.append(_encode_tool_result(p, moved, warnings, i, parts))  # type: ignore[arg-type]
             continue
         if moved:
             buf += moved
-            moved = []
-        if c is Text:
-            buf.append(p.text)  # type: ignore[union-attr]
-        elif c is Image:
+            moved = None
+        if c is Image:
             buf.append(_image_part(p, where("messages", i, "parts", parts.index(p))))  # type: ignore[arg-type]
         elif c is Document:
             buf.append(_document_part(p, where("messages", i, "parts", parts.index(p))))  # type: ignore[arg-type]
@@ -675,22 +680,30 @@ def _encode_user(msg: Message, i: int, out: list[dict], warnings: list[str]) -> 
 def _encode_tool_result(tr: ToolResult, moved: list[dict[str, Any]], warnings: list[str],
                         i: int, parts: list[Any]) -> dict[str, Any]:
     """A tool message; its images/files go to ``moved`` (Chat tool messages carry text only)."""
-    texts: list[str] = []
+    content: Any = None  # one text: a string; several: a list of strings
     media: list[dict[str, Any]] | None = None
     for c in tr.content:
         cls = c.__class__
         if cls is Text:
-            texts.append(c.text)  # type: ignore[union-attr]
-            continue
-        path = where("messages", i, "parts", parts.index(tr), "content", tr.content.index(c))
-        if cls is Image:
-            media = (media or []) + [_image_part(c, path)]  # type: ignore[arg-type]
-        elif cls is Document:
+            t = c.text  # type: ignore[union-attr]
+        else:
+            path = where("messages", i, "parts", parts.index(tr), "content", tr.content.index(c))
+            if cls is Image:
+                media = (media or []) + [_image_part(c, path)]  # type: ignore[arg-type]
+                continue
+            if cls is not Document:
+                continue
             d = _document_part(c, path)  # type: ignore[arg-type]
-            if d["type"] == "text":
-                texts.append(d["text"])
-            else:
+            if d["type"] != "text":
                 media = (media or []) + [d]
+                continue
+            t = d["text"]
+        if content is None:
+            content = t
+        elif content.__class__ is str:
+            content = [content, t]
+        else:
+            content.append(t)
     if media:
         moved.append({"type": "text", "text": f"[content returned by tool call {tr.call_id}]"})
         moved += media
@@ -699,18 +712,16 @@ def _encode_tool_result(tr: ToolResult, moved: list[dict[str, Any]], warnings: l
     if tr.is_error:
         warnings.append(f"{where('messages', i, 'parts', parts.index(tr))}: is_error of tool result {tr.call_id} "
                         "dropped (Chat has no error flag)")
-    if len(texts) == 1:
-        content: Any = texts[0]
-    elif texts:
-        content = [{"type": "text", "text": t} for t in texts]
-    else:
+    if content is None:
         content = "(see the following user message)" if media else ""
+    elif content.__class__ is list:
+        content = [{"type": "text", "text": t} for t in content]
     return {"role": "tool", "tool_call_id": tr.call_id, "content": content}
 
 
 def _encode_assistant(msg: Message, i: int, warnings: list[str]) -> dict[str, Any]:
-    texts: list[str] = []
-    calls: list[dict[str, Any]] = []
+    text: str | None = None
+    calls: list[dict[str, Any]] | None = None
     refusals: list[str] | None = None
     rfields: dict[str, list[str]] | None = None
     details: list[Any] | None = None
@@ -718,12 +729,16 @@ def _encode_assistant(msg: Message, i: int, warnings: list[str]) -> dict[str, An
     for p in msg.parts:
         c = p.__class__
         if c is Text:
-            texts.append(p.text)  # type: ignore[union-attr]
+            text = p.text if text is None else text + p.text  # type: ignore[union-attr]
         elif c is ToolCall:
             args = p.arguments or "{}" if p.kind != "custom" else orjson.dumps(  # type: ignore[union-attr]
                 {"input": p.arguments}).decode()  # type: ignore[union-attr]
-            calls.append({"id": p.id, "type": "function",  # type: ignore[union-attr]
-                          "function": {"name": short_tool_name(p.name), "arguments": args}})  # type: ignore[union-attr]
+            call = {"id": p.id, "type": "function",  # type: ignore[union-attr]
+                    "function": {"name": short_tool_name(p.name), "arguments": args}}  # type: ignore[union-attr]
+            if calls is None:
+                calls = [call]
+            else:
+                calls.append(call)
         elif c is Refusal:
             refusals = (refusals or []) + [p.text]  # type: ignore[union-attr]
         elif c is Reasoning:
@@ -752,11 +767,10 @@ def _encode_assistant(msg: Message, i: int, warnings: list[str]) -> dict[str, An
             warnings.append(f"{where('messages', i, 'parts', msg.parts.index(p))}: {p.type} part in an assistant "
                             "message dropped")
     m: dict[str, Any] = {"role": "assistant"}
-    text = texts[0] if len(texts) == 1 else "".join(texts)
     if thinking_parts:
         m["content"] = thinking_parts + ([{"type": "text", "text": text}] if text else [])
-    elif texts or not (calls or refusals):
-        m["content"] = text
+    elif text is not None or not (calls or refusals):
+        m["content"] = text or ""
     if refusals:
         m["refusal"] = "".join(refusals)
     if rfields:

@@ -579,68 +579,78 @@ def _encode_messages(req: Request, w: list[str]) -> tuple[list[dict[str, Any]], 
     for mi, m in enumerate(req.messages):
         role = m.role
         if role == "user":
-            buf: list[dict[str, Any]] = []
+            buf: list[dict[str, Any]] | None = None  # the input parts of the user message being built
             for p in m.parts:
                 c = p.__class__
                 if c is Text:
-                    buf.append({"type": "input_text", "text": p.text})  # type: ignore[union-attr]
-                    continue
-                if c is Image or c is Document:
-                    buf.append(_input_part(p))  # type: ignore[arg-type]
-                    continue
-                if buf and (c is ToolResult or c is Opaque):
-                    append({"type": "message", "role": "user", "content": buf})
-                    buf = []
-                if c is ToolResult:
-                    append(_tool_result(p, w))  # type: ignore[arg-type]
-                elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
-                    append(p.raw)  # type: ignore[union-attr]
-                elif c is Opaque:
-                    dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
+                    ip = {"type": "input_text", "text": p.text}  # type: ignore[union-attr]
+                elif c is Image or c is Document:
+                    ip = _input_part(p)  # type: ignore[assignment]
                 else:
-                    w.append(f"messages[{mi}]: {p.type} part in a user message dropped")
+                    if buf and (c is ToolResult or c is Opaque):
+                        append({"type": "message", "role": "user", "content": buf})
+                        buf = None
+                    if c is ToolResult:
+                        append(_tool_result(p, w))  # type: ignore[arg-type]
+                    elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
+                        append(p.raw)  # type: ignore[union-attr]
+                    elif c is Opaque:
+                        dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
+                    else:
+                        w.append(f"messages[{mi}]: {p.type} part in a user message dropped")
+                    continue
+                if buf is None:
+                    buf = [ip]
+                else:
+                    buf.append(ip)
             if buf:
                 append({"type": "message", "role": "user", "content": buf})
         elif role == "assistant":
             start = len(items)
-            content: list[dict[str, Any]] = []
+            content: list[dict[str, Any]] | None = None  # the output parts of the message being built
+            reasoned = False
             for p in m.parts:
                 c = p.__class__
                 if c is Text:
                     cits = p.citations  # type: ignore[union-attr]
-                    content.append({"type": "output_text", "text": p.text,  # type: ignore[union-attr]
-                                    "annotations": citations_to_annotations(cits, p.text, w) if cits else []})  # type: ignore[union-attr]
-                    continue
-                if c is Refusal:
-                    content.append({"type": "refusal", "refusal": p.text})  # type: ignore[union-attr]
-                    continue
-                it: dict[str, Any] | None
-                if c is ToolCall:
-                    it = _tool_call(p)  # type: ignore[arg-type]
-                elif c is Reasoning:
-                    it = _reasoning_item(p)  # type: ignore[arg-type]
-                    if it is None:
-                        dropped.reasoning += 1
-                        continue
-                    had_reasoning = True
-                elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
-                    it = p.raw  # type: ignore[union-attr]
-                elif c is Opaque:
-                    dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
-                    continue
-                elif c is ToolResult:
-                    it = _tool_result(p, w)  # type: ignore[arg-type]
+                    op = {"type": "output_text", "text": p.text,  # type: ignore[union-attr]
+                          "annotations": citations_to_annotations(cits, p.text, w) if cits else []}  # type: ignore[union-attr]
+                elif c is Refusal:
+                    op = {"type": "refusal", "refusal": p.text}  # type: ignore[union-attr]
                 else:
-                    w.append(f"messages[{mi}]: {p.type} part in an assistant message dropped")
+                    it: dict[str, Any] | None
+                    if c is ToolCall:
+                        it = _tool_call(p)  # type: ignore[arg-type]
+                    elif c is Reasoning:
+                        it = _reasoning_item(p)  # type: ignore[arg-type]
+                        if it is None:
+                            dropped.reasoning += 1
+                            continue
+                        had_reasoning = reasoned = True
+                    elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
+                        it = p.raw  # type: ignore[union-attr]
+                        reasoned = True  # (a raw item is checked like a reasoning item below)
+                    elif c is Opaque:
+                        dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
+                        continue
+                    elif c is ToolResult:
+                        it = _tool_result(p, w)  # type: ignore[arg-type]
+                    else:
+                        w.append(f"messages[{mi}]: {p.type} part in an assistant message dropped")
+                        continue
+                    # an item of its own: the message so far goes first
+                    if content:
+                        append({"type": "message", "role": "assistant", "content": content})
+                        content = None
+                    append(it)
                     continue
-                # an item of its own: the message so far goes first
-                if content:
-                    append({"type": "message", "role": "assistant", "content": content})
-                    content = []
-                append(it)
+                if content is None:
+                    content = [op]
+                else:
+                    content.append(op)
             if content:
                 append({"type": "message", "role": "assistant", "content": content})
-            elif len(items) > start and items[-1].get("type") == "reasoning":
+            elif reasoned and len(items) > start and items[-1].get("type") == "reasoning":
                 # lesson #32: a reasoning item must be followed by the item it produced
                 while len(items) > start and items[-1].get("type") == "reasoning":
                     items.pop()
