@@ -17,7 +17,7 @@ Conventions shared by all codecs (the contract between decoders and encoders):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from .stop import StopInfo
 
@@ -194,15 +194,38 @@ Part = Text | Image | Document | ToolCall | ToolResult | Reasoning | Refusal | O
 
 @dataclass(slots=True, init=False)
 class Message:
+    """A turn. A decoder may build a turn whose whole content is one plain text from that text alone
+    (``Message(role, None, name, text)``): ``parts`` (``[Text(text)]``) is then made on first use and
+    ``text`` goes back to None, since parts can be changed. Encoders may read ``text`` first: when it
+    is not None, it is the message's only part."""
+
     role: Role
     parts: list[Part]
     #: Chat "name" field and similar, kept when the target has it.
     name: str | None
+    text: str | None = field(default=None, compare=False, repr=False)
 
-    def __init__(self, role: Role, parts: list[Part] | None = None, name: str | None = None) -> None:
+    def __init__(self, role: Role, parts: list[Part] | None = None, name: str | None = None,
+                 text: str | None = None) -> None:
         self.role = role
-        self.parts = [] if parts is None else parts
         self.name = name
+        if parts is not None:
+            self.parts = parts
+            self.text = None
+        elif text is not None:
+            self.text = text  # parts made on first use (__getattr__)
+        else:
+            self.parts = []
+            self.text = None
+
+    if not TYPE_CHECKING:  # (hidden from the type checker: it would make every attribute valid)
+        def __getattr__(self, name: str) -> Any:
+            if name == "parts":  # a message built from its text: its one part, made now
+                parts = [Text(self.text)]
+                self.parts = parts
+                self.text = None
+                return parts
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
 # ----------------------------------------------------------------------------- request

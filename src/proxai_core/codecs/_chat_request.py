@@ -146,9 +146,7 @@ def _decode_user_part(part: Any, *path: str | int) -> Text | Image | Document | 
 
 
 def _decode_parts(content: Any, i: int) -> list[Any]:
-    """A user or tool message's content: a string or an array of parts."""
-    if content.__class__ is str:
-        return [Text(content)]
+    """A user or tool message's content other than a string (read where the message is)."""
     if content.__class__ is not list:
         raise expected("a string or an array of parts", content, "messages", i, "content")
     return [_decode_user_part(p, "messages", i, "content", j) for j, p in enumerate(content)]
@@ -237,13 +235,15 @@ def _assistant_content(content: list[Any], i: int, parts: list[Any]) -> None:
 def _decode_assistant(m: dict, i: int, kinds: dict[str, str]) -> Message:
     parts: list[Any] = []
     # role and content only (the usual text answer) or with tool_calls / name: no extras to look at
-    extras = len(m) > 2 and not m.keys() <= _ASSISTANT_PLAIN
+    extras = len(m) > 2 and not _ASSISTANT_PLAIN.issuperset(m)
     if extras:
         _assistant_extras(m, i, parts)
+    lead = len(parts)  # the text goes after the reasoning
+    text = None
     content = m.get("content")
     if content.__class__ is str:
         if content:
-            parts.append(Text(content))
+            text = content
     elif content.__class__ is list:
         _assistant_content(content, i, parts)
     elif content is not None:
@@ -263,7 +263,14 @@ def _decode_assistant(m: dict, i: int, kinds: dict[str, str]) -> Message:
             kinds[call.id] = "function"
             parts.append(call)
     name = m.get("name")
-    return Message("assistant", parts, name if name.__class__ is str else None)
+    if name.__class__ is not str:
+        name = None
+    if text is None:
+        return Message("assistant", parts, name)
+    if not parts:
+        return Message("assistant", None, name, text)  # a plain text answer: the message is its text
+    parts.insert(lead, Text(text))
+    return Message("assistant", parts, name)
 
 
 def _decode_messages(msgs: Any, req: Request, warnings: list[str]) -> None:
@@ -282,14 +289,17 @@ def _decode_messages(msgs: Any, req: Request, warnings: list[str]) -> None:
         if role == "user":
             leading = tool_turn = False
             content = m.get("content")
-            parts = [Text(content)] if content.__class__ is str else _decode_parts(content, i)
-            if len(m) == 2:  # role and content
-                append(Message("user", parts))
-                continue
-            if m.get("tool_calls"):
-                warnings.append(f"messages[{i}].tool_calls on a user message ignored")
-            name = m.get("name")
-            append(Message("user", parts, name if name.__class__ is str else None))
+            name = None
+            if len(m) > 2:  # more than role and content
+                if m.get("tool_calls"):
+                    warnings.append(f"messages[{i}].tool_calls on a user message ignored")
+                name = m.get("name")
+                if name.__class__ is not str:
+                    name = None
+            if content.__class__ is str:
+                append(Message("user", None, name, content))  # a plain text: the message is its text
+            else:
+                append(Message("user", _decode_parts(content, i), name))
         elif role == "assistant":
             leading = tool_turn = False
             append(_decode_assistant(m, i, kinds))
@@ -827,6 +837,11 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
         messages.append(_system_message(req.system_role, req.system))
     for i, msg in enumerate(req.messages):
         role = msg.role
+        text = msg.text
+        if text is not None:  # one plain text part: the content is that string, whatever the role
+            messages.append({"role": role, "content": text, "name": msg.name} if msg.name else
+                            {"role": role, "content": text})
+            continue
         if role == "assistant":
             messages.append(_encode_assistant(msg, i, warnings))
             continue

@@ -153,24 +153,28 @@ def _content_part(p: Any, *path: str | int) -> Part:
     fail(f"unknown content part type {t!r}", *path, "type")
 
 
+def _plain_text(p: Any) -> str | None:
+    """The text of a plain text part (input_text, or output_text without annotations); else None."""
+    if p.__class__ is dict:
+        t = p.get("type")
+        if t == "input_text" or t == "output_text" and not p.get("annotations"):
+            text = p.get("text")
+            if text.__class__ is str:
+                return text  # type: ignore[no-any-return]
+    return None
+
+
 def _parts(c: list[Any], key: str, i: int, field: str) -> list[Part]:
     """``input[i].content`` / ``.output`` parts; a plain text (the usual part) is read here."""
     out: list[Part] = []
     for j, p in enumerate(c):
-        if p.__class__ is dict:
-            t = p.get("type")
-            if t == "input_text" or t == "output_text" and not p.get("annotations"):
-                text = p.get("text")
-                if text.__class__ is str:
-                    out.append(Text(text))
-                    continue
-        out.append(_content_part(p, key, i, field, j))
+        text = _plain_text(p)
+        out.append(Text(text) if text is not None else _content_part(p, key, i, field, j))
     return out
 
 
 def _tool_output(out: Any, key: str, i: int) -> list[Text | Image | Document]:
-    if out.__class__ is str:
-        return [Text(out)] if out else []
+    """A tool output other than a string (read where the item is)."""
     if out.__class__ is not list:
         raise expected("a string or an array of content parts", out, key, i, "output")
     parts = _parts(out, key, i, "output")
@@ -233,21 +237,25 @@ def _decode_input(inp: Any, w: list[str], key: str = "input") -> list[Message]:
             if role not in _ROLES:
                 fail(f"unknown role {role!r}", key, i, "role")
             c = item.get("content")
+            parts: list[Part] | None = None
             if c.__class__ is str:
-                parts: list[Part] = [Text(c)]
+                text: str | None = c
             elif c.__class__ is list:
-                parts = _parts(c, key, i, "content")
+                # one plain text part (the usual message): the message is its text
+                text = _plain_text(c[0]) if len(c) == 1 else None
+                if text is None:
+                    parts = _parts(c, key, i, "content")
             else:
                 raise expected("a string or an array of content parts", c, key, i, "content")
             if role != "assistant":
-                msgs.append(Message(role, parts))
+                msgs.append(Message(role, parts, None, text))
                 group = None
-            elif not parts:
+            elif text is None and not parts:
                 pass  # nothing to join
             elif group == "assistant":
-                msgs[-1].parts += parts
+                msgs[-1].parts += [Text(text)] if text is not None else parts or []
             else:
-                msgs.append(Message("assistant", parts))
+                msgs.append(Message("assistant", parts, None, text))
                 group = "assistant"
             continue
         if t == "function_call" or t == "custom_tool_call":
@@ -273,8 +281,9 @@ def _decode_input(inp: Any, w: list[str], key: str = "input") -> list[Message]:
             call_id = item.get("call_id")
             if call_id.__class__ is not str:
                 raise expected("a string", call_id, key, i, "call_id")
-            part = ToolResult(call_id, _tool_output(item.get("output"), key, i), None,
-                              "function" if t == "function_call_output" else "custom")
+            out = item.get("output")
+            part = ToolResult(call_id, ([Text(out)] if out else []) if out.__class__ is str else _tool_output(out, key, i),
+                              None, "function" if t == "function_call_output" else "custom")
             kind = "tools"
         elif t == "reasoning":
             part, kind = _reasoning(item, key, i, w), "assistant"
@@ -578,6 +587,12 @@ def _encode_messages(req: Request, w: list[str]) -> tuple[list[dict[str, Any]], 
     append = items.append
     for mi, m in enumerate(req.messages):
         role = m.role
+        text = m.text
+        if text is not None:  # one plain text part
+            append({"type": "message", "role": role, "content": [
+                {"type": "output_text", "text": text, "annotations": []} if role == "assistant" else
+                {"type": "input_text", "text": text}]})
+            continue
         if role == "user":
             buf: list[dict[str, Any]] | None = None  # the input parts of the user message being built
             for p in m.parts:
