@@ -124,21 +124,42 @@ class ToolCall:
 
 @dataclass(slots=True, init=False)
 class ToolResult:
+    """A tool's result. Like :class:`Message`, a decoder may build a result whose whole content is one
+    plain text from that text alone (``ToolResult(call_id, None, ..., text=...)``): ``content`` is then
+    made on first use and ``text`` goes back to None; encoders may read ``text`` first."""
+
     call_id: str
     content: list[Text | Image | Document]
     is_error: bool | None
     kind: ToolKind
     cache_control: dict[str, Any] | None
+    text: str | None = field(default=None, compare=False, repr=False)
     type: ClassVar[Literal["tool_result"]] = "tool_result"
 
     def __init__(self, call_id: str, content: list[Text | Image | Document] | None = None,
                  is_error: bool | None = None, kind: ToolKind = "function",
-                 cache_control: dict[str, Any] | None = None) -> None:
+                 cache_control: dict[str, Any] | None = None, text: str | None = None) -> None:
         self.call_id = call_id
-        self.content = [] if content is None else content
+        if content is not None:
+            self.content = content
+            self.text = None
+        elif text is not None:
+            self.text = text  # content made on first use (__getattr__)
+        else:
+            self.content = []
+            self.text = None
         self.is_error = is_error
         self.kind = kind
         self.cache_control = cache_control
+
+    if not TYPE_CHECKING:  # (hidden from the type checker: it would make every attribute valid)
+        def __getattr__(self, name: str) -> Any:
+            if name == "content":  # a result built from its text: its one part, made now
+                content = [Text(self.text)]
+                self.content = content
+                self.text = None
+                return content
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
 @dataclass(slots=True, init=False)

@@ -89,3 +89,31 @@ def test_plain_text_messages_decode_to_their_text(proto, body):
     assert texts == ([["a"], ["b"], ["c"]] if proto is C else [["a"], ["b", "b2"], ["c"]])
     if proto is C:
         assert req.messages[2].name == "ann"
+
+
+def test_tool_result_built_from_its_text_makes_its_content_on_first_use():
+    from proxai_core.neutral import Text, ToolResult
+
+    r = ToolResult("c1", None, True, "custom", None, "out")
+    assert r.text == "out" and r.is_error is True and r.kind == "custom"
+    assert r == ToolResult("c1", [Text("out")], True, "custom")
+    assert r.text is None
+    assert ToolResult("c2").content == [] and ToolResult("c2").text is None
+
+
+@pytest.mark.parametrize("target", list(Protocol))
+@pytest.mark.parametrize("is_error", [None, True])
+def test_tool_result_text_form_and_part_form_encode_alike(target, is_error):
+    from proxai_core.codecs import codec
+    from proxai_core.neutral import Message, Request, Text, ToolCall, ToolResult
+
+    def encoded(tr: ToolResult) -> tuple[dict, list[str]]:
+        w: list[str] = []
+        req = Request(model="m", messages=[Message("user", [Text("q")]),
+                                           Message("assistant", [ToolCall("c1", "f", "{}")]),
+                                           Message("user", [tr])])
+        return codec(target).encode_request(req, w), w
+
+    for text in ("", "15 degrees"):
+        assert encoded(ToolResult("c1", None, is_error, "function", None, text)) == \
+            encoded(ToolResult("c1", [Text(text)], is_error))

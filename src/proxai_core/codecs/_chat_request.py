@@ -309,9 +309,11 @@ def _decode_messages(msgs: Any, req: Request, warnings: list[str]) -> None:
             if cid.__class__ is not str:
                 raise expected("a string", cid, "messages", i, "tool_call_id")
             content = m.get("content")
-            tr = ToolResult(cid, [Text(content)] if content.__class__ is str else
-                            [] if content is None else _decode_parts(content, i),
-                            None, kinds.get(cid, "function"))  # type: ignore[arg-type]
+            kind = kinds.get(cid, "function")
+            if content.__class__ is str:  # a plain text: the result is its text
+                tr = ToolResult(cid, None, None, kind, None, content)  # type: ignore[arg-type]
+            else:
+                tr = ToolResult(cid, [] if content is None else _decode_parts(content, i), None, kind)  # type: ignore[arg-type]
             # consecutive tool messages: separate ToolResults, in order, in one user turn
             if tool_turn:
                 out[-1].parts.append(tr)
@@ -690,9 +692,9 @@ def _encode_user(msg: Message, i: int, out: list[dict], warnings: list[str]) -> 
 def _encode_tool_result(tr: ToolResult, moved: list[dict[str, Any]], warnings: list[str],
                         i: int, parts: list[Any]) -> dict[str, Any]:
     """A tool message; its images/files go to ``moved`` (Chat tool messages carry text only)."""
-    content: Any = None  # one text: a string; several: a list of strings
+    content: Any = tr.text  # one text: a string; several: a list of strings
     media: list[dict[str, Any]] | None = None
-    for c in tr.content:
+    for c in tr.content if content is None else ():
         cls = c.__class__
         if cls is Text:
             t = c.text  # type: ignore[union-attr]
@@ -739,7 +741,7 @@ def _encode_assistant(msg: Message, i: int, warnings: list[str]) -> dict[str, An
     for p in msg.parts:
         c = p.__class__
         if c is Text:
-            text = p.text if text is None else text + p.text  # type: ignore[union-attr]
+            text = p.text if text is None else text + p.text  # type: ignore[union-attr, operator]
         elif c is ToolCall:
             args = p.arguments or "{}" if p.kind != "custom" else orjson.dumps(  # type: ignore[union-attr]
                 {"input": p.arguments}).decode()  # type: ignore[union-attr]
@@ -750,7 +752,7 @@ def _encode_assistant(msg: Message, i: int, warnings: list[str]) -> dict[str, An
             else:
                 calls.append(call)
         elif c is Refusal:
-            refusals = (refusals or []) + [p.text]  # type: ignore[union-attr]
+            refusals = (refusals or []) + [p.text]  # type: ignore[union-attr, list-item]
         elif c is Reasoning:
             op = p.opaque  # type: ignore[union-attr]
             if op is not None and op.get("protocol") == PROTOCOL:
@@ -762,7 +764,7 @@ def _encode_assistant(msg: Message, i: int, warnings: list[str]) -> dict[str, An
                     if field not in ("reasoning_content", "reasoning"):
                         field = "reasoning_content"
                     rfields = rfields or {}
-                    rfields.setdefault(field, []).append(p.text)  # type: ignore[union-attr]
+                    rfields.setdefault(field, []).append(p.text)  # type: ignore[union-attr, arg-type]
                 if isinstance(op.get("details"), list):
                     details = (details or []) + op["details"]
             else:

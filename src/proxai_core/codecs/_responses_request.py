@@ -42,6 +42,7 @@ from ..neutral import (
     Tool,
     ToolCall,
     ToolChoice,
+    ToolKind,
     ToolResult,
 )
 from ._openai_common import EFFORTS, effort_for_budget
@@ -282,8 +283,11 @@ def _decode_input(inp: Any, w: list[str], key: str = "input") -> list[Message]:
             if call_id.__class__ is not str:
                 raise expected("a string", call_id, key, i, "call_id")
             out = item.get("output")
-            part = ToolResult(call_id, ([Text(out)] if out else []) if out.__class__ is str else _tool_output(out, key, i),
-                              None, "function" if t == "function_call_output" else "custom")
+            tkind: ToolKind = "function" if t == "function_call_output" else "custom"
+            if out.__class__ is str:  # a text (the result is its text) or nothing
+                part = ToolResult(call_id, None, None, tkind, None, out) if out else ToolResult(call_id, [], None, tkind)
+            else:
+                part = ToolResult(call_id, _tool_output(out, key, i), None, tkind)
             kind = "tools"
         elif t == "reasoning":
             part, kind = _reasoning(item, key, i, w), "assistant"
@@ -526,13 +530,15 @@ def _input_part(p: Part) -> dict[str, Any] | None:
 
 
 def _tool_result(p: ToolResult, w: list[str]) -> dict[str, Any]:
-    content = p.content
-    if len(content) == 1 and content[0].__class__ is Text:
-        out: Any = content[0].text  # type: ignore[union-attr]
-    elif all(c.__class__ is Text for c in content):
-        out = "".join([c.text for c in content])  # type: ignore[union-attr]
-    else:
-        out = [x for x in map(_input_part, content) if x is not None]
+    out: Any = p.text  # a result built from one plain text
+    if out is None:
+        content = p.content
+        if len(content) == 1 and content[0].__class__ is Text:
+            out = content[0].text  # type: ignore[union-attr]
+        elif all(c.__class__ is Text for c in content):
+            out = "".join([c.text for c in content])  # type: ignore[union-attr]
+        else:
+            out = [x for x in map(_input_part, content) if x is not None]
     if p.is_error:
         w.append(f"tool result {p.call_id}: is_error dropped (Responses tool outputs have no error flag)")
     return {"type": "custom_tool_call_output" if p.kind == "custom" else "function_call_output",
@@ -629,7 +635,7 @@ def _encode_messages(req: Request, w: list[str]) -> tuple[list[dict[str, Any]], 
                 if c is Text:
                     cits = p.citations  # type: ignore[union-attr]
                     op = {"type": "output_text", "text": p.text,  # type: ignore[union-attr]
-                          "annotations": citations_to_annotations(cits, p.text, w) if cits else []}  # type: ignore[union-attr]
+                          "annotations": citations_to_annotations(cits, p.text, w) if cits else []}  # type: ignore[union-attr, arg-type]
                 elif c is Refusal:
                     op = {"type": "refusal", "refusal": p.text}  # type: ignore[union-attr]
                 else:
