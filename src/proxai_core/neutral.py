@@ -17,7 +17,7 @@ Conventions shared by all codecs (the contract between decoders and encoders):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from .stop import StopInfo
 
@@ -122,44 +122,49 @@ class ToolCall:
         self.item_id = item_id
 
 
-@dataclass(slots=True, init=False)
 class ToolResult:
     """A tool's result. Like :class:`Message`, a decoder may build a result whose whole content is one
     plain text from that text alone (``ToolResult(call_id, None, ..., text=...)``): ``content`` is then
     made on first use and ``text`` goes back to None; encoders may read ``text`` first."""
 
-    call_id: str
-    content: list[Text | Image | Document]
-    is_error: bool | None
-    kind: ToolKind
-    cache_control: dict[str, Any] | None
-    text: str | None = field(default=None, compare=False, repr=False)
+    __slots__ = ("call_id", "_content", "is_error", "kind", "cache_control", "text")
     type: ClassVar[Literal["tool_result"]] = "tool_result"
 
     def __init__(self, call_id: str, content: list[Text | Image | Document] | None = None,
                  is_error: bool | None = None, kind: ToolKind = "function",
                  cache_control: dict[str, Any] | None = None, text: str | None = None) -> None:
         self.call_id = call_id
-        if content is not None:
-            self.content = content
-            self.text = None
-        elif text is not None:
-            self.text = text  # content made on first use (__getattr__)
-        else:
-            self.content = []
-            self.text = None
+        self._content: list[Text | Image | Document] | None = \
+            content if content is not None or text is not None else []
         self.is_error = is_error
-        self.kind = kind
+        self.kind: ToolKind = kind
         self.cache_control = cache_control
+        self.text: str | None = text if content is None else None
 
-    if not TYPE_CHECKING:  # (hidden from the type checker: it would make every attribute valid)
-        def __getattr__(self, name: str) -> Any:
-            if name == "content":  # a result built from its text: its one part, made now
-                content = [Text(self.text)]
-                self.content = content
-                self.text = None
-                return content
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    @property
+    def content(self) -> list[Text | Image | Document]:
+        content = self._content
+        if content is None:  # built from its text: its one part, made now
+            content = self._content = [Text(self.text)]  # type: ignore[arg-type]
+            self.text = None
+        return content
+
+    @content.setter
+    def content(self, content: list[Text | Image | Document]) -> None:
+        self._content = content
+        self.text = None
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not ToolResult:
+            return NotImplemented
+        return (self.call_id, self.content, self.is_error, self.kind, self.cache_control) == (
+            other.call_id, other.content, other.is_error, other.kind, other.cache_control)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (f"ToolResult(call_id={self.call_id!r}, content={self.content!r}, is_error={self.is_error!r}, "
+                f"kind={self.kind!r}, cache_control={self.cache_control!r})")
 
 
 @dataclass(slots=True, init=False)
@@ -213,40 +218,44 @@ class Opaque:
 Part = Text | Image | Document | ToolCall | ToolResult | Reasoning | Refusal | Opaque
 
 
-@dataclass(slots=True, init=False)
 class Message:
     """A turn. A decoder may build a turn whose whole content is one plain text from that text alone
     (``Message(role, None, name, text)``): ``parts`` (``[Text(text)]``) is then made on first use and
     ``text`` goes back to None, since parts can be changed. Encoders may read ``text`` first: when it
-    is not None, it is the message's only part."""
+    is not None, it is the message's only part. (A plain slotted class: ``parts`` is a property.)"""
 
-    role: Role
-    parts: list[Part]
-    #: Chat "name" field and similar, kept when the target has it.
-    name: str | None
-    text: str | None = field(default=None, compare=False, repr=False)
+    __slots__ = ("role", "_parts", "name", "text")
 
     def __init__(self, role: Role, parts: list[Part] | None = None, name: str | None = None,
                  text: str | None = None) -> None:
-        self.role = role
-        self.name = name
-        if parts is not None:
-            self.parts = parts
-            self.text = None
-        elif text is not None:
-            self.text = text  # parts made on first use (__getattr__)
-        else:
-            self.parts = []
-            self.text = None
+        self.role: Role = role
+        self._parts: list[Part] | None = parts if parts is not None or text is not None else []
+        #: Chat "name" field and similar, kept when the target has it.
+        self.name: str | None = name
+        self.text: str | None = text if parts is None else None
 
-    if not TYPE_CHECKING:  # (hidden from the type checker: it would make every attribute valid)
-        def __getattr__(self, name: str) -> Any:
-            if name == "parts":  # a message built from its text: its one part, made now
-                parts = [Text(self.text)]
-                self.parts = parts
-                self.text = None
-                return parts
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    @property
+    def parts(self) -> list[Part]:
+        parts = self._parts
+        if parts is None:  # built from its text: its one part, made now
+            parts = self._parts = [Text(self.text)]  # type: ignore[arg-type]
+            self.text = None
+        return parts
+
+    @parts.setter
+    def parts(self, parts: list[Part]) -> None:
+        self._parts = parts
+        self.text = None
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not Message:
+            return NotImplemented
+        return (self.role, self.parts, self.name) == (other.role, other.parts, other.name)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Message(role={self.role!r}, parts={self.parts!r}, name={self.name!r})"
 
 
 # ----------------------------------------------------------------------------- request
