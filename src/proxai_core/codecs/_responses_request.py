@@ -837,7 +837,7 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
                 md[str(k)] = str(v)
         body["metadata"] = md
     ex = req.extra
-    for k in _EXTRA_PASS:
+    for k in _EXTRA_PASS if ex else ():
         v = ex.get(k)
         if v is None:
             continue
