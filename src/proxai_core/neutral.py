@@ -1,7 +1,8 @@
 """The neutral model every codec decodes into and encodes from.
 
-Plain slotted dataclasses: they are built once per message part or stream event on the hot path,
-so they stay cheaper than pydantic objects. Wire validation happens in the codecs.
+Plain slotted classes (dataclasses, except Message and ToolResult whose parts may be made on first
+use): they are built once per message part or stream event on the hot path, so they stay cheaper
+than pydantic objects. Wire validation happens in the codecs.
 
 Conventions shared by all codecs (the contract between decoders and encoders):
 
