@@ -1,7 +1,8 @@
 """The neutral model every codec decodes into and encodes from.
 
-Plain slotted dataclasses: they are built once per message part or stream event on the hot path,
-so they stay cheaper than pydantic objects. Wire validation happens in the codecs.
+Plain slotted classes (dataclasses, except Message and ToolResult whose parts may be made on first
+use): they are built once per message part or stream event on the hot path, so they stay cheaper
+than pydantic objects. Wire validation happens in the codecs.
 
 Conventions shared by all codecs (the contract between decoders and encoders):
 
@@ -17,7 +18,7 @@ Conventions shared by all codecs (the contract between decoders and encoders):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from .stop import StopInfo
 
@@ -28,87 +29,175 @@ Role = Literal["system", "developer", "user", "assistant"]
 #: what a tool call is: a function (JSON arguments) or a custom tool (free text input)
 ToolKind = Literal["function", "custom"]
 
-@dataclass(slots=True)
+# The parts and messages are built once per wire part on every request and stream: their
+# ``__init__`` is written out (a generated one also stores ``type`` per object and tests a default
+# factory), ``type`` is a class constant, and the dataclass keeps equality and repr.
+
+
+@dataclass(slots=True, init=False)
 class Text:
     text: str
     #: Neutral citations: dicts with "type" ("url" | "char_location" | "page_location" |
     #: "content_block_location" | "search_result_location" | "file"), and where known "url", "title",
     #: "cited_text", "start", "end" (char offsets into text), "file_id", "filename", "raw" (the
     #: source protocol's own object, for same-protocol fidelity).
-    citations: list[dict[str, Any]] | None = None
+    citations: list[dict[str, Any]] | None
     #: Anthropic cache_control or similar hints, kept when the target has them.
-    cache_control: dict[str, Any] | None = None
-    type: Literal["text"] = "text"
+    cache_control: dict[str, Any] | None
+    type: ClassVar[Literal["text"]] = "text"
+
+    def __init__(self, text: str, citations: list[dict[str, Any]] | None = None,
+                 cache_control: dict[str, Any] | None = None) -> None:
+        self.text = text
+        self.citations = citations
+        self.cache_control = cache_control
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Image:
     #: "base64" (media_type + data) | "url" (url; may be a data: URL) | "file" (file_id)
     source: Literal["base64", "url", "file"]
-    media_type: str | None = None
-    data: str | None = None
-    url: str | None = None
-    file_id: str | None = None
-    detail: str | None = None
-    cache_control: dict[str, Any] | None = None
-    type: Literal["image"] = "image"
+    media_type: str | None
+    data: str | None
+    url: str | None
+    file_id: str | None
+    detail: str | None
+    cache_control: dict[str, Any] | None
+    type: ClassVar[Literal["image"]] = "image"
+
+    def __init__(self, source: Literal["base64", "url", "file"], media_type: str | None = None,
+                 data: str | None = None, url: str | None = None, file_id: str | None = None,
+                 detail: str | None = None, cache_control: dict[str, Any] | None = None) -> None:
+        self.source = source
+        self.media_type = media_type
+        self.data = data
+        self.url = url
+        self.file_id = file_id
+        self.detail = detail
+        self.cache_control = cache_control
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Document:
     #: "base64" (media_type + data) | "url" | "text" (plain text in data) | "file" (file_id)
     source: Literal["base64", "url", "text", "file"]
-    media_type: str | None = None
-    data: str | None = None
-    url: str | None = None
-    file_id: str | None = None
-    filename: str | None = None
-    title: str | None = None
-    cache_control: dict[str, Any] | None = None
-    type: Literal["document"] = "document"
+    media_type: str | None
+    data: str | None
+    url: str | None
+    file_id: str | None
+    filename: str | None
+    title: str | None
+    cache_control: dict[str, Any] | None
+    type: ClassVar[Literal["document"]] = "document"
+
+    def __init__(self, source: Literal["base64", "url", "text", "file"], media_type: str | None = None,
+                 data: str | None = None, url: str | None = None, file_id: str | None = None,
+                 filename: str | None = None, title: str | None = None,
+                 cache_control: dict[str, Any] | None = None) -> None:
+        self.source = source
+        self.media_type = media_type
+        self.data = data
+        self.url = url
+        self.file_id = file_id
+        self.filename = filename
+        self.title = title
+        self.cache_control = cache_control
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class ToolCall:
     id: str
     name: str
-    arguments: str = ""
-    kind: Literal["function", "custom"] = "function"
+    arguments: str
+    kind: ToolKind
     #: Provider item id where it differs from the call id (Responses "fc_…").
-    item_id: str | None = None
-    type: Literal["tool_call"] = "tool_call"
+    item_id: str | None
+    type: ClassVar[Literal["tool_call"]] = "tool_call"
+
+    def __init__(self, id: str, name: str, arguments: str = "", kind: ToolKind = "function",
+                 item_id: str | None = None) -> None:
+        self.id = id
+        self.name = name
+        self.arguments = arguments
+        self.kind = kind
+        self.item_id = item_id
 
 
-@dataclass(slots=True)
 class ToolResult:
-    call_id: str
-    content: list[Text | Image | Document] = field(default_factory=list)
-    is_error: bool | None = None
-    kind: Literal["function", "custom"] = "function"
-    cache_control: dict[str, Any] | None = None
-    type: Literal["tool_result"] = "tool_result"
+    """A tool's result. Like :class:`Message`, a decoder may build a result whose whole content is one
+    plain text from that text alone (``ToolResult(call_id, None, ..., text=...)``): ``content`` is then
+    made on first use and ``text`` goes back to None; encoders may read ``text`` first."""
+
+    __slots__ = ("call_id", "_content", "is_error", "kind", "cache_control", "text")
+    type: ClassVar[Literal["tool_result"]] = "tool_result"
+
+    def __init__(self, call_id: str, content: list[Text | Image | Document] | None = None,
+                 is_error: bool | None = None, kind: ToolKind = "function",
+                 cache_control: dict[str, Any] | None = None, text: str | None = None) -> None:
+        self.call_id = call_id
+        self._content: list[Text | Image | Document] | None = \
+            content if content is not None or text is not None else []
+        self.is_error = is_error
+        self.kind: ToolKind = kind
+        self.cache_control = cache_control
+        self.text: str | None = text if content is None else None
+
+    @property
+    def content(self) -> list[Text | Image | Document]:
+        content = self._content
+        if content is None:  # built from its text: its one part, made now
+            content = self._content = [Text(self.text)]  # type: ignore[arg-type]
+            self.text = None
+        return content
+
+    @content.setter
+    def content(self, content: list[Text | Image | Document]) -> None:
+        self._content = content
+        self.text = None
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not ToolResult:
+            return NotImplemented
+        return (self.call_id, self.content, self.is_error, self.kind, self.cache_control) == (
+            other.call_id, other.content, other.is_error, other.kind, other.cache_control)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (f"ToolResult(call_id={self.call_id!r}, content={self.content!r}, is_error={self.is_error!r}, "
+                f"kind={self.kind!r}, cache_control={self.cache_control!r})")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Reasoning:
     #: Visible reasoning text (thinking text, summary text, or reasoning_content).
-    text: str = ""
+    text: str
     #: Responses summaries kept as separate strings when the source had several.
-    summary: list[str] | None = None
+    summary: list[str] | None
     #: Continuity payload, tagged by issuer: {"protocol": "...", ...}. None when there is none.
-    opaque: dict[str, Any] | None = None
+    opaque: dict[str, Any] | None
     #: True for Anthropic redacted_thinking (text is empty; data in opaque).
-    redacted: bool = False
-    type: Literal["reasoning"] = "reasoning"
+    redacted: bool
+    type: ClassVar[Literal["reasoning"]] = "reasoning"
+
+    def __init__(self, text: str = "", summary: list[str] | None = None, opaque: dict[str, Any] | None = None,
+                 redacted: bool = False) -> None:
+        self.text = text
+        self.summary = summary
+        self.opaque = opaque
+        self.redacted = redacted
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Refusal:
     text: str
-    type: Literal["refusal"] = "refusal"
+    type: ClassVar[Literal["refusal"]] = "refusal"
+
+    def __init__(self, text: str) -> None:
+        self.text = text
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Opaque:
     """A part only its own protocol understands (server tool blocks, hosted tool items, ...).
 
@@ -118,19 +207,56 @@ class Opaque:
 
     protocol: str
     raw: dict[str, Any]
-    label: str = ""
-    type: Literal["opaque"] = "opaque"
+    label: str
+    type: ClassVar[Literal["opaque"]] = "opaque"
+
+    def __init__(self, protocol: str, raw: dict[str, Any], label: str = "") -> None:
+        self.protocol = protocol
+        self.raw = raw
+        self.label = label
 
 
 Part = Text | Image | Document | ToolCall | ToolResult | Reasoning | Refusal | Opaque
 
 
-@dataclass(slots=True)
 class Message:
-    role: Role
-    parts: list[Part] = field(default_factory=list)
-    #: Chat "name" field and similar, kept when the target has it.
-    name: str | None = None
+    """A turn. A decoder may build a turn whose whole content is one plain text from that text alone
+    (``Message(role, None, name, text)``): ``parts`` (``[Text(text)]``) is then made on first use and
+    ``text`` goes back to None, since parts can be changed. Encoders may read ``text`` first: when it
+    is not None, it is the message's only part. (A plain slotted class: ``parts`` is a property.)"""
+
+    __slots__ = ("role", "_parts", "name", "text")
+
+    def __init__(self, role: Role, parts: list[Part] | None = None, name: str | None = None,
+                 text: str | None = None) -> None:
+        self.role: Role = role
+        self._parts: list[Part] | None = parts if parts is not None or text is not None else []
+        #: Chat "name" field and similar, kept when the target has it.
+        self.name: str | None = name
+        self.text: str | None = text if parts is None else None
+
+    @property
+    def parts(self) -> list[Part]:
+        parts = self._parts
+        if parts is None:  # built from its text: its one part, made now
+            parts = self._parts = [Text(self.text)]  # type: ignore[arg-type]
+            self.text = None
+        return parts
+
+    @parts.setter
+    def parts(self, parts: list[Part]) -> None:
+        self._parts = parts
+        self.text = None
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not Message:
+            return NotImplemented
+        return (self.role, self.parts, self.name) == (other.role, other.parts, other.name)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Message(role={self.role!r}, parts={self.parts!r}, name={self.name!r})"
 
 
 # ----------------------------------------------------------------------------- request

@@ -146,9 +146,7 @@ def _decode_user_part(part: Any, *path: str | int) -> Text | Image | Document | 
 
 
 def _decode_parts(content: Any, i: int) -> list[Any]:
-    """A user or tool message's content: a string or an array of parts."""
-    if content.__class__ is str:
-        return [Text(content)]
+    """A user or tool message's content other than a string (read where the message is)."""
     if content.__class__ is not list:
         raise expected("a string or an array of parts", content, "messages", i, "content")
     return [_decode_user_part(p, "messages", i, "content", j) for j, p in enumerate(content)]
@@ -181,28 +179,73 @@ def _assistant_extras(m: dict, i: int, parts: list[Any]) -> None:
     parts.extend(reasoning_parts(m.get(rfield), rfield, m.get("reasoning_details")))
 
 
+def _tool_calls(tcs: Any, i: int, kinds: dict[str, str], parts: list[Any]) -> None:
+    """``messages[i].tool_calls`` into ``parts`` (``kinds``: call id -> tool kind, for the results)."""
+    if tcs.__class__ is not list:
+        raise expected("an array", tcs, "messages", i, "tool_calls")
+    for j, tc in enumerate(tcs):
+        if tc.__class__ is not dict:
+            raise expected("an object", tc, "messages", i, "tool_calls", j)
+        tid = tc.get("id")
+        if tid.__class__ is not str:
+            raise expected("a string", tid, "messages", i, "tool_calls", j, "id")
+        ttype = tc.get("type")
+        fn = tc.get("function")
+        if (ttype is None or ttype == "function") and fn.__class__ is dict:
+            name = fn.get("name")
+            args = fn.get("arguments")
+            if name.__class__ is not str:
+                raise expected("a string", name, "messages", i, "tool_calls", j, "function", "name")
+            if args.__class__ is not str:
+                if args is None:
+                    args = ""
+                elif args.__class__ is dict or args.__class__ is list:
+                    args = dumps(args).decode()
+                else:
+                    raise expected("a string", args, "messages", i, "tool_calls", j, "function", "arguments")
+            kinds[tid] = "function"
+            parts.append(ToolCall(tid, name, args))
+        elif ttype == "custom":
+            c = req_obj(tc.get("custom"), "messages", i, "tool_calls", j, "custom")
+            name = req_str(c.get("name"), "messages", i, "tool_calls", j, "custom", "name")
+            inp = opt_str(c.get("input"), "messages", i, "tool_calls", j, "custom", "input")
+            kinds[tid] = "custom"
+            parts.append(ToolCall(tid, name, inp or "", kind="custom"))
+        elif ttype is None or ttype == "function":
+            raise expected("an object", fn, "messages", i, "tool_calls", j, "function")
+        else:
+            fail(f"unknown tool call type {ttype!r}", "messages", i, "tool_calls", j, "type")
+
+
+def _assistant_content(content: list[Any], i: int, parts: list[Any]) -> None:
+    for j, p in enumerate(content):
+        t = req_obj(p, "messages", i, "content", j).get("type")
+        if t == "text":
+            parts.append(Text(req_str(p.get("text"), "messages", i, "content", j, "text"), None,
+                              p.get("cache_control")))
+        elif t == "refusal":
+            parts.append(Refusal(req_str(p.get("refusal"), "messages", i, "content", j, "refusal")))
+        elif t == "thinking":  # Mistral thinking part
+            parts.append(Reasoning(text=thinking_text(p.get("thinking")),
+                                   opaque={"protocol": PROTOCOL, "field": "content_thinking"}))
+        else:
+            fail(f"unknown assistant content part type {t!r}", "messages", i, "content", j, "type")
+
+
 def _decode_assistant(m: dict, i: int, kinds: dict[str, str]) -> Message:
     parts: list[Any] = []
-    extras = not m.keys() <= _ASSISTANT_PLAIN
+    # role and content only (the usual text answer) or with tool_calls / name: no extras to look at
+    extras = len(m) > 2 and not _ASSISTANT_PLAIN.issuperset(m)
     if extras:
         _assistant_extras(m, i, parts)
+    lead = len(parts)  # the text goes after the reasoning
+    text = None
     content = m.get("content")
     if content.__class__ is str:
         if content:
-            parts.append(Text(content))
+            text = content
     elif content.__class__ is list:
-        for j, p in enumerate(content):
-            t = req_obj(p, "messages", i, "content", j).get("type")
-            if t == "text":
-                parts.append(Text(req_str(p.get("text"), "messages", i, "content", j, "text"), None,
-                                  p.get("cache_control")))
-            elif t == "refusal":
-                parts.append(Refusal(req_str(p.get("refusal"), "messages", i, "content", j, "refusal")))
-            elif t == "thinking":  # Mistral thinking part
-                parts.append(Reasoning(text=thinking_text(p.get("thinking")),
-                                       opaque={"protocol": PROTOCOL, "field": "content_thinking"}))
-            else:
-                fail(f"unknown assistant content part type {t!r}", "messages", i, "content", j, "type")
+        _assistant_content(content, i, parts)
     elif content is not None:
         raise expected("a string, an array or null", content, "messages", i, "content")
     if extras:
@@ -211,38 +254,7 @@ def _decode_assistant(m: dict, i: int, kinds: dict[str, str]) -> Message:
             parts.append(Refusal(refusal))
     tcs = m.get("tool_calls")
     if tcs is not None:
-        for j, tc in enumerate(req_list(tcs, "messages", i, "tool_calls")):
-            if tc.__class__ is not dict:
-                raise expected("an object", tc, "messages", i, "tool_calls", j)
-            tid = tc.get("id")
-            if tid.__class__ is not str:
-                raise expected("a string", tid, "messages", i, "tool_calls", j, "id")
-            ttype = tc.get("type")
-            fn = tc.get("function")
-            if (ttype is None or ttype == "function") and fn.__class__ is dict:
-                name = fn.get("name")
-                args = fn.get("arguments")
-                if name.__class__ is not str:
-                    raise expected("a string", name, "messages", i, "tool_calls", j, "function", "name")
-                if args.__class__ is not str:
-                    if args is None:
-                        args = ""
-                    elif args.__class__ is dict or args.__class__ is list:
-                        args = dumps(args).decode()
-                    else:
-                        raise expected("a string", args, "messages", i, "tool_calls", j, "function", "arguments")
-                kinds[tid] = "function"
-                parts.append(ToolCall(tid, name, args))
-            elif ttype == "custom":
-                c = req_obj(tc.get("custom"), "messages", i, "tool_calls", j, "custom")
-                name = req_str(c.get("name"), "messages", i, "tool_calls", j, "custom", "name")
-                inp = opt_str(c.get("input"), "messages", i, "tool_calls", j, "custom", "input")
-                kinds[tid] = "custom"
-                parts.append(ToolCall(tid, name, inp or "", kind="custom"))
-            elif ttype is None or ttype == "function":
-                raise expected("an object", fn, "messages", i, "tool_calls", j, "function")
-            else:
-                fail(f"unknown tool call type {ttype!r}", "messages", i, "tool_calls", j, "type")
+        _tool_calls(tcs, i, kinds, parts)
     if extras:
         fc = opt_obj(m.get("function_call"), "messages", i, "function_call")
         if fc is not None and fc.get("name").__class__ is str and fc["name"]:
@@ -251,40 +263,62 @@ def _decode_assistant(m: dict, i: int, kinds: dict[str, str]) -> Message:
             kinds[call.id] = "function"
             parts.append(call)
     name = m.get("name")
-    return Message("assistant", parts, name if name.__class__ is str else None)
+    if name.__class__ is not str:
+        name = None
+    if text is None:
+        return Message("assistant", parts, name)
+    if not parts:
+        return Message("assistant", None, name, text)  # a plain text answer: the message is its text
+    parts.insert(lead, Text(text))
+    return Message("assistant", parts, name)
 
 
 def _decode_messages(msgs: Any, req: Request, warnings: list[str]) -> None:
+    """One pass: each message is checked while it is read (a plain text content is read inline)."""
+    if msgs.__class__ is not list:
+        raise expected("an array", msgs, "messages")
     kinds: dict[str, str] = {}
     leading = True
     tool_turn = False  # the last message is a user turn of tool results only (the next tool result joins it)
     out = req.messages
-    for i, m in enumerate(req_list(msgs, "messages")):
+    append = out.append
+    for i, m in enumerate(msgs):
         if m.__class__ is not dict:
             raise expected("an object", m, "messages", i)
         role = m.get("role")
         if role == "user":
             leading = tool_turn = False
-            if m.get("tool_calls"):
-                warnings.append(f"messages[{i}].tool_calls on a user message ignored")
-            name = m.get("name")
-            out.append(Message("user", _decode_parts(m.get("content"), i), name if name.__class__ is str else None))
+            content = m.get("content")
+            name = None
+            if len(m) > 2:  # more than role and content
+                if m.get("tool_calls"):
+                    warnings.append(f"messages[{i}].tool_calls on a user message ignored")
+                name = m.get("name")
+                if name.__class__ is not str:
+                    name = None
+            if content.__class__ is str:
+                append(Message("user", None, name, content))  # a plain text: the message is its text
+            else:
+                append(Message("user", _decode_parts(content, i), name))
         elif role == "assistant":
             leading = tool_turn = False
-            out.append(_decode_assistant(m, i, kinds))
+            append(_decode_assistant(m, i, kinds))
         elif role == "tool":
             leading = False
             cid = m.get("tool_call_id")
             if cid.__class__ is not str:
                 raise expected("a string", cid, "messages", i, "tool_call_id")
             content = m.get("content")
-            tr = ToolResult(cid, [] if content is None else _decode_parts(content, i), None,
-                            kinds.get(cid, "function"))  # type: ignore[arg-type]
+            kind = kinds.get(cid, "function")
+            if content.__class__ is str:  # a plain text: the result is its text
+                tr = ToolResult(cid, None, None, kind, None, content)  # type: ignore[arg-type]
+            else:
+                tr = ToolResult(cid, [] if content is None else _decode_parts(content, i), None, kind)  # type: ignore[arg-type]
             # consecutive tool messages: separate ToolResults, in order, in one user turn
             if tool_turn:
                 out[-1].parts.append(tr)
             else:
-                out.append(Message("user", [tr]))
+                append(Message("user", [tr]))
                 tool_turn = True
         elif role == "system" or role == "developer":
             texts = _decode_text_content(m.get("content"), i)
@@ -295,7 +329,7 @@ def _decode_messages(msgs: Any, req: Request, warnings: list[str]) -> None:
                 continue
             leading = tool_turn = False
             name = m.get("name")
-            out.append(Message(role, cast("list[Part]", texts), name if name.__class__ is str else None))
+            append(Message(role, cast("list[Part]", texts), name if name.__class__ is str else None))
         elif role == "function":
             fail("legacy role 'function' cannot be translated; use tool messages with tool_call_id",
                  "messages", i, "role")
@@ -608,30 +642,35 @@ def _user_message(buf: list[Any], name: str | None) -> dict[str, Any]:
         content: Any = b0 if b0.__class__ is str else b0["text"]
     else:
         content = [{"type": "text", "text": x} if x.__class__ is str else x for x in buf]
-    m: dict[str, Any] = {"role": "user", "content": content}
     if name:
-        m["name"] = name
-    return m
+        return {"role": "user", "content": content, "name": name}
+    return {"role": "user", "content": content}
 
 
 def _encode_user(msg: Message, i: int, out: list[dict], warnings: list[str]) -> None:
     buf: list[Any] = []
-    moved: list[dict[str, Any]] = []  # media of the preceding tool results: first in the next user message
+    moved: list[dict[str, Any]] | None = None  # media of the preceding tool results: first in the next user message
     parts = msg.parts
     for p in parts:
         c = p.__class__
+        if c is Text:
+            if moved:
+                buf += moved
+                moved = None
+            buf.append(p.text)  # type: ignore[union-attr]
+            continue
         if c is ToolResult:
             if buf:
                 out.append(_user_message(buf, msg.name))
                 buf = []
+            if moved is None:
+                moved = []
             out.append(_encode_tool_result(p, moved, warnings, i, parts))  # type: ignore[arg-type]
             continue
         if moved:
             buf += moved
-            moved = []
-        if c is Text:
-            buf.append(p.text)  # type: ignore[union-attr]
-        elif c is Image:
+            moved = None
+        if c is Image:
             buf.append(_image_part(p, where("messages", i, "parts", parts.index(p))))  # type: ignore[arg-type]
         elif c is Document:
             buf.append(_document_part(p, where("messages", i, "parts", parts.index(p))))  # type: ignore[arg-type]
@@ -653,22 +692,30 @@ def _encode_user(msg: Message, i: int, out: list[dict], warnings: list[str]) -> 
 def _encode_tool_result(tr: ToolResult, moved: list[dict[str, Any]], warnings: list[str],
                         i: int, parts: list[Any]) -> dict[str, Any]:
     """A tool message; its images/files go to ``moved`` (Chat tool messages carry text only)."""
-    texts: list[str] = []
+    content: Any = tr.text  # one text: a string; several: a list of strings
     media: list[dict[str, Any]] | None = None
-    for c in tr.content:
+    for c in tr.content if content is None else ():
         cls = c.__class__
         if cls is Text:
-            texts.append(c.text)  # type: ignore[union-attr]
-            continue
-        path = where("messages", i, "parts", parts.index(tr), "content", tr.content.index(c))
-        if cls is Image:
-            media = (media or []) + [_image_part(c, path)]  # type: ignore[arg-type]
-        elif cls is Document:
+            t = c.text  # type: ignore[union-attr]
+        else:
+            path = where("messages", i, "parts", parts.index(tr), "content", tr.content.index(c))
+            if cls is Image:
+                media = (media or []) + [_image_part(c, path)]  # type: ignore[arg-type]
+                continue
+            if cls is not Document:
+                continue
             d = _document_part(c, path)  # type: ignore[arg-type]
-            if d["type"] == "text":
-                texts.append(d["text"])
-            else:
+            if d["type"] != "text":
                 media = (media or []) + [d]
+                continue
+            t = d["text"]
+        if content is None:
+            content = t
+        elif content.__class__ is str:
+            content = [content, t]
+        else:
+            content.append(t)
     if media:
         moved.append({"type": "text", "text": f"[content returned by tool call {tr.call_id}]"})
         moved += media
@@ -677,18 +724,16 @@ def _encode_tool_result(tr: ToolResult, moved: list[dict[str, Any]], warnings: l
     if tr.is_error:
         warnings.append(f"{where('messages', i, 'parts', parts.index(tr))}: is_error of tool result {tr.call_id} "
                         "dropped (Chat has no error flag)")
-    if len(texts) == 1:
-        content: Any = texts[0]
-    elif texts:
-        content = [{"type": "text", "text": t} for t in texts]
-    else:
+    if content is None:
         content = "(see the following user message)" if media else ""
+    elif content.__class__ is list:
+        content = [{"type": "text", "text": t} for t in content]
     return {"role": "tool", "tool_call_id": tr.call_id, "content": content}
 
 
 def _encode_assistant(msg: Message, i: int, warnings: list[str]) -> dict[str, Any]:
-    texts: list[str] = []
-    calls: list[dict[str, Any]] = []
+    text: str | None = None
+    calls: list[dict[str, Any]] | None = None
     refusals: list[str] | None = None
     rfields: dict[str, list[str]] | None = None
     details: list[Any] | None = None
@@ -696,14 +741,18 @@ def _encode_assistant(msg: Message, i: int, warnings: list[str]) -> dict[str, An
     for p in msg.parts:
         c = p.__class__
         if c is Text:
-            texts.append(p.text)  # type: ignore[union-attr]
+            text = p.text if text is None else text + p.text  # type: ignore[union-attr, operator]
         elif c is ToolCall:
             args = p.arguments or "{}" if p.kind != "custom" else orjson.dumps(  # type: ignore[union-attr]
                 {"input": p.arguments}).decode()  # type: ignore[union-attr]
-            calls.append({"id": p.id, "type": "function",  # type: ignore[union-attr]
-                          "function": {"name": short_tool_name(p.name), "arguments": args}})  # type: ignore[union-attr]
+            call = {"id": p.id, "type": "function",  # type: ignore[union-attr]
+                    "function": {"name": short_tool_name(p.name), "arguments": args}}  # type: ignore[union-attr]
+            if calls is None:
+                calls = [call]
+            else:
+                calls.append(call)
         elif c is Refusal:
-            refusals = (refusals or []) + [p.text]  # type: ignore[union-attr]
+            refusals = (refusals or []) + [p.text]  # type: ignore[union-attr, list-item]
         elif c is Reasoning:
             op = p.opaque  # type: ignore[union-attr]
             if op is not None and op.get("protocol") == PROTOCOL:
@@ -715,7 +764,7 @@ def _encode_assistant(msg: Message, i: int, warnings: list[str]) -> dict[str, An
                     if field not in ("reasoning_content", "reasoning"):
                         field = "reasoning_content"
                     rfields = rfields or {}
-                    rfields.setdefault(field, []).append(p.text)  # type: ignore[union-attr]
+                    rfields.setdefault(field, []).append(p.text)  # type: ignore[union-attr, arg-type]
                 if isinstance(op.get("details"), list):
                     details = (details or []) + op["details"]
             else:
@@ -730,11 +779,10 @@ def _encode_assistant(msg: Message, i: int, warnings: list[str]) -> dict[str, An
             warnings.append(f"{where('messages', i, 'parts', msg.parts.index(p))}: {p.type} part in an assistant "
                             "message dropped")
     m: dict[str, Any] = {"role": "assistant"}
-    text = texts[0] if len(texts) == 1 else "".join(texts)
     if thinking_parts:
         m["content"] = thinking_parts + ([{"type": "text", "text": text}] if text else [])
-    elif texts or not (calls or refusals):
-        m["content"] = text
+    elif text is not None or not (calls or refusals):
+        m["content"] = text or ""
     if refusals:
         m["refusal"] = "".join(refusals)
     if rfields:
@@ -791,6 +839,11 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
         messages.append(_system_message(req.system_role, req.system))
     for i, msg in enumerate(req.messages):
         role = msg.role
+        text = msg.text
+        if text is not None:  # one plain text part: the content is that string, whatever the role
+            messages.append({"role": role, "content": text, "name": msg.name} if msg.name else
+                            {"role": role, "content": text})
+            continue
         if role == "assistant":
             messages.append(_encode_assistant(msg, i, warnings))
             continue

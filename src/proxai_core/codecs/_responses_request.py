@@ -42,6 +42,7 @@ from ..neutral import (
     Tool,
     ToolCall,
     ToolChoice,
+    ToolKind,
     ToolResult,
 )
 from ._openai_common import EFFORTS, effort_for_budget
@@ -153,24 +154,28 @@ def _content_part(p: Any, *path: str | int) -> Part:
     fail(f"unknown content part type {t!r}", *path, "type")
 
 
+def _plain_text(p: Any) -> str | None:
+    """The text of a plain text part (input_text, or output_text without annotations); else None."""
+    if p.__class__ is dict:
+        t = p.get("type")
+        if t == "input_text" or t == "output_text" and not p.get("annotations"):
+            text = p.get("text")
+            if text.__class__ is str:
+                return text  # type: ignore[no-any-return]
+    return None
+
+
 def _parts(c: list[Any], key: str, i: int, field: str) -> list[Part]:
     """``input[i].content`` / ``.output`` parts; a plain text (the usual part) is read here."""
     out: list[Part] = []
     for j, p in enumerate(c):
-        if p.__class__ is dict:
-            t = p.get("type")
-            if t == "input_text" or t == "output_text" and not p.get("annotations"):
-                text = p.get("text")
-                if text.__class__ is str:
-                    out.append(Text(text))
-                    continue
-        out.append(_content_part(p, key, i, field, j))
+        text = _plain_text(p)
+        out.append(Text(text) if text is not None else _content_part(p, key, i, field, j))
     return out
 
 
 def _tool_output(out: Any, key: str, i: int) -> list[Text | Image | Document]:
-    if out.__class__ is str:
-        return [Text(out)] if out else []
+    """A tool output other than a string (read where the item is)."""
     if out.__class__ is not list:
         raise expected("a string or an array of content parts", out, key, i, "output")
     parts = _parts(out, key, i, "output")
@@ -233,21 +238,25 @@ def _decode_input(inp: Any, w: list[str], key: str = "input") -> list[Message]:
             if role not in _ROLES:
                 fail(f"unknown role {role!r}", key, i, "role")
             c = item.get("content")
+            parts: list[Part] | None = None
             if c.__class__ is str:
-                parts: list[Part] = [Text(c)]
+                text: str | None = c
             elif c.__class__ is list:
-                parts = _parts(c, key, i, "content")
+                # one plain text part (the usual message): the message is its text
+                text = _plain_text(c[0]) if len(c) == 1 else None
+                if text is None:
+                    parts = _parts(c, key, i, "content")
             else:
                 raise expected("a string or an array of content parts", c, key, i, "content")
             if role != "assistant":
-                msgs.append(Message(role, parts))
+                msgs.append(Message(role, parts, None, text))
                 group = None
-            elif not parts:
+            elif text is None and not parts:
                 pass  # nothing to join
             elif group == "assistant":
-                msgs[-1].parts += parts
+                msgs[-1].parts += [Text(text)] if text is not None else parts or []
             else:
-                msgs.append(Message("assistant", parts))
+                msgs.append(Message("assistant", parts, None, text))
                 group = "assistant"
             continue
         if t == "function_call" or t == "custom_tool_call":
@@ -273,8 +282,12 @@ def _decode_input(inp: Any, w: list[str], key: str = "input") -> list[Message]:
             call_id = item.get("call_id")
             if call_id.__class__ is not str:
                 raise expected("a string", call_id, key, i, "call_id")
-            part = ToolResult(call_id, _tool_output(item.get("output"), key, i), None,
-                              "function" if t == "function_call_output" else "custom")
+            out = item.get("output")
+            tkind: ToolKind = "function" if t == "function_call_output" else "custom"
+            if out.__class__ is str:  # a text (the result is its text) or nothing
+                part = ToolResult(call_id, None, None, tkind, None, out) if out else ToolResult(call_id, [], None, tkind)
+            else:
+                part = ToolResult(call_id, _tool_output(out, key, i), None, tkind)
             kind = "tools"
         elif t == "reasoning":
             part, kind = _reasoning(item, key, i, w), "assistant"
@@ -517,13 +530,15 @@ def _input_part(p: Part) -> dict[str, Any] | None:
 
 
 def _tool_result(p: ToolResult, w: list[str]) -> dict[str, Any]:
-    content = p.content
-    if len(content) == 1 and content[0].__class__ is Text:
-        out: Any = content[0].text  # type: ignore[union-attr]
-    elif all(c.__class__ is Text for c in content):
-        out = "".join([c.text for c in content])  # type: ignore[union-attr]
-    else:
-        out = [x for x in map(_input_part, content) if x is not None]
+    out: Any = p.text  # a result built from one plain text
+    if out is None:
+        content = p.content
+        if len(content) == 1 and content[0].__class__ is Text:
+            out = content[0].text  # type: ignore[union-attr]
+        elif all(c.__class__ is Text for c in content):
+            out = "".join([c.text for c in content])  # type: ignore[union-attr]
+        else:
+            out = [x for x in map(_input_part, content) if x is not None]
     if p.is_error:
         w.append(f"tool result {p.call_id}: is_error dropped (Responses tool outputs have no error flag)")
     return {"type": "custom_tool_call_output" if p.kind == "custom" else "function_call_output",
@@ -578,69 +593,85 @@ def _encode_messages(req: Request, w: list[str]) -> tuple[list[dict[str, Any]], 
     append = items.append
     for mi, m in enumerate(req.messages):
         role = m.role
+        text = m.text
+        if text is not None:  # one plain text part
+            append({"type": "message", "role": role, "content": [
+                {"type": "output_text", "text": text, "annotations": []} if role == "assistant" else
+                {"type": "input_text", "text": text}]})
+            continue
         if role == "user":
-            buf: list[dict[str, Any]] = []
+            buf: list[dict[str, Any]] | None = None  # the input parts of the user message being built
             for p in m.parts:
                 c = p.__class__
                 if c is Text:
-                    buf.append({"type": "input_text", "text": p.text})  # type: ignore[union-attr]
-                    continue
-                if c is Image or c is Document:
-                    buf.append(_input_part(p))  # type: ignore[arg-type]
-                    continue
-                if buf and (c is ToolResult or c is Opaque):
-                    append({"type": "message", "role": "user", "content": buf})
-                    buf = []
-                if c is ToolResult:
-                    append(_tool_result(p, w))  # type: ignore[arg-type]
-                elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
-                    append(p.raw)  # type: ignore[union-attr]
-                elif c is Opaque:
-                    dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
+                    ip = {"type": "input_text", "text": p.text}  # type: ignore[union-attr]
+                elif c is Image or c is Document:
+                    ip = _input_part(p)  # type: ignore[assignment]
                 else:
-                    w.append(f"messages[{mi}]: {p.type} part in a user message dropped")
+                    if buf and (c is ToolResult or c is Opaque):
+                        append({"type": "message", "role": "user", "content": buf})
+                        buf = None
+                    if c is ToolResult:
+                        append(_tool_result(p, w))  # type: ignore[arg-type]
+                    elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
+                        append(p.raw)  # type: ignore[union-attr]
+                    elif c is Opaque:
+                        dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
+                    else:
+                        w.append(f"messages[{mi}]: {p.type} part in a user message dropped")
+                    continue
+                if buf is None:
+                    buf = [ip]
+                else:
+                    buf.append(ip)
             if buf:
                 append({"type": "message", "role": "user", "content": buf})
         elif role == "assistant":
             start = len(items)
-            content: list[dict[str, Any]] = []
+            content: list[dict[str, Any]] | None = None  # the output parts of the message being built
+            reasoned = False
             for p in m.parts:
                 c = p.__class__
                 if c is Text:
                     cits = p.citations  # type: ignore[union-attr]
-                    content.append({"type": "output_text", "text": p.text,  # type: ignore[union-attr]
-                                    "annotations": citations_to_annotations(cits, p.text, w) if cits else []})  # type: ignore[union-attr]
-                    continue
-                if c is Refusal:
-                    content.append({"type": "refusal", "refusal": p.text})  # type: ignore[union-attr]
-                    continue
-                it: dict[str, Any] | None
-                if c is ToolCall:
-                    it = _tool_call(p)  # type: ignore[arg-type]
-                elif c is Reasoning:
-                    it = _reasoning_item(p)  # type: ignore[arg-type]
-                    if it is None:
-                        dropped.reasoning += 1
-                        continue
-                    had_reasoning = True
-                elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
-                    it = p.raw  # type: ignore[union-attr]
-                elif c is Opaque:
-                    dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
-                    continue
-                elif c is ToolResult:
-                    it = _tool_result(p, w)  # type: ignore[arg-type]
+                    op = {"type": "output_text", "text": p.text,  # type: ignore[union-attr]
+                          "annotations": citations_to_annotations(cits, p.text, w) if cits else []}  # type: ignore[union-attr, arg-type]
+                elif c is Refusal:
+                    op = {"type": "refusal", "refusal": p.text}  # type: ignore[union-attr]
                 else:
-                    w.append(f"messages[{mi}]: {p.type} part in an assistant message dropped")
+                    it: dict[str, Any] | None
+                    if c is ToolCall:
+                        it = _tool_call(p)  # type: ignore[arg-type]
+                    elif c is Reasoning:
+                        it = _reasoning_item(p)  # type: ignore[arg-type]
+                        if it is None:
+                            dropped.reasoning += 1
+                            continue
+                        had_reasoning = reasoned = True
+                    elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
+                        it = p.raw  # type: ignore[union-attr]
+                        reasoned = True  # (a raw item is checked like a reasoning item below)
+                    elif c is Opaque:
+                        dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
+                        continue
+                    elif c is ToolResult:
+                        it = _tool_result(p, w)  # type: ignore[arg-type]
+                    else:
+                        w.append(f"messages[{mi}]: {p.type} part in an assistant message dropped")
+                        continue
+                    # an item of its own: the message so far goes first
+                    if content:
+                        append({"type": "message", "role": "assistant", "content": content})
+                        content = None
+                    append(it)
                     continue
-                # an item of its own: the message so far goes first
-                if content:
-                    append({"type": "message", "role": "assistant", "content": content})
-                    content = []
-                append(it)
+                if content is None:
+                    content = [op]
+                else:
+                    content.append(op)
             if content:
                 append({"type": "message", "role": "assistant", "content": content})
-            elif len(items) > start and items[-1].get("type") == "reasoning":
+            elif reasoned and len(items) > start and items[-1].get("type") == "reasoning":
                 # lesson #32: a reasoning item must be followed by the item it produced
                 while len(items) > start and items[-1].get("type") == "reasoning":
                     items.pop()
@@ -806,7 +837,7 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
                 md[str(k)] = str(v)
         body["metadata"] = md
     ex = req.extra
-    for k in _EXTRA_PASS:
+    for k in _EXTRA_PASS if ex else ():
         v = ex.get(k)
         if v is None:
             continue
