@@ -747,13 +747,20 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                 system.extend(_system_texts(m.parts, warnings))
                 continue
             raise invalid(f"unsupported role {m.role!r}", f"messages[{i}].role")
-        parts = m.parts
+        text = m.text  # a turn built from one plain text: that text is its only part
+        parts: Any = m.parts if text is None else (text,)
+        role: str
+        b: Any
         for p in parts:  # (a part's index is looked up only for an error path)
             c = p.__class__
-            if c is Text:
+            if c is str:
+                if not p:
+                    continue
+                role, b = mrole, p
+            elif c is Text:
                 if not p.text:  # type: ignore[union-attr]
                     continue  # Anthropic rejects empty text blocks
-                role: str = mrole
+                role = mrole
                 b = p.text if not p.citations and not p.cache_control else _enc_text(p, warnings)  # type: ignore
             elif c is ToolCall:
                 role, b = "assistant", _enc_tool_call(p, i, parts, warnings)  # type: ignore[arg-type]

@@ -696,8 +696,12 @@ def _contents(req: Request, system: list[Text], warnings: list[str]) -> list[dic
         parts: list[dict[str, Any]] = []
         pending: _Sig | None = None
         first_call = True
-        for p in m.parts:
+        text = m.text  # a turn built from one plain text: that text is its only part
+        for p in (m.parts if text is None else (text,)):
             cls = p.__class__
+            if cls is str:
+                parts.append({"text": p})
+                continue
             if cls is Text:  # the usual part
                 if pending is None:
                     parts.append({"text": p.text})  # type: ignore[union-attr]
