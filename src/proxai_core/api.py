@@ -368,7 +368,11 @@ class StreamTranslator:
         # (pass-through never encodes: no encoder is built, and every use is behind self._pass)
         self._enc: StreamEncoder = (cast(StreamEncoder, None) if pair.encoder is None
                                     else pair.encoder(ctx, self.warnings))
+        # (bound once: the per-read loop looks up no method)
         self._read = reader.feed_raw if pair.encoder is None else reader.feed
+        self._dec_feed = self._dec.feed
+        self._enc_encode: Callable[[n.Event], bytes] = (cast(Callable[[n.Event], bytes], None)
+                                                        if pair.encoder is None else self._enc.encode)
         self._observes = pair.observes
         self._terminal = False
         self._dead = False  # the client stream already ended (error frame sent)
@@ -442,7 +446,7 @@ class StreamTranslator:
         """Upstream SSE events -> client bytes: each decoded once, its neutral events observed and
         encoded (a delta has nothing to observe: straight to the encoder unless names are restored)."""
         out: list[bytes] = []
-        feed, encode, slow = self._dec.feed, self._enc.encode, self._slow
+        feed, encode = self._dec_feed, self._enc_encode
         fast = self._fast
         for name, data in events:
             try:
@@ -453,7 +457,7 @@ class StreamTranslator:
                 if fast and type(ev) in _PLAIN:
                     out.append(encode(ev))  # nothing to observe, no names to restore
                 else:
-                    slow(ev, data, out)
+                    self._slow(ev, data, out)
                     fast = self._fast
             if self._terminal:
                 break
@@ -464,7 +468,7 @@ class StreamTranslator:
         nothing observed: :attr:`Codec.stream_observes`); its own bytes forwarded. ``final``: the
         tail handed over at EOF, forwarded only where its payload is whole."""
         out: list[bytes] = []
-        feed, observes = self._dec.feed, self._observes
+        feed, observes = self._dec_feed, self._observes
         for sev, blob in zip(events, blobs, strict=True):
             if sev is None:  # comments, blank lines
                 out.append(blob)

@@ -8,7 +8,6 @@ raw bytes of the events it completed, so a pass-through never forwards a half ev
 from __future__ import annotations
 
 import re
-from itertools import accumulate
 from typing import Any
 
 import orjson
@@ -57,27 +56,15 @@ class SSEReader:
     def _read(self, chunk: bytes, blobs: list[bytes] | None = None) -> list[Any]:
         """The events this read completes (``feed``); with ``blobs`` (``feed_raw``), also None
         entries where the bytes handed over complete no event, and each entry's raw bytes."""
-        if self._only_line:  # a long line (a long event) arriving in many reads
-            if chunk.find(b"\n") < 0 and chunk.find(b"\r") < 0:
-                self._line.append(chunk)
-                if blobs is not None:
-                    self._raw.append(chunk)
-                return []
-            self._line.append(chunk)  # its end: read as if it had come in one read
-            chunk = b"".join(self._line)
-            self._line.clear()
-            self._raw.clear()
-            self._only_line = False
-            self._idle = True
-            return self._read(chunk, blobs)
         if self._idle:
             # Nothing pending: the events of the usual shape ("data: ..." after an optional
             # "event: ..." line) at the head of the read are cut with C-level find/startswith;
             # whatever follows them (any other shape, a cut event) goes to _lines.
             try:
-                t = s = chunk.decode()
+                s = chunk.decode()
             except UnicodeDecodeError:  # (a character cut at the end of the read, or invalid)
                 return self._lines(chunk, blobs)
+            t = s
             if s.find("\r") >= 0:  # CRLF line ends (as some upstreams write): read as LF when every CR is one's
                 t = s.replace("\r\n", "\n")
                 if t.find("\r") >= 0 or len(s) - len(t) != t.count("\n"):  # (CR or LF alone)
@@ -117,12 +104,25 @@ class SSEReader:
                 return self._lines(chunk, blobs)
             crlf = t is not s
             if crlf or len(s) != len(chunk):  # character offsets in t -> byte offsets in chunk
-                ends = list(accumulate(_size(t[a:b], crlf) for a, b in zip([0, *ends], ends, strict=False)))
+                ends = _byte_ends(t, ends, crlf)
             if blobs is not None:
-                blobs.extend(chunk[a:b] for a, b in zip([0, *ends], ends, strict=False))
+                blobs.extend(map(chunk.__getitem__, map(slice, [0, *ends], ends)))
             if ends[-1] < len(chunk):
                 out += self._lines(chunk[ends[-1]:], blobs)
             return out
+        if self._only_line:  # a long line (a long event) arriving in many reads
+            if chunk.find(b"\n") < 0 and chunk.find(b"\r") < 0:
+                self._line.append(chunk)
+                if blobs is not None:
+                    self._raw.append(chunk)
+                return []
+            self._line.append(chunk)  # its end: read as if it had come in one read
+            chunk = b"".join(self._line)
+            self._line.clear()
+            self._raw.clear()
+            self._only_line = False
+            self._idle = True
+            return self._read(chunk, blobs)
         return self._lines(chunk, blobs)
 
     def _lines(self, chunk: bytes, blobs: list[bytes] | None) -> list[Any]:
@@ -265,9 +265,17 @@ class SSEReader:
         return [(event, data[0] if len(data) == 1 else "\n".join(data))]
 
 
-def _size(text: str, crlf: bool) -> int:
-    """Byte size of ``text`` as it arrived (UTF-8; each LF a CRLF when ``crlf``)."""
-    return len(text.encode()) + (text.count("\n") if crlf else 0)
+def _byte_ends(text: str, ends: list[int], crlf: bool) -> list[int]:
+    """Character offsets in ``text`` -> byte offsets in the read it came from (UTF-8; each LF a
+    CRLF when ``crlf``). (Not inline: a closure in SSEReader._read would cost every read.)"""
+    out = []
+    at = prev = 0
+    for e in ends:
+        piece = text[prev:e]
+        at += len(piece.encode()) + (piece.count("\n") if crlf else 0)
+        out.append(at)
+        prev = e
+    return out
 
 
 def _raw_sizes(text: bytes, blocks: list[str | None]) -> list[int]:
