@@ -158,26 +158,50 @@ def translate_response_result(
     status: int = 200,
     path: str | None = None,
 ) -> ResponseResult:
-    """``path``: the client's request path (model and stream framing of URL-keyed protocols)."""
+    """``path``: the client's request path (model and stream framing of URL-keyed protocols).
+
+    Whose fault is a failure: reading the upstream body (a shape its decoder did not foresee, or
+    nesting too deep to walk anywhere) is the upstream's, the client's native 502; anything else
+    (building the client's body from the neutral response) is ours: raised in strict mode, else
+    named as ProxAI's internal error (logged once) in the client's native 500."""
     source, target = as_protocol(source), as_protocol(target)
+    w: list[str] = []
     try:
-        return _translate_response_result(body, source, target, request, status, path)
+        resp = codec(source).decode_response(body, w)
     except TranslationError:
         raise
-    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
-        # an upstream body of a shape no decoder foresaw: the client's native 502, never a crash
-        err = n.Error(kind="interrupted", status=502,
-                      message=f"the upstream {source.value} response could not be read "
-                              f"({type(exc).__name__}: {str(exc)[:200]})")
+    except _UNREADABLE as exc:
+        return _unreadable_response(exc, source, target)
+    try:
+        return _translate_response_result(body, resp, w, source, target, request, status, path)
+    except TranslationError:
+        raise
+    except RecursionError as exc:  # nesting too deep to walk: the upstream's body, not our bug
+        return _unreadable_response(exc, source, target)
+    except Exception as exc:
+        if is_strict():
+            raise
+        err = _internal_error(exc, f"translating a complete upstream {source.value} response")
         st, out = native_error(err, target)
         return ResponseResult(st, out, stop_of_error(err), None, [err.message], None)
 
 
-def _translate_response_result(body: dict[str, Any], source: Protocol, target: Protocol,
-                               request: dict[str, Any] | None, status: int,
+#: what reading an upstream body of a shape no decoder foresaw raises (MalformedEvent is a ValueError)
+_UNREADABLE = (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError)
+
+
+def _unreadable_response(exc: Exception, source: Protocol, target: Protocol) -> ResponseResult:
+    """An upstream body that could not be read: the client's native 502, never a crash."""
+    err = n.Error(kind="interrupted", status=502,
+                  message=f"the upstream {source.value} response could not be read "
+                          f"({type(exc).__name__}: {str(exc)[:200]})")
+    st, out = native_error(err, target)
+    return ResponseResult(st, out, stop_of_error(err), None, [err.message], None)
+
+
+def _translate_response_result(body: dict[str, Any], resp: n.Response, w: list[str], source: Protocol,
+                               target: Protocol, request: dict[str, Any] | None, status: int,
                                path: str | None = None) -> ResponseResult:
-    w: list[str] = []
-    resp = codec(source).decode_response(body, w)
     if not resp.id:
         resp.id = _content_id(body)
     stop = resp.stop or classify_stop(None)
@@ -261,13 +285,34 @@ _Stop, _ErrorEvent = n.Stop, n.ErrorEvent
 _INTERRUPTED = StopReason.INTERRUPTED
 DecoderFactory = Callable[[list[str]], StreamDecoder]
 EncoderFactory = Callable[[ClientContext, list[str]], StreamEncoder]
-#: (source, target) -> (decoder class, encoder class; None: the same protocol, passed through)
-_STREAM_PAIRS: dict[tuple[Protocol, Protocol], tuple[DecoderFactory, EncoderFactory | None]] = {}
+#: neutral events that go straight to the encoder when no names are restored (nothing to observe)
+_PLAIN = frozenset((n.Delta, n.BlockStart, n.BlockEnd))
 
 
-def _stream_pair(source: Protocol, target: Protocol) -> tuple[DecoderFactory, EncoderFactory | None]:
-    pair = _STREAM_PAIRS[source, target] = (codec(source).StreamDecoder,
-                                            None if source is target else codec(target).StreamEncoder)
+@dataclass(frozen=True, slots=True)
+class _StreamPair:
+    """What a stream of one direction is built from, looked up once per (source, target)."""
+
+    source: Protocol
+    target: Protocol
+    reader: Callable[[], Any]
+    decoder: DecoderFactory
+    #: None: the same protocol, passed through
+    encoder: EncoderFactory | None
+    #: pass-through: which upstream events must be decoded (None: all)
+    observes: Callable[[str | None, str], bool] | None
+
+
+#: (source, target) as given (enum or string) -> its _StreamPair
+_STREAM_PAIRS: dict[tuple[Any, Any], _StreamPair] = {}
+
+
+def _stream_pair(source: Protocol | str, target: Protocol | str) -> _StreamPair:
+    src, tgt = as_protocol(source), as_protocol(target)  # clear errors for unknown protocols
+    c = codec(src)
+    pair = _STREAM_PAIRS[src, tgt] = _StreamPair(  # (the enum and its string value are the same key)
+        src, tgt, c.stream_reader or SSEReader, c.StreamDecoder, None if src is tgt else codec(tgt).StreamEncoder,
+        c.stream_observes)
     return pair
 
 
@@ -302,8 +347,12 @@ class StreamTranslator:
 
     def __init__(self, source: Protocol | str, target: Protocol | str,
                  request: dict[str, Any] | None = None, *, path: str | None = None):
-        self.source = as_protocol(source)
-        self.target = as_protocol(target)
+        try:
+            pair = _STREAM_PAIRS[source, target]
+        except (KeyError, TypeError):
+            pair = _stream_pair(source, target)
+        self.source = pair.source
+        self.target = tgt = pair.target
         self.warnings: list[str] = []
         self.stop: StopInfo | None = None
         self.usage: n.Usage | None = None
@@ -311,19 +360,25 @@ class StreamTranslator:
         self.error: n.Error | None = None
         self.closed = False
         # no request: the empty context build_context would make, without its parsing
-        self._ctx = (ClientContext(self.target) if request is None and path is None
-                     else build_context(request, self.target, path))
-        self._reader = (codec(self.source).stream_reader or SSEReader)()
-        dec_cls, enc_cls = _STREAM_PAIRS.get((self.source, self.target)) or _stream_pair(self.source, self.target)
-        self._dec = dec_cls(self.warnings)
-        self._pass = enc_cls is None
+        ctx = self._ctx = (ClientContext(tgt) if request is None and path is None
+                           else build_context(request, tgt, path))
+        self._reader = reader = pair.reader()
+        self._dec = pair.decoder(self.warnings)
+        self._pass = pair.encoder is None
         # (pass-through never encodes: no encoder is built, and every use is behind self._pass)
-        self._enc: StreamEncoder = cast(StreamEncoder, None) if enc_cls is None else enc_cls(self._ctx, self.warnings)
+        self._enc: StreamEncoder = (cast(StreamEncoder, None) if pair.encoder is None
+                                    else pair.encoder(ctx, self.warnings))
+        # (bound once: the per-read loop looks up no method)
+        self._read = reader.feed_raw if pair.encoder is None else reader.feed
+        self._dec_feed = self._dec.feed
+        self._enc_encode: Callable[[n.Event], bytes] = (cast(Callable[[n.Event], bytes], None)
+                                                        if pair.encoder is None else self._enc.encode)
+        self._observes = pair.observes
         self._terminal = False
         self._dead = False  # the client stream already ended (error frame sent)
         # custom tools carried as functions: index -> buffered JSON arguments
         self._custom: dict[int, list[str]] = {}
-        self._restore = bool(self._ctx.name_map or self._ctx.custom_tools)
+        self._restore = bool(ctx.name_map or ctx.custom_tools)
         # deltas go straight to the encoder (no names to restore, client stream not ended)
         self._fast = not self._restore
 
@@ -333,14 +388,14 @@ class StreamTranslator:
         return self._terminal
 
     def feed(self, chunk: bytes) -> bytes:
-        if self.closed:
-            return b""
         if self._pass:
-            events, blobs = self._reader.feed_raw(chunk)
+            if self.closed:
+                return b""
+            events, blobs = self._read(chunk)
             return self._forward(events, blobs, False) if blobs else b""
-        if self._terminal:
+        if self._terminal or self.closed:
             return b""
-        read = self._reader.feed(chunk)
+        read = self._read(chunk)
         return self._translate(read) if read else b""  # (empty: a read in the middle of a long event)
 
     def close(self) -> bytes:
@@ -391,47 +446,49 @@ class StreamTranslator:
         """Upstream SSE events -> client bytes: each decoded once, its neutral events observed and
         encoded (a delta has nothing to observe: straight to the encoder unless names are restored)."""
         out: list[bytes] = []
-        feed, encode = self._dec.feed, self._enc.encode
+        feed, encode = self._dec_feed, self._enc_encode
+        fast = self._fast
         for name, data in events:
             try:
                 evs = feed(name, data)
             except Exception as exc:
                 evs = self._failed(exc)
             for ev in evs:
-                t = type(ev)
-                if self._fast and (t is _Delta or t is _BlockStart or t is _BlockEnd):
+                if fast and type(ev) in _PLAIN:
                     out.append(encode(ev))  # nothing to observe, no names to restore
                 else:
                     self._slow(ev, data, out)
+                    fast = self._fast
             if self._terminal:
                 break
         return b"".join(out)
 
     def _forward(self, events: list[tuple[str | None, str] | None], blobs: list[bytes], final: bool) -> bytes:
-        """Pass-through: each event decoded once and observed; its own bytes forwarded. ``final``: the
+        """Pass-through: each event decoded once and observed (unless its codec says it carries
+        nothing observed: :attr:`Codec.stream_observes`); its own bytes forwarded. ``final``: the
         tail handed over at EOF, forwarded only where its payload is whole."""
         out: list[bytes] = []
-        dec = self._dec
+        feed, observes = self._dec_feed, self._observes
         for sev, blob in zip(events, blobs, strict=True):
             if sev is None:  # comments, blank lines
                 out.append(blob)
                 continue
-            data = sev[1]
-            if self._terminal:  # byte-exact after the terminal too
-                if not final or _complete_payload(data):
-                    out.append(blob)
-                continue
-            try:
-                evs = dec.feed(sev[0], data)
-            except Exception as exc:
-                evs = self._failed(exc)
-            for ev in evs:
-                if type(ev) is _Start and not ev.id:
-                    ev.id = _content_id(data)
-                self._observe(ev)
+            name, data = sev
+            # byte-exact after the terminal too
+            decoded = not self._terminal and (observes is None or observes(name, data))
+            if decoded:
+                try:
+                    evs = feed(name, data)
+                except Exception as exc:
+                    evs = self._failed(exc)
+                for ev in evs:
+                    if type(ev) not in _PLAIN:  # (blocks and deltas: nothing to observe)
+                        if type(ev) is _Start and not ev.id:
+                            ev.id = _content_id(data)
+                        self._observe(ev)
             if not final or _complete_payload(data):
                 out.append(blob)  # unchanged, even without its final blank line
-            elif self.error is not None:
+            elif decoded and self.error is not None:
                 # the upstream's own error frame was cut: the client still gets one
                 out.append(codec(self.target).error_frame(self.error))
         return b"".join(out)

@@ -56,7 +56,61 @@ class SSEReader:
     def _read(self, chunk: bytes, blobs: list[bytes] | None = None) -> list[Any]:
         """The events this read completes (``feed``); with ``blobs`` (``feed_raw``), also None
         entries where the bytes handed over complete no event, and each entry's raw bytes."""
-        if not self._idle and self._only_line:  # a long line (a long event) arriving in many reads
+        if self._idle:
+            # Nothing pending: the events of the usual shape ("data: ..." after an optional
+            # "event: ..." line) at the head of the read are cut with C-level find/startswith;
+            # whatever follows them (any other shape, a cut event) goes to _lines.
+            try:
+                s = chunk.decode()
+            except UnicodeDecodeError:  # (a character cut at the end of the read, or invalid)
+                return self._lines(chunk, blobs)
+            t = s
+            if s.find("\r") >= 0:  # CRLF line ends (as some upstreams write): read as LF when every CR is one's
+                t = s.replace("\r\n", "\n")
+                if t.find("\r") >= 0 or len(s) - len(t) != t.count("\n"):  # (CR or LF alone)
+                    return self._lines(chunk, blobs)
+            n = len(t) - 2
+            if t[n:] == "\n\n":  # the usual read first: exactly one whole event
+                i = t.find("\n")
+                if i == n:
+                    if t[:6] == "data: ":
+                        if blobs is not None:
+                            blobs.append(chunk)
+                        return [(None, t[6:n])]
+                elif t[:7] == "event: " and t.find("\n", i + 1) == n and t.startswith("data: ", i + 1):
+                    if blobs is not None:
+                        blobs.append(chunk)
+                    return [(t[7:i], t[i + 7:n])]
+            out: list[Any] = []  # several whole events (then, maybe, the start of one more)
+            ends: list[int] = []
+            p = 0
+            while True:
+                if t.startswith("data: ", p):
+                    j = t.find("\n", p + 6)  # the end of the data line, then the blank line
+                    if j < 0 or not t.startswith("\n", j + 1):
+                        break
+                    out.append((None, t[p + 6:j]))
+                elif t.startswith("event: ", p):
+                    i = t.find("\n", p)
+                    j = t.find("\n", i + 1)
+                    if j < 0 or not t.startswith("data: ", i + 1) or not t.startswith("\n", j + 1):
+                        break
+                    out.append((t[p + 7:i], t[i + 7:j]))
+                else:
+                    break
+                p = j + 2
+                ends.append(p)
+            if not ends:
+                return self._lines(chunk, blobs)
+            crlf = t is not s
+            if crlf or len(s) != len(chunk):  # character offsets in t -> byte offsets in chunk
+                ends = _byte_ends(t, ends, crlf)
+            if blobs is not None:
+                blobs.extend(map(chunk.__getitem__, map(slice, [0, *ends], ends)))
+            if ends[-1] < len(chunk):
+                out += self._lines(chunk[ends[-1]:], blobs)
+            return out
+        if self._only_line:  # a long line (a long event) arriving in many reads
             if chunk.find(b"\n") < 0 and chunk.find(b"\r") < 0:
                 self._line.append(chunk)
                 if blobs is not None:
@@ -68,24 +122,11 @@ class SSEReader:
             self._raw.clear()
             self._only_line = False
             self._idle = True
-        # The usual read first: exactly one whole event ("data: ..." or "event: ...\ndata: ...", LF
-        # line ends) with nothing pending; what the steps below give for it, in a third of the time.
-        if self._idle and chunk[-2:] == b"\n\n" and chunk.find(b"\r") < 0:
-            try:
-                s = chunk.decode()
-            except UnicodeDecodeError:
-                s = ""
-            n = len(s) - 2
-            i = s.find("\n")
-            if i == n:
-                if s[:6] == "data: ":
-                    if blobs is not None:
-                        blobs.append(chunk)
-                    return [(None, s[6:n])]
-            elif s[:7] == "event: " and s.find("\n", i + 1) == n and s.startswith("data: ", i + 1):
-                if blobs is not None:
-                    blobs.append(chunk)
-                return [(s[7:i], s[i + 7:n])]
+            return self._read(chunk, blobs)
+        return self._lines(chunk, blobs)
+
+    def _lines(self, chunk: bytes, blobs: list[bytes] | None) -> list[Any]:
+        """Any read, line by line: whole lines decoded at once and cut into events at blank lines."""
         skip = 0
         if self._pending_cr and chunk:
             self._pending_cr = False
@@ -212,11 +253,29 @@ class SSEReader:
         self._data, self._event, self._raw, self._pending_cr, self._idle = [], None, [], False, True
         self._only_line = False
         if not data:
+            # whole lines without an event (e.g. the LF of a last CRLF): forwarded all the same; a
+            # cut line is not (what a pass-through writes after it would join that line)
+            if blobs is not None and raw[-1:] in (b"\n", b"\r"):
+                blobs.append(raw)
+                return [None]
             return []
         if blobs is not None:
             blobs.append(raw)
         # an event cut before its blank line: handed over as it arrived; decoders judge it
         return [(event, data[0] if len(data) == 1 else "\n".join(data))]
+
+
+def _byte_ends(text: str, ends: list[int], crlf: bool) -> list[int]:
+    """Character offsets in ``text`` -> byte offsets in the read it came from (UTF-8; each LF a
+    CRLF when ``crlf``). (Not inline: a closure in SSEReader._read would cost every read.)"""
+    out = []
+    at = prev = 0
+    for e in ends:
+        piece = text[prev:e]
+        at += len(piece.encode()) + (piece.count("\n") if crlf else 0)
+        out.append(at)
+        prev = e
+    return out
 
 
 def _raw_sizes(text: bytes, blocks: list[str | None]) -> list[int]:

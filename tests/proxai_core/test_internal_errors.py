@@ -13,7 +13,14 @@ import logging
 import orjson
 import pytest
 
-from proxai_core import Protocol, StreamTranslator, response_from_stream, stream_from_response, strict
+from proxai_core import (
+    Protocol,
+    StreamTranslator,
+    response_from_stream,
+    stream_from_response,
+    strict,
+    translate_response_result,
+)
 from proxai_core.codecs import chat
 
 C, R, A = Protocol.CHAT, Protocol.RESPONSES, Protocol.ANTHROPIC
@@ -149,3 +156,56 @@ def test_strict_mode_raises_an_internal_error_streaming_a_complete_response(monk
     err = orjson.loads(sse.split(b"data: ", 1)[1])
     assert err["error"]["type"] == "api_error" and "ProxAI internal error" in err["error"]["message"]
     assert _internal(warnings) and stop.reason.value == "interrupted"
+
+
+# ----------------------------------------------------------------------------- complete responses
+BODY = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]}
+
+
+def _broken_encoder(monkeypatch):
+    from proxai_core.codecs import anthropic
+
+    def broken(resp, ctx, warnings):
+        raise Bug("encoder mistake")
+
+    monkeypatch.setattr(anthropic.CODEC, "encode_response", broken)
+
+
+def test_strict_mode_raises_an_internal_error_translating_a_complete_response(monkeypatch):
+    _broken_encoder(monkeypatch)
+    with pytest.raises(Bug):
+        translate_response_result(BODY, C, A)
+
+
+def test_production_names_an_internal_error_translating_a_complete_response_as_ours(monkeypatch, production,
+                                                                                   caplog):
+    _broken_encoder(monkeypatch)
+    with caplog.at_level(logging.ERROR, logger="proxai"):
+        res = translate_response_result(BODY, C, A)
+        translate_response_result(BODY, C, A)
+    assert res.status == 500
+    assert res.body["type"] == "error" and res.body["error"]["type"] == "api_error"
+    assert "ProxAI internal error" in res.body["error"]["message"] and "Bug: encoder mistake" in res.body["error"]["message"]
+    assert _internal(res.warnings) and not [w for w in res.warnings if "could not be read" in w]
+    assert res.stop.reason.value == "interrupted"  # (as in the stream forms)
+    assert len([r for r in caplog.records if r.name == "proxai"]) == 1  # logged once
+
+
+@pytest.mark.parametrize("mode", ["strict", "production"])
+@pytest.mark.parametrize("exc", [strict.MalformedEvent("choices: expected a list"),
+                                 TypeError("'int' object is not subscriptable")], ids=["judged", "unforeseen-shape"])
+def test_malformed_upstream_complete_response_names_the_upstream(mode, exc, monkeypatch, request):
+    """Reading the upstream body failed (the decoder judged it malformed, or met a shape it did not
+    foresee): the upstream's fault, the client's native 502, strict mode or not."""
+    if mode == "production":
+        request.getfixturevalue("production")
+
+    def unreadable(body, warnings):
+        raise exc
+
+    monkeypatch.setattr(chat.CODEC, "decode_response", unreadable)
+    res = translate_response_result(BODY, C, A)
+    assert res.status == 502 and res.body["error"]["type"] == "api_error"
+    assert res.warnings[0].startswith("the upstream openai_chat_completions response could not be read")
+    assert str(exc) in res.warnings[0] and not _internal(res.warnings)

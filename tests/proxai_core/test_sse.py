@@ -192,3 +192,24 @@ def test_frame_of_a_body_nested_deeper_than_orjson_writes():
     out = frame("x", deep)
     assert out.startswith(b"event: x\ndata: {\"a\":{\"a\":") and out.endswith(b"}\n\n")
     assert frame_data(deep) == out[len(b"event: x\n"):]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from([b'data: {"a":1}', b"data: \xc3\xa9\xe2\x82\xac", b"event: x\ndata: 2", b"event: \xc3\xa9\ndata:3",
+                                 b"data: a\ndata: b", b": c", b"event: ping", b"id: 7\ndata: 4"]), max_size=8),
+       st.sampled_from([b"\n", b"\r\n", b"\r"]), st.lists(st.integers(min_value=0, max_value=200), max_size=4))
+def test_each_raw_blob_is_its_own_event(blocks, eol, cuts):
+    """Several whole events in a read (LF, CRLF or CR ends, non-ASCII): each blob handed over is
+    exactly the bytes of the event it comes with (a pass-through forwards it as that event)."""
+    raw = b"".join(b.replace(b"\n", eol) + eol + eol for b in blocks)
+    cuts = sorted({c for c in cuts if c < len(raw)})
+    r = SSEReader()
+    pairs = []
+    for a, b in zip([0] + cuts, cuts + [len(raw)], strict=True):
+        evs, blobs = r.feed_raw(raw[a:b])
+        pairs += zip(evs, blobs, strict=True)
+    evs, blobs = r.close_raw()
+    pairs += zip(evs, blobs, strict=True)
+    assert b"".join(b for _, b in pairs) == raw
+    for ev, blob in pairs:
+        assert _whole(blob) == ([] if ev is None else [ev]), (blob, ev)

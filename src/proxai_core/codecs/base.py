@@ -256,6 +256,11 @@ class Codec:
     #: the reader of this protocol's streams (None: SSE, :class:`proxai_core.sse.SSEReader`); a
     #: protocol with another framing gives a reader with SSEReader's methods
     stream_reader: Callable[[], Any] | None = None
+    #: a pass-through (same protocol) forwards every event's bytes and decodes only what it must
+    #: observe: (event name, data) -> False when the event carries no start, stop, usage, error or
+    #: terminal fact and the decoder needs no state from it (so it is forwarded undecoded, e.g.
+    #: text deltas). None: every event is decoded. Cheap by design: a name lookup, a substring.
+    stream_observes: Callable[[str | None, str], bool] | None = None
     #: protocols with a token counting endpoint: the answer's body for a count (a proxy that
     #: estimates locally answers in this shape)
     count_tokens_body: Callable[[int], JSONObject] | None = None
