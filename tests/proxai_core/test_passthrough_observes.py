@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from proxai_core import Protocol, StreamTranslator, api
-from proxai_core.codecs import chat
+from proxai_core.codecs import all_codecs, chat
+from tests.conftest import FIXTURES, fixture_dir, needs_fixtures, sse_events
 
 C = Protocol.CHAT
 
@@ -48,3 +49,38 @@ def test_events_the_codec_does_not_observe_are_forwarded_undecoded(monkeypatch, 
     assert t.usage == t0.usage and t.usage is not None
     assert t.model == t0.model == "m" and t.warnings == t0.warnings == []
     assert t.finished
+
+
+#: codecs that skip some events in pass-through
+SKIPPING = [c for c in all_codecs() if c.stream_observes is not None]
+
+
+def _observed(t: StreamTranslator) -> tuple:
+    return t.stop, t.usage, t.model, t.error, t.finished
+
+
+@needs_fixtures
+@pytest.mark.parametrize("codec", SKIPPING, ids=lambda c: c.name)
+def test_skipping_changes_no_observed_fact_on_real_streams(monkeypatch, codec):
+    """Every recorded stream of a codec that skips events: the same bytes, StopInfo, usage, model and
+    error as when every event is decoded, in one read and in 61-byte reads."""
+    files = sorted(fixture_dir(codec.protocol).glob("*.sse"))
+    assert files, FIXTURES
+    skipped = 0
+    for f in files:
+        raw = f.read_bytes()
+        for reads in ([raw], [raw[i:i + 61] for i in range(0, len(raw), 61)]):
+            monkeypatch.setattr(api, "_STREAM_PAIRS", {})
+            t = StreamTranslator(codec.protocol, codec.protocol)
+            out = b"".join(t.feed(r) for r in reads) + t.close()
+            with monkeypatch.context() as m:
+                m.setattr(codec, "stream_observes", None)
+                m.setattr(api, "_STREAM_PAIRS", {})
+                t0 = StreamTranslator(codec.protocol, codec.protocol)
+                out0 = b"".join(t0.feed(r) for r in reads) + t0.close()
+            assert out == out0, f.name
+            assert _observed(t) == _observed(t0), f.name
+            assert t.warnings == t0.warnings, f.name
+        skipped += any(not codec.stream_observes(n, d) for n, d in sse_events(raw))
+    assert skipped, "no recording had an event the codec skips"
+

@@ -350,6 +350,17 @@ def sniff_stream(head: bytes) -> Evidence | None:
     return None
 
 
+def stream_observes(name: str | None, data: str) -> bool:
+    """Pass-through: content deltas and pings carry no stop, usage, model or error fact (tool use is
+    known from its block's start), so they are forwarded undecoded. The data's own type must agree
+    with the event name: a compactly written content delta or ping; anything else is decoded."""
+    if name == "content_block_delta":
+        return '"type":"content_block_delta"' not in data
+    if name == "ping":
+        return '"type":"ping"' not in data
+    return True
+
+
 def is_error_body(obj: dict[str, Any]) -> bool:
     return obj.get("type") == "error" or ("error" in obj and "content" not in obj)
 

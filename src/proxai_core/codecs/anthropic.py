@@ -1117,5 +1117,6 @@ CODEC = Codec(
     sniff_response=_facts.sniff_response,
     sniff_stream=_facts.sniff_stream,
     is_error_body=_facts.is_error_body,
+    stream_observes=_facts.stream_observes,
     count_tokens_body=lambda n: {"input_tokens": n},
 )
