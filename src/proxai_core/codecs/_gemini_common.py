@@ -494,6 +494,7 @@ class StreamReader(SSEReader):
     ``feed_raw`` on the instance are that framing's own (every later read goes straight to them)."""
 
     _arr: JsonArrayReader | None = None  # the array form's reader, once its "[" was seen
+    _sse = False  # the SSE form, once its first byte was seen
 
     def _mode(self, chunk: bytes) -> bool | None:
         """True: the array form (its reader made), False: SSE, None: only whitespace so far."""
@@ -507,12 +508,19 @@ class StreamReader(SSEReader):
             self.feed = self._feed_array  # type: ignore[method-assign,assignment]
             self.feed_raw = self._feed_raw_array  # type: ignore[method-assign]
             return True
+        self._sse = True
         self.feed, self.feed_raw = self._read, self._sse_feed_raw  # type: ignore[method-assign]
         return False
 
     _sse_feed_raw = SSEReader.feed_raw
 
     def feed(self, chunk: bytes, blobs: list[bytes] | None = None) -> list[Any]:
+        # (a caller may hold this bound method from before the framing was known: it must not look
+        # at the first byte again, since a later read may well start with "[")
+        if self._arr is not None:
+            return self._feed_array(chunk)
+        if self._sse:
+            return self._read(chunk)
         mode = self._mode(chunk)
         return [] if mode is None else self.feed(chunk)
 
@@ -532,6 +540,10 @@ class StreamReader(SSEReader):
     def feed_raw(self, chunk: bytes) -> tuple[list[Any], list[bytes]]:
         """Pass-through: the array form forwards its bytes as they come (an element is never
         re-framed); the SSE form forwards whole events only."""
+        if self._arr is not None:
+            return self._feed_raw_array(chunk)
+        if self._sse:
+            return self._sse_feed_raw(chunk)
         mode = self._mode(chunk)
         return ([None], [chunk]) if mode is None else self.feed_raw(chunk)
 
