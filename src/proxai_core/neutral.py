@@ -29,98 +29,59 @@ Role = Literal["system", "developer", "user", "assistant"]
 #: what a tool call is: a function (JSON arguments) or a custom tool (free text input)
 ToolKind = Literal["function", "custom"]
 
-# The parts and messages are built once per wire part on every request and stream: their
-# ``__init__`` is written out (a generated one also stores ``type`` per object and tests a default
-# factory), ``type`` is a class constant, and the dataclass keeps equality and repr.
+# The parts and messages are built once per wire part on every request and stream: ``type`` is a
+# class constant (not stored per object) and no field has a default factory.
 
 
-@dataclass(slots=True, init=False)
+@dataclass(slots=True)
 class Text:
     text: str
     #: Neutral citations: dicts with "type" ("url" | "char_location" | "page_location" |
     #: "content_block_location" | "search_result_location" | "file"), and where known "url", "title",
     #: "cited_text", "start", "end" (char offsets into text), "file_id", "filename", "raw" (the
     #: source protocol's own object, for same-protocol fidelity).
-    citations: list[dict[str, Any]] | None
+    citations: list[dict[str, Any]] | None = None
     #: Anthropic cache_control or similar hints, kept when the target has them.
-    cache_control: dict[str, Any] | None
+    cache_control: dict[str, Any] | None = None
     type: ClassVar[Literal["text"]] = "text"
 
-    def __init__(self, text: str, citations: list[dict[str, Any]] | None = None,
-                 cache_control: dict[str, Any] | None = None) -> None:
-        self.text = text
-        self.citations = citations
-        self.cache_control = cache_control
 
-
-@dataclass(slots=True, init=False)
+@dataclass(slots=True)
 class Image:
     #: "base64" (media_type + data) | "url" (url; may be a data: URL) | "file" (file_id)
     source: Literal["base64", "url", "file"]
-    media_type: str | None
-    data: str | None
-    url: str | None
-    file_id: str | None
-    detail: str | None
-    cache_control: dict[str, Any] | None
+    media_type: str | None = None
+    data: str | None = None
+    url: str | None = None
+    file_id: str | None = None
+    detail: str | None = None
+    cache_control: dict[str, Any] | None = None
     type: ClassVar[Literal["image"]] = "image"
 
-    def __init__(self, source: Literal["base64", "url", "file"], media_type: str | None = None,
-                 data: str | None = None, url: str | None = None, file_id: str | None = None,
-                 detail: str | None = None, cache_control: dict[str, Any] | None = None) -> None:
-        self.source = source
-        self.media_type = media_type
-        self.data = data
-        self.url = url
-        self.file_id = file_id
-        self.detail = detail
-        self.cache_control = cache_control
 
-
-@dataclass(slots=True, init=False)
+@dataclass(slots=True)
 class Document:
     #: "base64" (media_type + data) | "url" | "text" (plain text in data) | "file" (file_id)
     source: Literal["base64", "url", "text", "file"]
-    media_type: str | None
-    data: str | None
-    url: str | None
-    file_id: str | None
-    filename: str | None
-    title: str | None
-    cache_control: dict[str, Any] | None
+    media_type: str | None = None
+    data: str | None = None
+    url: str | None = None
+    file_id: str | None = None
+    filename: str | None = None
+    title: str | None = None
+    cache_control: dict[str, Any] | None = None
     type: ClassVar[Literal["document"]] = "document"
 
-    def __init__(self, source: Literal["base64", "url", "text", "file"], media_type: str | None = None,
-                 data: str | None = None, url: str | None = None, file_id: str | None = None,
-                 filename: str | None = None, title: str | None = None,
-                 cache_control: dict[str, Any] | None = None) -> None:
-        self.source = source
-        self.media_type = media_type
-        self.data = data
-        self.url = url
-        self.file_id = file_id
-        self.filename = filename
-        self.title = title
-        self.cache_control = cache_control
 
-
-@dataclass(slots=True, init=False)
+@dataclass(slots=True)
 class ToolCall:
     id: str
     name: str
-    arguments: str
-    kind: ToolKind
+    arguments: str = ""
+    kind: ToolKind = "function"
     #: Provider item id where it differs from the call id (Responses "fc_…").
-    item_id: str | None
+    item_id: str | None = None
     type: ClassVar[Literal["tool_call"]] = "tool_call"
-
-    def __init__(self, id: str, name: str, arguments: str = "", kind: ToolKind = "function",
-                 item_id: str | None = None) -> None:
-        self.id = id
-        self.name = name
-        self.arguments = arguments
-        self.kind = kind
-        self.item_id = item_id
 
 
 class ToolResult:
@@ -168,36 +129,26 @@ class ToolResult:
                 f"kind={self.kind!r}, cache_control={self.cache_control!r})")
 
 
-@dataclass(slots=True, init=False)
+@dataclass(slots=True)
 class Reasoning:
     #: Visible reasoning text (thinking text, summary text, or reasoning_content).
-    text: str
+    text: str = ""
     #: Responses summaries kept as separate strings when the source had several.
-    summary: list[str] | None
+    summary: list[str] | None = None
     #: Continuity payload, tagged by issuer: {"protocol": "...", ...}. None when there is none.
-    opaque: dict[str, Any] | None
+    opaque: dict[str, Any] | None = None
     #: True for Anthropic redacted_thinking (text is empty; data in opaque).
-    redacted: bool
+    redacted: bool = False
     type: ClassVar[Literal["reasoning"]] = "reasoning"
 
-    def __init__(self, text: str = "", summary: list[str] | None = None, opaque: dict[str, Any] | None = None,
-                 redacted: bool = False) -> None:
-        self.text = text
-        self.summary = summary
-        self.opaque = opaque
-        self.redacted = redacted
 
-
-@dataclass(slots=True, init=False)
+@dataclass(slots=True)
 class Refusal:
     text: str
     type: ClassVar[Literal["refusal"]] = "refusal"
 
-    def __init__(self, text: str) -> None:
-        self.text = text
 
-
-@dataclass(slots=True, init=False)
+@dataclass(slots=True)
 class Opaque:
     """A part only its own protocol understands (server tool blocks, hosted tool items, ...).
 
@@ -207,13 +158,8 @@ class Opaque:
 
     protocol: str
     raw: dict[str, Any]
-    label: str
+    label: str = ""
     type: ClassVar[Literal["opaque"]] = "opaque"
-
-    def __init__(self, protocol: str, raw: dict[str, Any], label: str = "") -> None:
-        self.protocol = protocol
-        self.raw = raw
-        self.label = label
 
 
 Part = Text | Image | Document | ToolCall | ToolResult | Reasoning | Refusal | Opaque
