@@ -92,6 +92,8 @@ class SSEReader:
                     out.append((None, t[p + 6:j]))
                 elif t.startswith("event: ", p):
                     i = t.find("\n", p)
+                    if i < 0:  # (without this check, find from 0 could go back before p: no progress)
+                        break
                     j = t.find("\n", i + 1)
                     if j < 0 or not t.startswith("data: ", i + 1) or not t.startswith("\n", j + 1):
                         break

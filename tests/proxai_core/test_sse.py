@@ -213,3 +213,26 @@ def test_each_raw_blob_is_its_own_event(blocks, eol, cuts):
     assert b"".join(b for _, b in pairs) == raw
     for ev, blob in pairs:
         assert _whole(blob) == ([] if ev is None else [ev]), (blob, ev)
+
+
+@pytest.mark.parametrize("tail", [b"event: x", b"event: message_stop", b"event: x\ndata: {}", b"event: x\n"])
+def test_a_read_ending_in_an_unfinished_event_line_completes(tail):
+    """A whole event, then the start of an ``event:`` line without its line end: the reader must not
+    search back before that line (it once looped for ever there, growing memory, on such a read)."""
+    import signal
+
+    def _hang(*_):
+        raise TimeoutError("the SSE reader did not finish a read")
+
+    old = signal.signal(signal.SIGALRM, _hang)
+    signal.alarm(5)
+    try:
+        for raw in (False, True):
+            r = SSEReader()
+            got = r.feed_raw(b"data: {}\n\n" + tail)[0] if raw else r.feed(b"data: {}\n\n" + tail)
+            assert got[0] == (None, "{}")
+            rest = r.feed_raw(b"\n\ndata: {\"a\":1}\n\n")[0] if raw else r.feed(b"\n\ndata: {\"a\":1}\n\n")
+            assert [e for e in got[1:] + rest if e is not None][-1][1] == '{"a":1}'
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
