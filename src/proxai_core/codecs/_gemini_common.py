@@ -237,25 +237,15 @@ def stop_to_wire(stop: StopInfo, has_tools: bool, warnings: list[str]) -> tuple[
 
 
 # ----------------------------------------------------------------------------- usage
+_USAGE_KEYS = ("promptTokenCount", "candidatesTokenCount", "cachedContentTokenCount", "thoughtsTokenCount",
+               "toolUsePromptTokenCount")
+
+
 def usage_from_wire(u: dict[str, Any]) -> Usage | None:
     """``usageMetadata`` -> neutral: prompt tokens include cached ones; candidates exclude thoughts;
     tool-use prompt tokens are input the model read."""
-    # (``v.__class__ is int``: what as_int says, without a call per field; it runs once per stream)
-    prompt = u.get("promptTokenCount")
-    if prompt.__class__ is not int:
-        prompt = None
-    cand = u.get("candidatesTokenCount")
-    if cand.__class__ is not int:
-        cand = None
-    cached = u.get("cachedContentTokenCount")
-    if cached.__class__ is not int:
-        cached = None
-    thoughts = u.get("thoughtsTokenCount")
-    if thoughts.__class__ is not int:
-        thoughts = None
-    tool = u.get("toolUsePromptTokenCount")
-    if tool.__class__ is not int:
-        tool = None
+    # (``v.__class__ is int``: what as_int says: a bool or a float is no count)
+    prompt, cand, cached, thoughts, tool = (v if (v := u.get(k)).__class__ is int else None for k in _USAGE_KEYS)
     if prompt is None and cand is None and thoughts is None and cached is None and tool is None:
         return None
     inp = None
