@@ -182,15 +182,10 @@ class StreamHandler:
                                                                ("response", self.out)) if buf.truncated]
 
     def _add_chunk(self, chunk: bytes) -> None:
+        """A decoded upstream chunk of a stream that is not mirrored (:meth:`_mirror` notes those)."""
         if self.first_watch is not None and self.first_watch.feed(chunk):
             self.first_content, self.first_watch = time.time(), None
-        at = round((_monotonic() - self.t0) * 1000.0, 1)
-        if not self.mirror:
-            self.chunks.add(chunk, at)
-            return
-        room = self.out.limit - self.out.kept  # timings of the recorded head only: bounded too
-        if room > 0:
-            self._times.append([at, min(len(chunk), room)])
+        self.chunks.add(chunk, round((_monotonic() - self.t0) * 1000.0, 1))
 
     @property
     def warnings(self) -> list[str]:
