@@ -491,12 +491,7 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], strings: dict[str, b
                     child = None
                 if child is None:
                     child = [] if nxt.__class__ is int else {}
-                    if kind is dict:
-                        cur[k] = child
-                    elif kind is list and k.__class__ is int:
-                        while len(cur) <= k:  # type: ignore[operator]
-                            cur.append(None)
-                        cur[k] = child
+                    _put(cur, kind, k, child)
                 cur = child
         last = keys[-1]
         kind = cur.__class__
@@ -509,13 +504,19 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], strings: dict[str, b
                 prev = cur[last]
             value = (prev if prev.__class__ is str else "") + value
         strings[path] = is_str and pa.get("willContinue") is True
-        if kind is dict:
-            cur[last] = value
-        elif kind is list and last.__class__ is int:
-            while len(cur) <= last:  # type: ignore[operator]
-                cur.append(None)
-            cur[last] = value
+        _put(cur, kind, last, value)
     return ok
+
+
+def _put(cur: Any, kind: type, key: str | int, value: Any) -> None:
+    """``cur[key] = value`` for a JSON object, or a list grown to reach ``key``; other values (a
+    path through a string, a name on a list) take nothing."""
+    if kind is dict:
+        cur[key] = value
+    elif kind is list and key.__class__ is int:
+        while len(cur) <= key:  # type: ignore[operator]
+            cur.append(None)
+        cur[key] = value
 
 
 # ============================================================================= stream decode
