@@ -100,22 +100,11 @@ def usage_to_wire(u: Usage | None, *, delta: bool = False) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- stop
-#: StopInfo without details, per (raw stop_reason, tool calls seen): built once (a StopInfo costs
-#: more to build than the rest of a message_delta to decode)
-_PLAIN_STOPS: dict[tuple[str | None, bool], StopInfo] = {}
-
-
 def stop_from_wire(raw: Any, details: Any, has_tool_calls: bool) -> StopInfo:
     # end_turn with tool_use blocks reads as tool_use (raw keeps "end_turn"), as for every protocol
     raw = raw if isinstance(raw, str) else None
-    if not isinstance(details, dict):  # nearly always: the StopInfo (immutable) of its two inputs
-        key = (raw, has_tool_calls)
-        stop = _PLAIN_STOPS.get(key)
-        if stop is None:
-            stop = classify_stop(raw, has_tool_calls=has_tool_calls)
-            if len(_PLAIN_STOPS) < 64:  # (bounded: raw is the upstream's string)
-                _PLAIN_STOPS[key] = stop
-        return stop
+    if not isinstance(details, dict):  # nearly always
+        return classify_stop(raw, has_tool_calls=has_tool_calls)
     c, m, r = details.get("category"), details.get("explanation"), details.get("recommended_model")
     return classify_stop(
         raw,

@@ -173,22 +173,9 @@ def stop_from_wire(finish: Any, message: Any, has_tools: bool, detail: dict[str,
     """A candidate's ``finishReason`` (+ ``finishMessage``) as StopInfo (seed 004 table)."""
     raw = finish if isinstance(finish, str) and finish else None
     msg = message if isinstance(message, str) and message else None
-    plain = msg is None and not detail and (raw is None or raw in FINISH_REASONS)
-    if plain:  # (a StopInfo is immutable: the one of a plain Gemini value is built once)
-        known = _PLAIN_STOPS.get((raw, has_tools))
-        if known is not None:
-            return known
     if raw == "FINISH_REASON_UNSPECIFIED":
-        stop = classify_stop(raw, message=msg, detail=detail)
-    else:
-        stop = classify_stop(raw, has_tool_calls=has_tools, message=msg, detail=detail)
-    if plain:
-        _PLAIN_STOPS[raw, has_tools] = stop
-    return stop
-
-
-#: (finishReason or None, function calls seen) -> its StopInfo, for finishes with nothing else said
-_PLAIN_STOPS: dict[tuple[str | None, bool], StopInfo] = {}
+        return classify_stop(raw, message=msg, detail=detail)
+    return classify_stop(raw, has_tool_calls=has_tools, message=msg, detail=detail)
 
 
 def stop_from_block(feedback: dict[str, Any]) -> StopInfo | None:
