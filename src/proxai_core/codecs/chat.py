@@ -21,8 +21,6 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from orjson import JSONDecodeError as _JSONDecodeError
-from orjson import loads as _loads
 
 from .. import reasoning as rz
 from ..context import ClientContext
@@ -542,8 +540,25 @@ class StreamDecoder:
         if isinstance(v, dict):
             self._tool_fragment({"index": "legacy", "function": v})
 
+    def _on_tool_calls(self, v: Any, delta: dict) -> None:
+        if isinstance(v, list):
+            for tc in v:
+                if isinstance(tc, dict):
+                    self._tool_fragment(tc)
+
     def _tool_fragment(self, tc: dict[str, Any]) -> None:
-        """Any tool call fragment (feed appends the usual continuation itself; this gives the same)."""
+        # most fragments continue the last call: its index and its next arguments, nothing else
+        # (call.key == index means _calls_by_index[index] is that call: what the lookup below finds)
+        call = self._last_call
+        if call is not None and call.started and len(tc) == 2 and tc.get("index") == call.key:
+            fn = tc.get("function")
+            if type(fn) is dict and len(fn) == 1:
+                frag = fn.get("arguments")
+                if type(frag) is str:
+                    if frag:
+                        call.args.append(frag)
+                        self._out.append(Delta(call.idx, "arguments", frag))
+                    return
         key = tc.get("index")
         if not isinstance(key, (int, str)):
             key = None
@@ -671,8 +686,8 @@ class StreamDecoder:
         if data[:1] != "{" and data.strip() == "[DONE]":  # no copy of ordinary JSON payloads
             return self._terminal()
         try:
-            obj = _loads(data)
-        except _JSONDecodeError:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
             if event == "error":
                 return self._error(data)
             self.warnings.append("invalid JSON in a Chat stream event ignored")
@@ -681,7 +696,7 @@ class StreamDecoder:
             self.warnings.append("non-object Chat stream event ignored")
             return []
         out = self._out
-        if event is not None and event == "error" or "error" in obj and obj["error"]:
+        if event == "error" or obj.get("error"):
             u = decode_usage(obj.get("usage"))
             if u is not None:
                 out.append(UsageEvent(u))
@@ -689,11 +704,13 @@ class StreamDecoder:
         choices = obj.get("choices")
         if not self._started and (obj.get("id") or obj.get("model") or choices or obj.get("usage")):
             self._start(obj)  # Azure's prompt-filter chunk (no id, no model, no choices) waits
-        if type(choices) is list:
+        if choices and type(choices) is not list:
+            self.warnings.append("Chat stream chunk whose choices is not a list: its choices ignored")
+        elif choices:
             for ch in choices:
                 if type(ch) is not dict:
                     continue
-                if "index" in ch and ch["index"] != 0:
+                if ch.get("index", 0) != 0:
                     if not self._choice_warned:
                         self._choice_warned = True
                         self.warnings.append("stream has more than one choice; only the first is translated")
@@ -706,41 +723,20 @@ class StreamDecoder:
                             self.warnings.append("content after finish_reason ignored")
                     else:
                         for k, v in delta.items():
-                            if k == "content":  # (most deltas: read here, no handler call)
+                            if v is None:
+                                continue
+                            if k == "content":  # (most deltas: no handler call)
                                 if v and type(v) is str:
                                     self._produced = True
                                     out.append(Delta(self._seq_idx if self._seq_kind == _TEXT
                                                      else self._open_seq(_TEXT), "text", v))
-                            elif k == "tool_calls":  # (the other usual delta)
-                                if type(v) is not list:
-                                    continue
-                                for tc in v:
-                                    if type(tc) is not dict:
-                                        continue
-                                    # most fragments continue the last call: its index and its next
-                                    # arguments, nothing else (call.key == index: _calls_by_index[index]
-                                    # is that call, what _tool_fragment would find)
-                                    call = self._last_call
-                                    if call is not None and len(tc) == 2 and call.started \
-                                            and tc.get("index") == call.key:
-                                        fn = tc.get("function")
-                                        if type(fn) is dict and len(fn) == 1:
-                                            frag = fn.get("arguments")
-                                            if type(frag) is str:
-                                                if frag:
-                                                    call.args.append(frag)
-                                                    out.append(Delta(call.idx, "arguments", frag))
-                                                continue
-                                    self._tool_fragment(tc)
-                            elif v is not None:
+                            else:
                                 h = _DELTA_HANDLERS.get(k)
                                 if h is not None:
                                     h(self, v, delta)
                 fr = ch.get("finish_reason")
                 if fr:
                     self._on_finish(fr, ch)
-        elif choices:
-            self.warnings.append("Chat stream chunk whose choices is not a list: its choices ignored")
         u = obj.get("usage")
         if u is not None:
             usage = decode_usage(u)
@@ -777,15 +773,16 @@ class StreamDecoder:
 
 
 # delta field -> handler (per class: no bound-method table built per stream)
-_DELTA_HANDLERS = {  # ("content" and "tool_calls" are read in feed itself)
+_DELTA_HANDLERS = {  # ("content" is read in feed itself)
     "refusal": StreamDecoder._on_refusal,
     "reasoning_content": StreamDecoder._on_reasoning_content,
     "reasoning": StreamDecoder._on_reasoning,
     "reasoning_details": StreamDecoder._on_details,
+    "tool_calls": StreamDecoder._on_tool_calls,
     "function_call": StreamDecoder._on_function_call,
     "annotations": StreamDecoder._on_annotations,
 }
-_DELTA_FIELDS = ("content", "tool_calls", *_DELTA_HANDLERS)
+_DELTA_FIELDS = ("content", *_DELTA_HANDLERS)
 
 
 # ============================================================================= stream encode
