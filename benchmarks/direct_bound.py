@@ -120,59 +120,46 @@ def _frame(name: bytes, obj: dict) -> bytes:
     return b"event: " + name + b"\ndata: " + dumps(obj) + b"\n\n"
 
 
-class DirectGeminiToResponses:
-    """Gemini SSE (text parts) -> Responses SSE."""
+class _ResponsesOut:
+    """The Responses frames of one text message: begin, deltas, the done frames and the terminal."""
 
     def __init__(self) -> None:
         self.buf = b""
-        self.rid = None
+        self.rid = ""
         self.seq = 4
         self.text: list[str] = []
-        self.finish = None
-        self.usage: dict = {}
 
-    def feed(self, chunk: bytes) -> bytes:
-        evs, self.buf = _events(self.buf + chunk)
-        out = []
-        for _name, data in evs:
-            obj = loads(data)
-            if self.rid is None:
-                rid = obj["responseId"]
-                self.rid, self.model, self.iid = "resp_" + rid, obj["modelVersion"], "msg_" + rid + "_0"
-                s = _shell(self.rid, self.model, "in_progress", [], None)
-                out += [_frame(b"response.created", {"type": "response.created", "sequence_number": 0, "response": s}),
-                        _frame(b"response.in_progress", {"type": "response.in_progress", "sequence_number": 1,
-                                                         "response": s}),
-                        _frame(b"response.output_item.added", {
-                            "type": "response.output_item.added", "sequence_number": 2, "output_index": 0,
-                            "item": {"id": self.iid, "type": "message", "status": "in_progress", "role": "assistant",
-                                     "content": []}}),
-                        _frame(b"response.content_part.added", {
-                            "type": "response.content_part.added", "sequence_number": 3, "item_id": self.iid,
-                            "output_index": 0, "content_index": 0,
-                            "part": {"type": "output_text", "text": "", "annotations": [], "logprobs": []}})]
-            cand = obj["candidates"][0]
-            for p in cand["content"]["parts"]:
-                if t := p.get("text"):
-                    self.text.append(t)
-                    out.append(_frame(b"response.output_text.delta", {
-                        "type": "response.output_text.delta", "sequence_number": self.seq, "item_id": self.iid,
-                        "output_index": 0, "content_index": 0, "delta": t, "logprobs": []}))
-                    self.seq += 1
-            self.finish = cand.get("finishReason") or self.finish
-            self.usage = obj.get("usageMetadata") or self.usage
-        return b"".join(out)
+    def begin(self, rid: str, model: str, out: list[bytes]) -> None:
+        self.rid, self.model, self.iid = "resp_" + rid, model, "msg_" + rid + "_0"
+        s = _shell(self.rid, model, "in_progress", [], None)
+        out += [_frame(b"response.created", {"type": "response.created", "sequence_number": 0, "response": s}),
+                _frame(b"response.in_progress", {"type": "response.in_progress", "sequence_number": 1,
+                                                 "response": s}),
+                _frame(b"response.output_item.added", {
+                    "type": "response.output_item.added", "sequence_number": 2, "output_index": 0,
+                    "item": {"id": self.iid, "type": "message", "status": "in_progress", "role": "assistant",
+                             "content": []}}),
+                _frame(b"response.content_part.added", {
+                    "type": "response.content_part.added", "sequence_number": 3, "item_id": self.iid,
+                    "output_index": 0, "content_index": 0,
+                    "part": {"type": "output_text", "text": "", "annotations": [], "logprobs": []}})]
 
-    def close(self) -> bytes:
+    def delta(self, t: str, out: list[bytes]) -> None:
+        self.text.append(t)
+        out.append(_frame(b"response.output_text.delta", {
+            "type": "response.output_text.delta", "sequence_number": self.seq, "item_id": self.iid,
+            "output_index": 0, "content_index": 0, "delta": t, "logprobs": []}))
+        self.seq += 1
+
+    def end(self, incomplete: bool, i: int, o: int) -> bytes:
         text, s, iid = "".join(self.text), self.seq, self.iid
         part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
-        status = "incomplete" if self.finish == "MAX_TOKENS" else "completed"
+        status = "incomplete" if incomplete else "completed"
         item = {"id": iid, "type": "message", "status": status, "role": "assistant", "content": [part]}
-        i, o = self.usage.get("promptTokenCount", 0), self.usage.get("candidatesTokenCount", 0)
         usage = {"input_tokens": i, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
                  "output_tokens": o, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": i + o}
-        name = "response.incomplete" if status == "incomplete" else "response.completed"
-        why = {"reason": "max_output_tokens"} if status == "incomplete" else None
+        name = "response.incomplete" if incomplete else "response.completed"
+        why = {"reason": "max_output_tokens"} if incomplete else None
         return b"".join([
             _frame(b"response.output_text.done", {"type": "response.output_text.done", "sequence_number": s,
                                                   "item_id": iid, "output_index": 0, "content_index": 0, "text": text,
@@ -184,6 +171,59 @@ class DirectGeminiToResponses:
                                                   "output_index": 0, "item": item}),
             _frame(name.encode(), {"type": name, "sequence_number": s + 3,
                                    "response": _shell(self.rid, self.model, status, [item], usage, why)})])
+
+
+class DirectGeminiToResponses(_ResponsesOut):
+    """Gemini SSE (text parts) -> Responses SSE."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.finish = None
+        self.usage: dict = {}
+
+    def feed(self, chunk: bytes) -> bytes:
+        evs, self.buf = _events(self.buf + chunk)
+        out: list[bytes] = []
+        for _name, data in evs:
+            obj = loads(data)
+            if not self.rid:
+                self.begin(obj["responseId"], obj["modelVersion"], out)
+            cand = obj["candidates"][0]
+            for p in cand["content"]["parts"]:
+                if t := p.get("text"):
+                    self.delta(t, out)
+            self.finish = cand.get("finishReason") or self.finish
+            self.usage = obj.get("usageMetadata") or self.usage
+        return b"".join(out)
+
+    def close(self) -> bytes:
+        u = self.usage
+        return self.end(self.finish == "MAX_TOKENS", u.get("promptTokenCount", 0), u.get("candidatesTokenCount", 0))
+
+
+class DirectAnthropicToResponses(_ResponsesOut):
+    """Anthropic Messages SSE (one text block) -> Responses SSE."""
+
+    def feed(self, chunk: bytes) -> bytes:
+        evs, self.buf = _events(self.buf + chunk)
+        out: list[bytes] = []
+        for _name, data in evs:
+            obj = loads(data)
+            t = obj["type"]
+            if t == "content_block_delta":
+                self.delta(obj["delta"]["text"], out)
+            elif t == "message_start":
+                m = obj["message"]
+                self.begin(m["id"].removeprefix("msg_"), m["model"], out)
+                self.input = m["usage"]["input_tokens"]
+            elif t == "message_delta":
+                self.stop, self.output = obj["delta"]["stop_reason"], obj["usage"]["output_tokens"]
+            elif t == "message_stop":
+                out.append(self.end(self.stop == "max_tokens", self.input, self.output))
+        return b"".join(out)
+
+    def close(self) -> bytes:
+        return b""
 
 
 def case_direct_stream(cls, events):
@@ -273,7 +313,7 @@ def checked_rows() -> list[tuple[str, str, int, dict]]:
     ProxAI's output on its input (SystemExit naming the row otherwise)."""
     rows = []
     for src, dst, kind, cls in ((A, C, "text", DirectAnthropicToChat), (A, C, "tools", DirectAnthropicToChat),
-                                (G, R, "text", DirectGeminiToResponses)):
+                                (A, R, "text", DirectAnthropicToResponses), (G, R, "text", DirectGeminiToResponses)):
         rel = STREAMS[src][kind]
         events = split_events((FIX / rel).read_bytes())
         ours, direct = case_ours(src, dst, events, stream_path(src, rel)), case_direct_stream(cls, events)

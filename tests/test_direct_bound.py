@@ -20,7 +20,7 @@ def test_direct_translators_match_proxai_output() -> None:
         rows = mod.checked_rows()  # SystemExit names a row whose output differs
     finally:
         sys.path[:] = saved
-    assert len(rows) == 7
+    assert len(rows) == 8
     for label, _target, _units, cases in rows:
         assert set(cases) == {"bare", "direct", "ProxAI"}, label
         assert cases["direct"]() and cases["ProxAI"](), label
