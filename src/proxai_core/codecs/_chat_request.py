@@ -677,9 +677,7 @@ def _encode_user(msg: Message, parts: list[Any], i: int, out: list[dict], warnin
             if buf:
                 out.append(_user_message(buf, msg.name))
                 buf = []
-            if moved is None:
-                moved = []
-            out.append(_encode_tool_result(p, moved, warnings, i, parts))  # type: ignore[arg-type]
+            moved = _encode_tool_result(p, moved, out, warnings, i, parts)  # type: ignore[arg-type]
             continue
         if moved:
             buf += moved
@@ -703,9 +701,10 @@ def _encode_user(msg: Message, parts: list[Any], i: int, out: list[dict], warnin
         out.append(_user_message(buf, msg.name))
 
 
-def _encode_tool_result(tr: ToolResult, moved: list[dict[str, Any]], warnings: list[str],
-                        i: int, parts: list[Any]) -> dict[str, Any]:
-    """A tool message; its images/files go to ``moved`` (Chat tool messages carry text only)."""
+def _encode_tool_result(tr: ToolResult, moved: list[dict[str, Any]] | None, out: list[dict], warnings: list[str],
+                        i: int, parts: list[Any]) -> list[dict[str, Any]] | None:
+    """A tool message into ``out``; its images/files are added to ``moved`` (Chat tool messages carry
+    text only), which is returned (None while there are none)."""
     content: Any = tr.text  # one text: a string; several: a list of strings
     media: list[dict[str, Any]] | None = None
     for c in tr.content if content is None else ():
@@ -731,8 +730,7 @@ def _encode_tool_result(tr: ToolResult, moved: list[dict[str, Any]], warnings: l
         else:
             content.append(t)
     if media:
-        moved.append({"type": "text", "text": f"[content returned by tool call {tr.call_id}]"})
-        moved += media
+        moved = (moved or []) + [{"type": "text", "text": f"[content returned by tool call {tr.call_id}]"}] + media
         warnings.append(f"{where('messages', i, 'parts', parts.index(tr))}: images/files of tool result "
                         f"{tr.call_id} moved to a following user message (Chat tool messages carry text only)")
     if tr.is_error:
@@ -742,7 +740,8 @@ def _encode_tool_result(tr: ToolResult, moved: list[dict[str, Any]], warnings: l
         content = "(see the following user message)" if media else ""
     elif content.__class__ is list:
         content = [{"type": "text", "text": t} for t in content]
-    return {"role": "tool", "tool_call_id": tr.call_id, "content": content}
+    out.append({"role": "tool", "tool_call_id": tr.call_id, "content": content})
+    return moved
 
 
 def _encode_assistant(msg: Message, parts: list[Any], i: int, warnings: list[str]) -> dict[str, Any]:
