@@ -152,9 +152,8 @@ def _decode_parts(content: Any, i: int) -> list[Any]:
     return [_decode_user_part(p, "messages", i, "content", j) for j, p in enumerate(content)]
 
 
-def _decode_text_content(content: Any, i: int) -> list[Text]:
-    if content.__class__ is str:
-        return [Text(content)]
+def _decode_text_parts(content: Any, i: int) -> list[Text]:
+    """A system or developer message's content other than a string."""
     if content.__class__ is not list:
         raise expected("a string or an array of text parts", content, "messages", i, "content")
     out = []
@@ -336,7 +335,7 @@ def _decode_messages(msgs: Any, req: Request, warnings: list[str]) -> None:
                 append(Message("user", [tr]))
                 tool_turn = True
         elif role == "system" or role == "developer":
-            texts = _decode_text_content(content, i)
+            texts = [Text(content)] if content.__class__ is str else _decode_text_parts(content, i)
             if leading and (not req.system or req.system_role == role):
                 if not req.system:
                     req.system_role = role
