@@ -917,6 +917,43 @@ def test_request_decode_full() -> None:
     assert req.parallel_tool_calls is False and req.metadata == {"k": "v"}
 
 
+def test_request_tool_result_kind_follows_the_latest_call_of_its_id() -> None:
+    """A result's kind is that of the last call with its id before it (a custom call's id reused by a
+    function call, or the reverse, gives the later kind); an unknown id is a function's."""
+    def call(kind: str) -> dict[str, Any]:
+        if kind == "custom":
+            return {"id": "a", "type": "custom", "custom": {"name": "c", "input": "x"}}
+        return {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+    for kinds, want in ((["function"], "function"), (["custom"], "custom"), (["custom", "function"], "function"),
+                        (["function", "custom"], "custom")):
+        msgs: list[dict[str, Any]] = [{"role": "user", "content": "q"}]
+        msgs += [{"role": "assistant", "content": None, "tool_calls": [call(k)]} for k in kinds]
+        msgs += [{"role": "tool", "tool_call_id": "a", "content": "r"},
+                 {"role": "tool", "tool_call_id": "unknown", "content": "r"}]
+        req = chat.decode_request({"model": "m", "messages": msgs}, [])
+        assert [p.kind for p in req.messages[-1].parts] == [want, "function"], kinds
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    (3, "messages[1].tool_calls[1]: expected an object, got integer"),
+    ({"type": "function", "function": {"name": "f"}}, "messages[1].tool_calls[1].id: expected a string, got null"),
+    ({"id": "b", "function": {"name": 1}}, "messages[1].tool_calls[1].function.name: expected a string, got integer"),
+    ({"id": "b", "function": {"name": "f", "arguments": 2}},
+     "messages[1].tool_calls[1].function.arguments: expected a string, got integer"),
+    ({"id": "b", "type": "function"}, "messages[1].tool_calls[1].function: expected an object, got null"),
+    ({"id": "b", "type": "custom"}, "messages[1].tool_calls[1].custom: expected an object, got null"),
+    ({"id": "b", "type": "x"}, "messages[1].tool_calls[1].type: unknown tool call type 'x'"),
+])
+def test_request_bad_tool_call_is_named_by_its_index(bad: Any, message: str) -> None:
+    good = {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    body = {"model": "m", "messages": [{"role": "user", "content": "q"},
+                                       {"role": "assistant", "content": None, "tool_calls": [good, bad]}]}
+    with pytest.raises(TranslationError) as e:
+        chat.decode_request(body, [])
+    assert str(e.value) == message and e.value.field == message.split(":")[0]
+
+
 def test_request_garbage_only_raises_translation_error() -> None:
     rnd = random.Random(1234)
     atoms: list[Any] = [None, 1, -1.5, True, "", "x", [], {}, "user", "assistant", "tool", "system", "text",

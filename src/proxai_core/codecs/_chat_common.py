@@ -40,16 +40,21 @@ _REASONING_META = ("text", "summary", "redacted")
 
 
 # ----------------------------------------------------------------------------- ids / time
+#: other protocols' id prefixes, stripped from an upstream id
+_FOREIGN_IDS = ("msg_", "resp_", "gen-")
+
+
 def chat_id(src: str | None) -> str:
     """A ``chatcmpl-…`` id derived from the upstream id (foreign prefixes stripped)."""
     if not src:
         return "chatcmpl-" + uuid.uuid4().hex[:24]
     if src.startswith("chatcmpl-"):
         return src
-    for p in ("msg_", "resp_", "gen-"):
-        if src.startswith(p):
-            src = src[len(p):]
-            break
+    if src.startswith(_FOREIGN_IDS):  # (one call tests all: an id with none of them pays once)
+        for p in _FOREIGN_IDS:
+            if src.startswith(p):
+                src = src[len(p):]
+                break
     return "chatcmpl-" + src
 
 

@@ -152,9 +152,8 @@ def _decode_parts(content: Any, i: int) -> list[Any]:
     return [_decode_user_part(p, "messages", i, "content", j) for j, p in enumerate(content)]
 
 
-def _decode_text_content(content: Any, i: int) -> list[Text]:
-    if content.__class__ is str:
-        return [Text(content)]
+def _decode_text_parts(content: Any, i: int) -> list[Text]:
+    """A system or developer message's content other than a string."""
     if content.__class__ is not list:
         raise expected("a string or an array of text parts", content, "messages", i, "content")
     out = []
@@ -179,42 +178,20 @@ def _assistant_extras(m: dict, i: int, parts: list[Any]) -> None:
     parts.extend(reasoning_parts(m.get(rfield), rfield, m.get("reasoning_details")))
 
 
-def _tool_calls(tcs: Any, i: int, kinds: dict[str, str], parts: list[Any]) -> None:
-    """``messages[i].tool_calls`` into ``parts`` (``kinds``: call id -> tool kind, for the results)."""
-    if tcs.__class__ is not list:
-        raise expected("an array", tcs, "messages", i, "tool_calls")
-    for j, tc in enumerate(tcs):
-        if tc.__class__ is not dict:
-            raise expected("an object", tc, "messages", i, "tool_calls", j)
-        tid = tc.get("id")
-        if tid.__class__ is not str:
-            raise expected("a string", tid, "messages", i, "tool_calls", j, "id")
-        ttype = tc.get("type")
-        fn = tc.get("function")
-        if (ttype is None or ttype == "function") and fn.__class__ is dict:
-            name = fn.get("name")
-            args = fn.get("arguments")
-            if name.__class__ is not str:
-                raise expected("a string", name, "messages", i, "tool_calls", j, "function", "name")
-            if args.__class__ is not str:
-                if args is None:
-                    args = ""
-                elif args.__class__ is dict or args.__class__ is list:
-                    args = dumps(args).decode()
-                else:
-                    raise expected("a string", args, "messages", i, "tool_calls", j, "function", "arguments")
-            kinds[tid] = "function"
-            parts.append(ToolCall(tid, name, args))
-        elif ttype == "custom":
-            c = req_obj(tc.get("custom"), "messages", i, "tool_calls", j, "custom")
-            name = req_str(c.get("name"), "messages", i, "tool_calls", j, "custom", "name")
-            inp = opt_str(c.get("input"), "messages", i, "tool_calls", j, "custom", "input")
-            kinds[tid] = "custom"
-            parts.append(ToolCall(tid, name, inp or "", kind="custom"))
-        elif ttype is None or ttype == "function":
-            raise expected("an object", fn, "messages", i, "tool_calls", j, "function")
-        else:
-            fail(f"unknown tool call type {ttype!r}", "messages", i, "tool_calls", j, "type")
+def _custom_call(tc: dict, tid: str, i: int, j: int) -> ToolCall:
+    c = req_obj(tc.get("custom"), "messages", i, "tool_calls", j, "custom")
+    name = req_str(c.get("name"), "messages", i, "tool_calls", j, "custom", "name")
+    inp = opt_str(c.get("input"), "messages", i, "tool_calls", j, "custom", "input")
+    return ToolCall(tid, name, inp or "", kind="custom")
+
+
+def _at(seq: list[Any], item: Any) -> int:
+    """The index of ``item`` (that very object) in ``seq``: the loops that check each element count
+    only when they raise."""
+    for j, x in enumerate(seq):
+        if x is item:
+            return j
+    raise ValueError(item)
 
 
 def _assistant_content(content: list[Any], i: int, parts: list[Any]) -> None:
@@ -232,15 +209,15 @@ def _assistant_content(content: list[Any], i: int, parts: list[Any]) -> None:
             fail(f"unknown assistant content part type {t!r}", "messages", i, "content", j, "type")
 
 
-def _decode_assistant(m: dict, i: int, kinds: dict[str, str]) -> Message:
+def _decode_assistant(m: dict, content: Any, i: int, kinds: dict[str, str]) -> Message:
+    """An assistant message other than role and a string content (``content``: its content)."""
     parts: list[Any] = []
-    # role and content only (the usual text answer) or with tool_calls / name: no extras to look at
-    extras = len(m) > 2 and not _ASSISTANT_PLAIN.issuperset(m)
+    # with tool_calls / name only: no extras to look at
+    extras = not _ASSISTANT_PLAIN.issuperset(m)
     if extras:
         _assistant_extras(m, i, parts)
     lead = len(parts)  # the text goes after the reasoning
     text = None
-    content = m.get("content")
     if content.__class__ is str:
         if content:
             text = content
@@ -253,14 +230,48 @@ def _decode_assistant(m: dict, i: int, kinds: dict[str, str]) -> Message:
         if refusal:
             parts.append(Refusal(refusal))
     tcs = m.get("tool_calls")
-    if tcs is not None:
-        _tool_calls(tcs, i, kinds, parts)
+    if tcs is not None:  # (kinds: only custom calls are noted, a result of any other id is a function's)
+        if tcs.__class__ is not list:
+            raise expected("an array", tcs, "messages", i, "tool_calls")
+        append = parts.append
+        for tc in tcs:
+            if tc.__class__ is not dict:
+                raise expected("an object", tc, "messages", i, "tool_calls", _at(tcs, tc))
+            tid = tc.get("id")
+            if tid.__class__ is not str:
+                raise expected("a string", tid, "messages", i, "tool_calls", _at(tcs, tc), "id")
+            ttype = tc.get("type")
+            fn = tc.get("function")
+            if (ttype == "function" or ttype is None) and fn.__class__ is dict:
+                name = fn.get("name")
+                args = fn.get("arguments")
+                if name.__class__ is not str:
+                    raise expected("a string", name, "messages", i, "tool_calls", _at(tcs, tc), "function", "name")
+                if args.__class__ is not str:
+                    if args is None:
+                        args = ""
+                    elif args.__class__ is dict or args.__class__ is list:
+                        args = dumps(args).decode()
+                    else:
+                        raise expected("a string", args, "messages", i, "tool_calls", _at(tcs, tc), "function",
+                                       "arguments")
+                if kinds:  # a custom call of the same id before: this one is a function
+                    kinds.pop(tid, None)
+                append(ToolCall(tid, name, args))
+            elif ttype == "custom":
+                append(_custom_call(tc, tid, i, _at(tcs, tc)))
+                kinds[tid] = "custom"
+            elif ttype is None or ttype == "function":
+                raise expected("an object", fn, "messages", i, "tool_calls", _at(tcs, tc), "function")
+            else:
+                fail(f"unknown tool call type {ttype!r}", "messages", i, "tool_calls", _at(tcs, tc), "type")
     if extras:
         fc = opt_obj(m.get("function_call"), "messages", i, "function_call")
         if fc is not None and fc.get("name").__class__ is str and fc["name"]:
             args = fc.get("arguments")
             call = ToolCall(f"call_legacy_{i}", fc["name"], args if args.__class__ is str else "")
-            kinds[call.id] = "function"
+            if kinds:  # a custom call of the same id before: this one is a function
+                kinds.pop(call.id, None)
             parts.append(call)
     name = m.get("name")
     if name.__class__ is not str:
@@ -277,7 +288,7 @@ def _decode_messages(msgs: Any, req: Request, warnings: list[str]) -> None:
     """One pass: each message is checked while it is read (a plain text content is read inline)."""
     if msgs.__class__ is not list:
         raise expected("an array", msgs, "messages")
-    kinds: dict[str, str] = {}
+    kinds: dict[str, str] = {}  # the custom calls' ids (a result of any other id is a function's)
     leading = True
     tool_turn = False  # the last message is a user turn of tool results only (the next tool result joins it)
     out = req.messages
@@ -286,9 +297,9 @@ def _decode_messages(msgs: Any, req: Request, warnings: list[str]) -> None:
         if m.__class__ is not dict:
             raise expected("an object", m, "messages", i)
         role = m.get("role")
+        content = m.get("content")
         if role == "user":
             leading = tool_turn = False
-            content = m.get("content")
             name = None
             if len(m) > 2:  # more than role and content
                 if m.get("tool_calls"):
@@ -302,14 +313,17 @@ def _decode_messages(msgs: Any, req: Request, warnings: list[str]) -> None:
                 append(Message("user", _decode_parts(content, i), name))
         elif role == "assistant":
             leading = tool_turn = False
-            append(_decode_assistant(m, i, kinds))
+            if content.__class__ is str and len(m) == 2:  # role and content: the usual text answer
+                # a plain text: the message is its text (an empty one: no parts)
+                append(Message("assistant", None, None, content) if content else Message("assistant", []))
+            else:
+                append(_decode_assistant(m, content, i, kinds))
         elif role == "tool":
             leading = False
             cid = m.get("tool_call_id")
             if cid.__class__ is not str:
                 raise expected("a string", cid, "messages", i, "tool_call_id")
-            content = m.get("content")
-            kind = kinds.get(cid, "function")
+            kind = kinds.get(cid, "function") if kinds else "function"
             if content.__class__ is str:  # a plain text: the result is its text
                 tr = ToolResult(cid, None, None, kind, None, content)  # type: ignore[arg-type]
             else:
@@ -321,7 +335,7 @@ def _decode_messages(msgs: Any, req: Request, warnings: list[str]) -> None:
                 append(Message("user", [tr]))
                 tool_turn = True
         elif role == "system" or role == "developer":
-            texts = _decode_text_content(m.get("content"), i)
+            texts = [Text(content)] if content.__class__ is str else _decode_text_parts(content, i)
             if leading and (not req.system or req.system_role == role):
                 if not req.system:
                     req.system_role = role
@@ -647,10 +661,9 @@ def _user_message(buf: list[Any], name: str | None) -> dict[str, Any]:
     return {"role": "user", "content": content}
 
 
-def _encode_user(msg: Message, i: int, out: list[dict], warnings: list[str]) -> None:
+def _encode_user(msg: Message, parts: list[Any], i: int, out: list[dict], warnings: list[str]) -> None:
     buf: list[Any] = []
     moved: list[dict[str, Any]] | None = None  # media of the preceding tool results: first in the next user message
-    parts = msg.parts
     for p in parts:
         c = p.__class__
         if c is Text:
@@ -663,9 +676,7 @@ def _encode_user(msg: Message, i: int, out: list[dict], warnings: list[str]) -> 
             if buf:
                 out.append(_user_message(buf, msg.name))
                 buf = []
-            if moved is None:
-                moved = []
-            out.append(_encode_tool_result(p, moved, warnings, i, parts))  # type: ignore[arg-type]
+            moved = _encode_tool_result(p, moved, out, warnings, i, parts)  # type: ignore[arg-type]
             continue
         if moved:
             buf += moved
@@ -689,9 +700,10 @@ def _encode_user(msg: Message, i: int, out: list[dict], warnings: list[str]) -> 
         out.append(_user_message(buf, msg.name))
 
 
-def _encode_tool_result(tr: ToolResult, moved: list[dict[str, Any]], warnings: list[str],
-                        i: int, parts: list[Any]) -> dict[str, Any]:
-    """A tool message; its images/files go to ``moved`` (Chat tool messages carry text only)."""
+def _encode_tool_result(tr: ToolResult, moved: list[dict[str, Any]] | None, out: list[dict], warnings: list[str],
+                        i: int, parts: list[Any]) -> list[dict[str, Any]] | None:
+    """A tool message into ``out``; its images/files are added to ``moved`` (Chat tool messages carry
+    text only), which is returned (None while there are none)."""
     content: Any = tr.text  # one text: a string; several: a list of strings
     media: list[dict[str, Any]] | None = None
     for c in tr.content if content is None else ():
@@ -717,8 +729,7 @@ def _encode_tool_result(tr: ToolResult, moved: list[dict[str, Any]], warnings: l
         else:
             content.append(t)
     if media:
-        moved.append({"type": "text", "text": f"[content returned by tool call {tr.call_id}]"})
-        moved += media
+        moved = (moved or []) + [{"type": "text", "text": f"[content returned by tool call {tr.call_id}]"}] + media
         warnings.append(f"{where('messages', i, 'parts', parts.index(tr))}: images/files of tool result "
                         f"{tr.call_id} moved to a following user message (Chat tool messages carry text only)")
     if tr.is_error:
@@ -728,17 +739,18 @@ def _encode_tool_result(tr: ToolResult, moved: list[dict[str, Any]], warnings: l
         content = "(see the following user message)" if media else ""
     elif content.__class__ is list:
         content = [{"type": "text", "text": t} for t in content]
-    return {"role": "tool", "tool_call_id": tr.call_id, "content": content}
+    out.append({"role": "tool", "tool_call_id": tr.call_id, "content": content})
+    return moved
 
 
-def _encode_assistant(msg: Message, i: int, warnings: list[str]) -> dict[str, Any]:
+def _encode_assistant(msg: Message, parts: list[Any], i: int, warnings: list[str]) -> dict[str, Any]:
     text: str | None = None
     calls: list[dict[str, Any]] | None = None
     refusals: list[str] | None = None
     rfields: dict[str, list[str]] | None = None
     details: list[Any] | None = None
     thinking_parts: list[dict[str, Any]] | None = None
-    for p in msg.parts:
+    for p in parts:
         c = p.__class__
         if c is Text:
             text = p.text if text is None else text + p.text  # type: ignore[union-attr, operator]
@@ -769,14 +781,15 @@ def _encode_assistant(msg: Message, i: int, warnings: list[str]) -> dict[str, An
                     details = (details or []) + op["details"]
             else:
                 issuer = op.get("protocol") if op else "an unknown issuer"
-                warnings.append(f"{where('messages', i, 'parts', msg.parts.index(p))}: reasoning issued by {issuer} dropped (a Chat "
-                                "Completions upstream cannot verify it)")
+                # (the path as where() spells it: this warning comes on every turn of some histories)
+                warnings.append(f"messages[{i}].parts[{parts.index(p)}]: reasoning issued by {issuer} dropped "
+                                "(a Chat Completions upstream cannot verify it)")
         elif c is Opaque:
-            warnings.append(f"{where('messages', i, 'parts', msg.parts.index(p))}: "
+            warnings.append(f"{where('messages', i, 'parts', parts.index(p))}: "
                             f"{p.label or p.raw.get('type') or 'provider'} part from {p.protocol} "  # type: ignore[union-attr]
                             "dropped (Chat Completions cannot carry it)")
         else:
-            warnings.append(f"{where('messages', i, 'parts', msg.parts.index(p))}: {p.type} part in an assistant "
+            warnings.append(f"{where('messages', i, 'parts', parts.index(p))}: {p.type} part in an assistant "
                             "message dropped")
     m: dict[str, Any] = {"role": "assistant"}
     if thinking_parts:
@@ -837,21 +850,27 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
     messages: list[dict[str, Any]] = []
     if req.system:
         messages.append(_system_message(req.system_role, req.system))
+    append = messages.append
     for i, msg in enumerate(req.messages):
-        role = msg.role
         text = msg.text
+        if text is None:
+            parts = msg.parts
+            if len(parts) == 1 and parts[0].__class__ is Text:
+                text = parts[0].text  # type: ignore[union-attr]
         if text is not None:  # one plain text part: the content is that string, whatever the role
-            messages.append({"role": role, "content": text, "name": msg.name} if msg.name else
-                            {"role": role, "content": text})
+            name = msg.name
+            append({"role": msg.role, "content": text, "name": name} if name else
+                   {"role": msg.role, "content": text})
             continue
+        role = msg.role
         if role == "assistant":
-            messages.append(_encode_assistant(msg, i, warnings))
+            append(_encode_assistant(msg, parts, i, warnings))
             continue
         if role != "system" and role != "developer":
-            _encode_user(msg, i, messages, warnings)
+            _encode_user(msg, parts, i, messages, warnings)
             continue
-        texts = [p for p in msg.parts if isinstance(p, Text)]
-        if len(texts) != len(msg.parts):
+        texts = [p for p in parts if isinstance(p, Text)]
+        if len(texts) != len(parts):
             warnings.append(f"messages[{i}]: non-text parts of a {role} message dropped")
         if texts:
             m = _system_message(role, texts)

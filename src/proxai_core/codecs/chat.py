@@ -541,24 +541,26 @@ class StreamDecoder:
             self._tool_fragment({"index": "legacy", "function": v})
 
     def _on_tool_calls(self, v: Any, delta: dict) -> None:
-        if isinstance(v, list):
-            for tc in v:
-                if isinstance(tc, dict):
-                    self._tool_fragment(tc)
+        if v.__class__ is not list:
+            return
+        for tc in v:
+            if tc.__class__ is not dict:
+                continue
+            # most fragments continue the last call: its index and its next arguments, nothing else
+            # (call.key == index means _calls_by_index[index] is that call: what _tool_fragment finds)
+            call = self._last_call
+            if call is not None and call.started and len(tc) == 2 and tc.get("index") == call.key:
+                fn = tc.get("function")
+                if fn.__class__ is dict and len(fn) == 1:
+                    frag = fn.get("arguments")
+                    if frag.__class__ is str:
+                        if frag:
+                            call.args.append(frag)
+                            self._out.append(Delta(call.idx, "arguments", frag))
+                        continue
+            self._tool_fragment(tc)
 
     def _tool_fragment(self, tc: dict[str, Any]) -> None:
-        # most fragments continue the last call: its index and its next arguments, nothing else
-        # (call.key == index means _calls_by_index[index] is that call: what the lookup below finds)
-        call = self._last_call
-        if call is not None and call.started and len(tc) == 2 and tc.get("index") == call.key:
-            fn = tc.get("function")
-            if type(fn) is dict and len(fn) == 1:
-                frag = fn.get("arguments")
-                if type(frag) is str:
-                    if frag:
-                        call.args.append(frag)
-                        self._out.append(Delta(call.idx, "arguments", frag))
-                    return
         key = tc.get("index")
         if not isinstance(key, (int, str)):
             key = None
@@ -704,11 +706,9 @@ class StreamDecoder:
         choices = obj.get("choices")
         if not self._started and (obj.get("id") or obj.get("model") or choices or obj.get("usage")):
             self._start(obj)  # Azure's prompt-filter chunk (no id, no model, no choices) waits
-        if choices and type(choices) is not list:
-            self.warnings.append("Chat stream chunk whose choices is not a list: its choices ignored")
-        elif choices:
+        if choices.__class__ is list:
             for ch in choices:
-                if type(ch) is not dict:
+                if ch.__class__ is not dict:
                     continue
                 if ch.get("index", 0) != 0:
                     if not self._choice_warned:
@@ -716,7 +716,7 @@ class StreamDecoder:
                         self.warnings.append("stream has more than one choice; only the first is translated")
                     continue
                 delta = ch.get("delta")
-                if delta and type(delta) is dict:
+                if delta.__class__ is dict and delta:
                     if self._finish_seen:
                         if not self._late_warned and any(delta.get(k) for k in _DELTA_FIELDS):
                             self._late_warned = True
@@ -737,6 +737,8 @@ class StreamDecoder:
                 fr = ch.get("finish_reason")
                 if fr:
                     self._on_finish(fr, ch)
+        elif choices:
+            self.warnings.append("Chat stream chunk whose choices is not a list: its choices ignored")
         u = obj.get("usage")
         if u is not None:
             usage = decode_usage(u)
