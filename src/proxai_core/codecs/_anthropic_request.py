@@ -314,7 +314,9 @@ def _system(v: Any) -> list[Text]:
     for k, b in enumerate(req_list(v, "system")):
         if b.__class__ is not dict or b.get("type") != "text":
             fail("expected a text block", "system", k)
-        out.append(_text(b, "system", k))
+        text = b.get("text")
+        # only type and text: nothing more to read
+        out.append(Text(text) if text.__class__ is str and len(b) == 2 else _text(b, "system", k))
     return out
 
 
@@ -353,7 +355,9 @@ def _tools(v: Any, req: Request) -> None:
 
 
 def _tool_choice(v: Any, req: Request) -> None:
-    t = req_obj(v, "tool_choice").get("type")
+    if v.__class__ is not dict:
+        raise expected("an object", v, "tool_choice")
+    t = v.get("type")
     if t == "auto":
         req.tool_choice = ToolChoice("auto")
     elif t == "any":
@@ -364,7 +368,8 @@ def _tool_choice(v: Any, req: Request) -> None:
         req.tool_choice = ToolChoice("none")
     else:
         fail(f"unknown tool_choice type {t!r}", "tool_choice", "type")
-    if opt_bool(v.get("disable_parallel_tool_use"), "tool_choice", "disable_parallel_tool_use"):
+    dpt = v.get("disable_parallel_tool_use")
+    if dpt is not None and opt_bool(dpt, "tool_choice", "disable_parallel_tool_use"):
         req.parallel_tool_calls = False
 
 
@@ -482,7 +487,10 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         _thinking(v, req)
     md = get("metadata")
     if md is not None:
-        req.user = opt_str(req_obj(md, "metadata").get("user_id"), "metadata", "user_id")
+        if md.__class__ is not dict:
+            raise expected("an object", md, "metadata")
+        v = md.get("user_id")
+        req.user = v if v.__class__ is str else opt_str(v, "metadata", "user_id")
         req.metadata = dict(md)
     if not body.keys() <= _USUAL_FIELDS:
         _decode_rare(body, req, warnings)
@@ -761,7 +769,17 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                 continue
             raise invalid(f"unsupported role {m.role!r}", f"messages[{i}].role")
         text = m.text  # a turn built from one plain text: that text is its only part
-        parts: Any = m.parts if text is None else (text,)
+        if text is None:
+            parts: Any = m.parts
+        elif not text:
+            continue
+        elif mrole != cur_role:
+            cur_role = mrole
+            cur = {"role": mrole, "content": text}
+            append(cur)
+            continue
+        else:
+            parts = (text,)
         role: str
         b: Any
         for p in parts:  # (a part's index is looked up only for an error path)
