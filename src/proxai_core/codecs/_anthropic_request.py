@@ -757,7 +757,7 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
     out: list[dict[str, Any]] = []
     append = out.append
     cur: dict[str, Any] = {}
-    cur_role = None
+    cur_role: str | None = None
     mixed: list[dict[str, Any]] = []  # user turns where a tool result follows other content
     for i, m in enumerate(req.messages):
         mrole = m.role
