@@ -242,6 +242,14 @@ def _unpacked(value: str, fallback_text: str, warnings: list[str], *path: str | 
     )
 
 
+def _plain_text(b: Any) -> bool:
+    """``b`` is a text block of a non-empty text and nothing else (read as that text alone)."""
+    if b.__class__ is not dict or len(b) != 2 or b.get("type") != "text":
+        return False
+    text = b.get("text")
+    return text.__class__ is str and text != ""
+
+
 def _block(b: Any, warnings: list[str], i: int, j: int) -> Any:
     """One content block of ``messages[i].content[j]``."""
     if b.__class__ is not dict:
@@ -276,6 +284,8 @@ def _block(b: Any, warnings: list[str], i: int, j: int) -> Any:
             if content:  # a plain text: the result is its text
                 return ToolResult(cid, None, err, "function", cc, content)
             return ToolResult(cid, [], err, "function", cc)
+        if content.__class__ is list and len(content) == 1 and _plain_text(content[0]):
+            return ToolResult(cid, None, err, "function", cc, content[0]["text"])
         return ToolResult(cid, _tool_result_content(content, warnings, "messages", i, "content", j, "content"),
                           err, "function", cc)
     if t == "thinking":
@@ -462,7 +472,10 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         if content.__class__ is str:
             append(Message(role, None, None, content))  # a plain text: the message is its text
         elif content.__class__ is list:
-            append(Message(role, [_block(b, warnings, i, j) for j, b in enumerate(content)]))
+            if len(content) == 1 and _plain_text(content[0]):  # one plain text: the message is its text
+                append(Message(role, None, None, content[0]["text"]))
+            else:
+                append(Message(role, [_block(b, warnings, i, j) for j, b in enumerate(content)]))
         else:
             raise expected("a string or an array of content blocks", content, "messages", i, "content")
     # (inline type checks on the usual fields; the getters raise on a mismatch)
