@@ -820,8 +820,8 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                 if rb is None:
                     continue
                 role, b = rb
-                if b.get("type") == "text" and len(b) == 2:
-                    b = b["text"]
+                if b.get("type") == "text" and len(b) == 2 and b["text"].__class__ is str:
+                    b = b["text"]  # a plain text (a refusal's, or an own text block carried opaque)
             if role != cur_role:
                 cur_role = role
                 cur = {"role": role, "content": b if b.__class__ is str else [b]}
