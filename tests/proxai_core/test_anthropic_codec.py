@@ -873,6 +873,41 @@ def test_error_frame() -> None:
 
 
 # ============================================================================= requests: decode
+@pytest.mark.parametrize("text_form", [
+    lambda t: t,
+    lambda t: [{"type": "text", "text": t}],
+])
+def test_decode_request_plain_text_forms_are_one_neutral_and_one_wire(text_form: Any) -> None:
+    """String content and a list of one plain text block decode to text-only messages/results; the
+    neutral request and every target's body are those of the explicit one-Text-part form."""
+    from proxai_core.codecs import codec
+
+    def body(form: Any) -> dict[str, Any]:
+        return {"model": "m", "max_tokens": 10, "messages": [
+            {"role": "user", "content": form("hi")},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": form("ok")}]},
+            {"role": "assistant", "content": form("done")},
+        ]}
+
+    req = A.decode_request(body(text_form), [])
+    assert req.messages[0].text == "hi" and req.messages[3].text == "done"
+    result = req.messages[2].parts[0]
+    assert isinstance(result, ToolResult) and result.text == "ok"
+    explicit = Request(model="m", max_output_tokens=10, messages=[
+        NMessage("user", [Text("hi")]),
+        NMessage("assistant", [ToolCall("toolu_1", "f", "{}")]),
+        NMessage("user", [ToolResult("toolu_1", [Text("ok")])]),
+        NMessage("assistant", [Text("done")]),
+    ])
+    for target in Protocol:
+        c = codec(target)
+        got, want = (orjson.dumps(c.encode_request(r, [])) for r in (
+            A.decode_request(body(text_form), []), explicit))
+        assert got == want, target
+    assert A.decode_request(body(text_form), []) == explicit
+
+
 def test_decode_request_fields() -> None:
     body = {
         "model": "claude-x", "max_tokens": 1000,

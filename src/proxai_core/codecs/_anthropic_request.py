@@ -242,12 +242,23 @@ def _unpacked(value: str, fallback_text: str, warnings: list[str], *path: str | 
     )
 
 
+def _plain_text(b: Any) -> bool:
+    """``b`` is a text block of a non-empty text and nothing else (read as that text alone)."""
+    if b.__class__ is not dict or len(b) != 2 or b.get("type") != "text":
+        return False
+    text = b.get("text")
+    return text.__class__ is str and text != ""
+
+
 def _block(b: Any, warnings: list[str], i: int, j: int) -> Any:
     """One content block of ``messages[i].content[j]``."""
     if b.__class__ is not dict:
         raise expected("an object", b, "messages", i, "content", j)
     t = b.get("type")
     if t == "text":
+        text = b.get("text")
+        if text.__class__ is str and len(b) == 2:  # only type and text: nothing more to read
+            return Text(text)
         return _text(b, "messages", i, "content", j)
     if t == "tool_use":
         tid = b.get("id")
@@ -270,10 +281,13 @@ def _block(b: Any, warnings: list[str], i: int, j: int) -> Any:
             raise expected("an object", cc, "messages", i, "content", j, "cache_control")
         content = b.get("content")
         if content.__class__ is str:
-            parts: list[Any] = [Text(content)] if content else []
-        else:
-            parts = _tool_result_content(content, warnings, "messages", i, "content", j, "content")
-        return ToolResult(cid, parts, err, "function", cc)
+            if content:  # a plain text: the result is its text
+                return ToolResult(cid, None, err, "function", cc, content)
+            return ToolResult(cid, [], err, "function", cc)
+        if content.__class__ is list and len(content) == 1 and _plain_text(content[0]):
+            return ToolResult(cid, None, err, "function", cc, content[0]["text"])
+        return ToolResult(cid, _tool_result_content(content, warnings, "messages", i, "content", j, "content"),
+                          err, "function", cc)
     if t == "thinking":
         text = b.get("thinking")
         if text.__class__ is not str:
@@ -310,7 +324,9 @@ def _system(v: Any) -> list[Text]:
     for k, b in enumerate(req_list(v, "system")):
         if b.__class__ is not dict or b.get("type") != "text":
             fail("expected a text block", "system", k)
-        out.append(_text(b, "system", k))
+        text = b.get("text")
+        # only type and text: nothing more to read
+        out.append(Text(text) if text.__class__ is str and len(b) == 2 else _text(b, "system", k))
     return out
 
 
@@ -349,7 +365,9 @@ def _tools(v: Any, req: Request) -> None:
 
 
 def _tool_choice(v: Any, req: Request) -> None:
-    t = req_obj(v, "tool_choice").get("type")
+    if v.__class__ is not dict:
+        raise expected("an object", v, "tool_choice")
+    t = v.get("type")
     if t == "auto":
         req.tool_choice = ToolChoice("auto")
     elif t == "any":
@@ -360,7 +378,8 @@ def _tool_choice(v: Any, req: Request) -> None:
         req.tool_choice = ToolChoice("none")
     else:
         fail(f"unknown tool_choice type {t!r}", "tool_choice", "type")
-    if opt_bool(v.get("disable_parallel_tool_use"), "tool_choice", "disable_parallel_tool_use"):
+    dpt = v.get("disable_parallel_tool_use")
+    if dpt is not None and opt_bool(dpt, "tool_choice", "disable_parallel_tool_use"):
         req.parallel_tool_calls = False
 
 
@@ -442,7 +461,7 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
     system = get("system")
     if system is not None:
         req.system = _system(system)
-    out = req.messages
+    append = req.messages.append
     for i, m in enumerate(msgs):
         if m.__class__ is not dict:
             raise expected("an object", m, "messages", i)
@@ -451,9 +470,12 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
             fail(f"expected 'user' or 'assistant', got {role!r}", "messages", i, "role")
         content = m.get("content")
         if content.__class__ is str:
-            out.append(Message(role, [Text(content)]))
+            append(Message(role, None, None, content))  # a plain text: the message is its text
         elif content.__class__ is list:
-            out.append(Message(role, [_block(b, warnings, i, j) for j, b in enumerate(content)]))
+            if len(content) == 1 and _plain_text(content[0]):  # one plain text: the message is its text
+                append(Message(role, None, None, content[0]["text"]))
+            else:
+                append(Message(role, [_block(b, warnings, i, j) for j, b in enumerate(content)]))
         else:
             raise expected("a string or an array of content blocks", content, "messages", i, "content")
     # (inline type checks on the usual fields; the getters raise on a mismatch)
@@ -478,7 +500,10 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         _thinking(v, req)
     md = get("metadata")
     if md is not None:
-        req.user = opt_str(req_obj(md, "metadata").get("user_id"), "metadata", "user_id")
+        if md.__class__ is not dict:
+            raise expected("an object", md, "metadata")
+        v = md.get("user_id")
+        req.user = v if v.__class__ is str else opt_str(v, "metadata", "user_id")
         req.metadata = dict(md)
     if not body.keys() <= _USUAL_FIELDS:
         _decode_rare(body, req, warnings)
@@ -498,8 +523,7 @@ _GOOD_IDS: dict[str, None] = {}
 
 
 def _tool_id(tid: str, warnings: list[str]) -> str:
-    if tid in _GOOD_IDS:
-        return tid
+    """The id sent for ``tid``, an id not in ``_GOOD_IDS`` (the callers look there first)."""
     if _tool_id_ok(tid):
         if len(_GOOD_IDS) >= 8192:
             _GOOD_IDS.clear()
@@ -609,16 +633,24 @@ def _enc_tool_call(p: ToolCall, i: int, parts: list[Any], warnings: list[str]) -
         if not isinstance(inp, dict):
             raise invalid("tool call arguments must be a JSON object",
                           f"messages[{i}].content[{_index(parts, p)}].arguments")
-    return {"type": "tool_use", "id": _tool_id(p.id, warnings), "name": short_tool_name(p.name), "input": inp}
+    tid = p.id
+    return {"type": "tool_use", "id": tid if tid in _GOOD_IDS else _tool_id(tid, warnings),
+            "name": short_tool_name(p.name), "input": inp}
 
 
 def _enc_tool_result(p: ToolResult, i: int, parts: list[Any], warnings: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "tool_result", "tool_use_id": _tool_id(p.call_id, warnings)}
-    content = p.content
-    if len(content) == 1 and content[0].__class__ is Text and not content[0].citations \
-            and not content[0].cache_control:  # the usual one plain text
-        if content[0].text:
-            out["content"] = content[0].text
+    tid = p.call_id
+    out: dict[str, Any] = {"type": "tool_result",
+                           "tool_use_id": tid if tid in _GOOD_IDS else _tool_id(tid, warnings)}
+    text = p.text  # a result built from one plain text (its content is made only if read)
+    if text is None:
+        content = p.content
+        if len(content) == 1 and content[0].__class__ is Text and not content[0].citations \
+                and not content[0].cache_control:  # the usual one plain text
+            text = content[0].text
+    if text is not None:
+        if text:
+            out["content"] = text
         if p.is_error:
             out["is_error"] = True
         if p.cache_control:
@@ -732,12 +764,14 @@ def _system_out(texts: list[Text], warnings: list[str]) -> str | list[dict[str, 
 
 def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dict[str, Any]]:
     # blocks go to turns of alternating roles: tool calls always belong to the assistant, tool
-    # results to the user, other parts to their message's role. A turn of one plain text is built
-    # with string content directly; turns with a block list are finished at the end.
+    # results to the user, other parts to their message's role. A plain text is carried as a str
+    # (a turn of one plain text has string content; a second block makes it a block list), so no
+    # turn ever ends as a list of one plain text block.
     out: list[dict[str, Any]] = []
+    append = out.append
     cur: dict[str, Any] = {}
-    cur_role = None
-    listed: list[int] = []  # indices of the turns whose content is a block list
+    cur_role: str | None = None
+    mixed: list[dict[str, Any]] = []  # user turns where a tool result follows other content
     for i, m in enumerate(req.messages):
         mrole = m.role
         if mrole != "user" and mrole != "assistant":
@@ -748,7 +782,17 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                 continue
             raise invalid(f"unsupported role {m.role!r}", f"messages[{i}].role")
         text = m.text  # a turn built from one plain text: that text is its only part
-        parts: Any = m.parts if text is None else (text,)
+        if text is None:
+            parts: Any = m.parts
+        elif not text:
+            continue
+        elif mrole != cur_role:
+            cur_role = mrole
+            cur = {"role": mrole, "content": text}
+            append(cur)
+            continue
+        else:
+            parts = (text,)
         role: str
         b: Any
         for p in parts:  # (a part's index is looked up only for an error path)
@@ -761,7 +805,12 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                 if not p.text:  # type: ignore[union-attr]
                     continue  # Anthropic rejects empty text blocks
                 role = mrole
-                b = p.text if not p.citations and not p.cache_control else _enc_text(p, warnings)  # type: ignore
+                if not p.citations and not p.cache_control:  # type: ignore[union-attr]
+                    b = p.text  # type: ignore[union-attr]
+                else:
+                    b = _enc_text(p, warnings)  # type: ignore[arg-type]
+                    if len(b) == 2:  # its citations were all dropped: a plain text
+                        b = b["text"]
             elif c is ToolCall:
                 role, b = "assistant", _enc_tool_call(p, i, parts, warnings)  # type: ignore[arg-type]
             elif c is ToolResult:
@@ -771,34 +820,30 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                 if rb is None:
                     continue
                 role, b = rb
-            if b.__class__ is str:
-                if role != cur_role:
-                    cur_role, cur = role, {"role": role, "content": b}
-                    out.append(cur)
-                    continue
-                b = {"type": "text", "text": b}
+                if b.get("type") == "text" and len(b) == 2 and b["text"].__class__ is str:
+                    b = b["text"]  # a plain text (a refusal's, or an own text block carried opaque)
             if role != cur_role:
-                cur_role, cur = role, {"role": role, "content": [b]}
-                listed.append(len(out))
-                out.append(cur)
-            elif cur["content"].__class__ is str:
-                cur["content"] = [{"type": "text", "text": cur["content"]}, b]
-                listed.append(len(out) - 1)
-            else:
-                cur["content"].append(b)
-    for k in listed:
-        turn = out[k]
+                cur_role = role
+                cur = {"role": role, "content": b if b.__class__ is str else [b]}
+                append(cur)
+                continue
+            blocks = cur["content"]
+            if blocks.__class__ is str:
+                cur["content"] = blocks = [{"type": "text", "text": blocks}]
+            if b.__class__ is str:
+                b = {"type": "text", "text": b}
+            elif role == "user" and b.get("type") == "tool_result" and (not mixed or mixed[-1] is not cur):
+                mixed.append(cur)
+            blocks.append(b)
+    for turn in mixed:
         blocks = turn["content"]
-        if turn["role"] == "user" and len(blocks) > 1:
-            n_results = sum(1 for b in blocks if b.get("type") == "tool_result")
-            if n_results and any(b.get("type") != "tool_result" for b in blocks[:n_results]):
-                warn_once(warnings, "tool results were moved ahead of other user content in their turn "
-                          "(Anthropic requires them first)")
-                turn["content"] = blocks = [b for b in blocks if b.get("type") == "tool_result"] + [
-                    b for b in blocks if b.get("type") != "tool_result"
-                ]
-        if len(blocks) == 1 and blocks[0].get("type") == "text" and len(blocks[0]) == 2:
-            turn["content"] = blocks[0]["text"]
+        n_results = sum(1 for b in blocks if b.get("type") == "tool_result")
+        if any(b.get("type") != "tool_result" for b in blocks[:n_results]):
+            warn_once(warnings, "tool results were moved ahead of other user content in their turn "
+                      "(Anthropic requires them first)")
+            turn["content"] = [b for b in blocks if b.get("type") == "tool_result"] + [
+                b for b in blocks if b.get("type") != "tool_result"
+            ]
     return out
 
 

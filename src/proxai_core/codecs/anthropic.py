@@ -15,7 +15,7 @@ See :mod:`proxai_core.codecs.base` for the contract. Choices documented here:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import orjson
 from orjson import JSONDecodeError, loads
@@ -696,12 +696,44 @@ class StreamEncoder:
     def encode(self, ev: Event) -> bytes:
         if self.done:
             return b""
-        if type(ev) is Delta:  # the hot path
-            return self._delta(ev.index, ev.kind, ev.value)
-        h = _HANDLERS.get(type(ev))
-        if h is None:
+        if type(ev) is not Delta:
+            h = _HANDLERS.get(type(ev))
+            if h is None:
+                return b""
+            return h(self, ev)
+        # a delta (the hot path: encoded here, without a further call)
+        i, k, v = ev.index, ev.kind, ev.value  # type: ignore[union-attr]
+        o = self._open.get(i)
+        if o is None or not v:
+            if self._held and self._hold(i, ev):
+                return b""
+            if self._early and i in self._early and k == "arguments":
+                return self._late(i, v)
             return b""
-        return h(self, ev)
+        ok = o.kind
+        if ok == "text" or ok == "refusal":
+            if k == "text" or k == "refusal":
+                if o.a < 0:
+                    return self._text_delta(o, v)
+                if ok == "refusal":  # the block is open: the hot path of _text_delta
+                    self._refusal.append(v)
+                return o.head + orjson.dumps(v) + _DELTA_TAIL
+        elif ok == "tool" or ok == "custom":
+            if k == "arguments":
+                if self._held and i == self._active:
+                    out = self._args(o, v)
+                    if self._ends_early(o):  # the next block need not wait for this one's end
+                        out += self._end_early(i, o) + self._promote()
+                    return out
+                return self._args(o, v)
+        elif ok == "thinking":
+            if k == "reasoning" or k == "summary":
+                return self._thinking_delta(o, v)
+            if k == "signature":
+                o.sig = (o.sig or "") + v
+        elif ok == "redacted" and o.a < 0 and (k == "reasoning" or k == "summary"):
+            o.buf.append(v)
+        return b""
 
     # ---- lifecycle
     def _message_start(self, sid: str | None, model: str | None) -> bytes:
@@ -768,8 +800,7 @@ class StreamEncoder:
                 elif type(ev) is BlockEnd:
                     out.append(self._end_block(ev))
                 else:
-                    d = cast(Delta, ev)
-                    out.append(self._delta(d.index, d.kind, d.value))
+                    out.append(self.encode(ev))
         return b"".join(out)
 
     def _late(self, i: int, v: str) -> bytes:
@@ -902,42 +933,6 @@ class StreamEncoder:
         self.done = True
         return error_frame(Error(kind="api_error", status=502, message=(
             f"upstream sent tool-call arguments for tool {name!r} that {what}; the turn was ended")))
-
-    def _delta(self, i: int, k: str, v: str) -> bytes:
-        """encode(Delta(i, k, v))."""
-        if self.done:
-            return b""
-        o = self._open.get(i)
-        if o is None or not v:
-            if self._held and self._hold(i, Delta(i, k, v)):
-                return b""
-            if self._early and i in self._early and k == "arguments":
-                return self._late(i, v)
-            return b""
-        ok = o.kind
-        if ok == "text" or ok == "refusal":
-            if k == "text" or k == "refusal":
-                if o.a < 0:
-                    return self._text_delta(o, v)
-                if ok == "refusal":  # the block is open: the hot path of _text_delta
-                    self._refusal.append(v)
-                return o.head + orjson.dumps(v) + _DELTA_TAIL
-        elif ok == "tool" or ok == "custom":
-            if k == "arguments":
-                if self._held and i == self._active:
-                    out = self._args(o, v)
-                    if self._ends_early(o):  # the next block need not wait for this one's end
-                        out += self._end_early(i, o) + self._promote()
-                    return out
-                return self._args(o, v)
-        elif ok == "thinking":
-            if k == "reasoning" or k == "summary":
-                return self._thinking_delta(o, v)
-            if k == "signature":
-                o.sig = (o.sig or "") + v
-        elif ok == "redacted" and o.a < 0 and (k == "reasoning" or k == "summary"):
-            o.buf.append(v)
-        return b""
 
     def _block_end(self, ev: BlockEnd) -> bytes:
         if self._held:
@@ -1081,7 +1076,6 @@ class StreamEncoder:
 _HANDLERS: dict[type, Callable[[StreamEncoder, Any], bytes]] = {
     Start: StreamEncoder._start,
     BlockStart: StreamEncoder._block_start,
-    Delta: lambda self, ev: self._delta(ev.index, ev.kind, ev.value),
     BlockEnd: StreamEncoder._block_end,
     UsageEvent: StreamEncoder._usage_ev,
     Stop: StreamEncoder._stop_ev,
