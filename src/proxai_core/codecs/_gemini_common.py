@@ -69,7 +69,8 @@ def as_int(v: Any) -> int | None:
 #: when they send the history back, so our envelope is canonical standard base64 of
 #: ``proxai.v1.`` + the JSON payload (a real signature is a binary blob that never starts so).
 _ENV_PREFIX = b"proxai.v1."
-_ENV_HEAD = base64.b64encode(_ENV_PREFIX[:9]).decode()
+#: how every packed signature starts (callers on a hot path test it without a call)
+PACKED_HEAD = base64.b64encode(_ENV_PREFIX[:9]).decode()
 
 
 def pack_signature(payload: dict[str, Any]) -> str:
@@ -79,11 +80,11 @@ def pack_signature(payload: dict[str, Any]) -> str:
 
 
 def is_packed_signature(sig: str) -> bool:
-    return sig.startswith(_ENV_HEAD)
+    return sig.startswith(PACKED_HEAD)
 
 
 def unpack_signature(sig: str) -> dict[str, Any] | None:
-    if not sig.startswith(_ENV_HEAD):
+    if not sig.startswith(PACKED_HEAD):
         return None
     try:
         raw = base64.b64decode(sig, validate=True)

@@ -33,6 +33,7 @@ from ..neutral import (
 )
 from ._gemini_common import (
     MINTED_PREFIX,
+    PACKED_HEAD,
     PROTOCOL,
     SKIP_SIGNATURE,
     is_packed_signature,
@@ -187,7 +188,7 @@ def _expected(path: str, what: str, v: Any) -> TranslationError:
 # ============================================================================= decode
 def _signature_reasoning(sig: str, on: str, turn: int, k: int, warnings: list[str]) -> Reasoning:
     """A ``thoughtSignature`` as a neutral reasoning part placed before the part it came on."""
-    if is_packed_signature(sig):
+    if sig.startswith(PACKED_HEAD):
         payload = unpack_signature(sig)
         if payload is None:
             warnings.append(f"contents[{turn}].parts[{k}].thoughtSignature: a damaged continuity envelope "
@@ -221,29 +222,29 @@ def _tool_result(fr: dict[str, Any], cid: str, turn: int, k: int) -> ToolResult:
     """A functionResponse as a tool result: its ``response`` object (and media ``parts``) as
     content, a content of one text given as that text (the usual result)."""
     resp = fr.get("response")
-    text: str | None = None
     is_error: bool | None = None
     if isinstance(resp, dict):
-        one = None  # the text of a one-field {"output"|"error"|"content": "..."} response
-        if len(resp) == 1:
-            one = resp.get("output")
-            if not isinstance(one, str):
-                one = resp.get("error")
-                if isinstance(one, str):
-                    is_error = True
-                else:
-                    one = resp.get("content")
-        if isinstance(one, str):
-            text = one
-        else:
-            text = dumps(resp).decode()
-            if "error" in resp and "output" not in resp:
+        # a one-field {"output"|"error"|"content": "..."} response is its text; another, its JSON
+        text = resp.get("output") if len(resp) == 1 else None
+        if not isinstance(text, str):
+            text = resp.get("error") if len(resp) == 1 else None
+            if isinstance(text, str):
                 is_error = True
+            else:
+                text = resp.get("content") if len(resp) == 1 else None
+                if not isinstance(text, str):
+                    text = dumps(resp).decode()
+                    if "error" in resp and "output" not in resp:
+                        is_error = True
     elif resp is not None:
         raise _expected(f"contents[{turn}].parts[{k}].functionResponse.response", "an object", resp)
+    else:
+        text = None
     parts = fr.get("parts")
     if parts is None:
-        return ToolResult(cid, None, is_error, "function", None, text) if text is not None else ToolResult(cid, [], is_error)
+        if text is None:
+            return ToolResult(cid, [], is_error)
+        return ToolResult(cid, None, is_error, "function", None, text)
     content: list[Text | Image | Document] = [] if text is None else [Text(text)]
     path = f"contents[{turn}].parts[{k}].functionResponse"
     for j, p in enumerate(_list(parts, f"{path}.parts")):
@@ -298,7 +299,6 @@ def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
         one = len(raw_parts) == 1
         plain = None  # the text of a turn whose one part is a plain text
         out: list[Any] = []
-        calls = 0
         results = False
         for k, p in enumerate(raw_parts):
             if p.__class__ is not dict or not (
@@ -343,10 +343,11 @@ def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
                 if sig:
                     out.append(_signature_reasoning(sig, "call", i, k, warnings))
                 fid = fc.get("id")
-                cid = fid if isinstance(fid, str) and fid else mint_call_id(f"turn{i}", calls, name)
+                # (a minted id numbers the call among the turn's calls)
+                cid = fid if isinstance(fid, str) and fid else mint_call_id(
+                    f"turn{i}", sum(x.__class__ is ToolCall for x in out), name)
                 unanswered.append((cid, name))
                 out.append(ToolCall(cid, name, dumps(args).decode() if args else "{}"))
-                calls += 1
             elif "functionResponse" in p:
                 fr = p["functionResponse"]
                 if fr.__class__ is not dict or not (
@@ -629,12 +630,15 @@ def _enc_media(p: Image | Document, path: str, warnings: list[str]) -> dict[str,
 
 
 def _tool_response(p: ToolResult, name: str, req: Request, msg: Message, warnings: list[str]) -> dict[str, Any]:
-    content = p.content
-    if len(content) == 1 and content[0].__class__ is Text:  # the usual result: one text
-        text, media = content[0].text, []  # type: ignore[union-attr]
-    else:
-        text = "".join(c.text for c in content if isinstance(c, Text))
-        media = [c for c in content if isinstance(c, (Image, Document))]
+    text = p.text  # a result built from one plain text
+    media: list[Image | Document] | None = None
+    if text is None:
+        content = p.content
+        if len(content) == 1 and content[0].__class__ is Text:  # the usual result: one text
+            text = content[0].text  # type: ignore[union-attr]
+        else:
+            text = "".join(c.text for c in content if isinstance(c, Text))
+            media = [c for c in content if isinstance(c, (Image, Document))]
     resp: dict[str, Any]
     if p.is_error:
         resp = {"error": text}
@@ -704,83 +708,84 @@ def _contents(req: Request, system: list[Text], warnings: list[str]) -> list[dic
             continue
         else:
             role = "user"
-        parts: list[dict[str, Any]] = []
-        pending: _Sig | None = None
-        first_call = True
-        text = m.text  # a turn built from one plain text: that text is its only part
-        for p in (m.parts if text is None else (text,)):
-            cls = p.__class__
-            if cls is str:
-                parts.append({"text": p})
-                continue
-            if cls is Text:  # the usual part
-                if pending is None:
-                    parts.append({"text": p.text})  # type: ignore[union-attr]
-                else:
-                    parts.append({"text": p.text, "thoughtSignature": pending.sig})  # type: ignore[union-attr]
-                    pending = None
-                continue
-            if cls is ToolCall:
-                name = short_tool_name(p.name)  # type: ignore[union-attr]
-                pid = p.id  # type: ignore[union-attr]
-                names[pid] = name
-                fc: dict[str, Any] = {"name": name, "args": _args_obj(p, warnings)}  # type: ignore[arg-type]
-                if pid and not pid.startswith(MINTED_PREFIX):
-                    fc["id"] = pid
-                if pending is not None:
-                    parts.append({"functionCall": fc, "thoughtSignature": pending.sig})
-                    pending = None
-                elif first_call:
-                    parts.append({"functionCall": fc, "thoughtSignature": SKIP_SIGNATURE})
-                else:
-                    parts.append({"functionCall": fc})
-                first_call = False
-                continue
-            if cls is Reasoning:
-                op = p.opaque  # type: ignore[union-attr]
-                if role == "user":
+        text = m.text
+        if text is not None:  # a turn built from one plain text: that text is its only part
+            parts: list[dict[str, Any]] = [{"text": text}]
+        else:  # (a thought signature goes on the part it came before; the first function call
+            # of a turn without one carries the skip value)
+            parts = []
+            pending: _Sig | None = None
+            first_call = True
+            for p in m.parts:
+                cls = p.__class__
+                if cls is Text:  # the usual part
+                    if pending is None:
+                        parts.append({"text": p.text})  # type: ignore[union-attr]
+                    else:
+                        parts.append({"text": p.text, "thoughtSignature": pending.sig})  # type: ignore[union-attr]
+                        pending = None
                     continue
-                if not op or op.get("protocol") != PROTOCOL:
-                    warn_once(warnings, "reasoning from another protocol was not sent to Gemini (it only accepts "
-                              "its own thought signatures)")
-                    continue
-                sig = op.get("signature") if isinstance(op.get("signature"), str) else None
-                on = op.get("on")
-                if on == "thought" or (on is None and p.text):  # type: ignore[union-attr]
-                    part: dict[str, Any] = {"text": p.text, "thought": True}  # type: ignore[union-attr]
-                    if sig:
-                        part["thoughtSignature"] = sig
-                    parts.append(part)
-                elif sig is not None:
+                if cls is ToolCall:
+                    name = short_tool_name(p.name)  # type: ignore[union-attr]
+                    pid = p.id  # type: ignore[union-attr]
+                    names[pid] = name
+                    fc: dict[str, Any] = {"name": name, "args": _args_obj(p, warnings)}  # type: ignore[arg-type]
+                    if pid and not pid.startswith(MINTED_PREFIX):
+                        fc["id"] = pid
                     if pending is not None:
-                        parts.append({"text": "", "thoughtSignature": pending.sig})
-                    pending = _Sig(sig, on if isinstance(on, str) else "text")
-                continue
+                        parts.append({"functionCall": fc, "thoughtSignature": pending.sig})
+                        pending = None
+                    elif first_call:
+                        parts.append({"functionCall": fc, "thoughtSignature": SKIP_SIGNATURE})
+                    else:
+                        parts.append({"functionCall": fc})
+                    first_call = False
+                    continue
+                if cls is Reasoning:
+                    op = p.opaque  # type: ignore[union-attr]
+                    if role == "user":
+                        continue
+                    if not op or op.get("protocol") != PROTOCOL:
+                        warn_once(warnings, "reasoning from another protocol was not sent to Gemini (it only accepts "
+                                  "its own thought signatures)")
+                        continue
+                    sig = op.get("signature") if isinstance(op.get("signature"), str) else None
+                    on = op.get("on")
+                    if on == "thought" or (on is None and p.text):  # type: ignore[union-attr]
+                        part: dict[str, Any] = {"text": p.text, "thought": True}  # type: ignore[union-attr]
+                        if sig:
+                            part["thoughtSignature"] = sig
+                        parts.append(part)
+                    elif sig is not None:
+                        if pending is not None:
+                            parts.append({"text": "", "thoughtSignature": pending.sig})
+                        pending = _Sig(sig, on if isinstance(on, str) else "text")
+                    continue
+                if pending is not None:
+                    parts.append({"text": "", "thoughtSignature": pending.sig})
+                    pending = None
+                if cls is ToolResult:
+                    rname = names.get(p.call_id)  # type: ignore[union-attr]
+                    if rname is None:
+                        i, j = _index(req.messages, m), _index(m.parts, p)
+                        raise _fail(f"messages[{i}].parts[{j}].call_id", f"no earlier tool call has the id "
+                                    f"{p.call_id!r} (Gemini names the function in every function response)")  # type: ignore[union-attr]
+                    parts.append(_tool_response(p, rname, req, m, warnings))  # type: ignore[arg-type]
+                elif cls is Refusal:
+                    parts.append({"text": p.text})  # type: ignore[union-attr]
+                elif cls is Image or cls is Document:
+                    path = f"messages[{_index(req.messages, m)}].parts[{_index(m.parts, p)}]"
+                    parts.append(_enc_media(p, path, warnings))  # type: ignore[arg-type]
+                elif cls is Opaque:
+                    if p.protocol == PROTOCOL:  # type: ignore[union-attr]
+                        parts.append(p.raw)  # type: ignore[union-attr]
+                    else:
+                        warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Gemini has no "  # type: ignore[union-attr]
+                                  "such part")
             if pending is not None:
                 parts.append({"text": "", "thoughtSignature": pending.sig})
-                pending = None
-            if cls is ToolResult:
-                rname = names.get(p.call_id)  # type: ignore[union-attr]
-                if rname is None:
-                    i, j = _index(req.messages, m), _index(m.parts, p)
-                    raise _fail(f"messages[{i}].parts[{j}].call_id", f"no earlier tool call has the id "
-                                f"{p.call_id!r} (Gemini names the function in every function response)")  # type: ignore[union-attr]
-                parts.append(_tool_response(p, rname, req, m, warnings))  # type: ignore[arg-type]
-            elif cls is Refusal:
-                parts.append({"text": p.text})  # type: ignore[union-attr]
-            elif cls is Image or cls is Document:
-                path = f"messages[{_index(req.messages, m)}].parts[{_index(m.parts, p)}]"
-                parts.append(_enc_media(p, path, warnings))  # type: ignore[arg-type]
-            elif cls is Opaque:
-                if p.protocol == PROTOCOL:  # type: ignore[union-attr]
-                    parts.append(p.raw)  # type: ignore[union-attr]
-                else:
-                    warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Gemini has no "  # type: ignore[union-attr]
-                              "such part")
-        if pending is not None:
-            parts.append({"text": "", "thoughtSignature": pending.sig})
-        if not parts:
-            continue
+            if not parts:
+                continue
         if role == last_role:
             last_parts.extend(parts)
         else:
