@@ -105,13 +105,19 @@ _MODELS = re.compile(r"^/v1(?:alpha|beta\d*|\d*)?(?:/projects/[^/]+/locations/[^
                      r"(?:/[^/:?]+)?$")
 
 
-#: (request path without its query, alt=sse) -> facts: a client's path repeats on every request
-_ENDPOINT_FACTS: dict[tuple[str, bool], PathFacts | None] = {}
+#: (request path without its query, alt=sse) -> facts: a client's path repeats on every request;
+#: a whole request path whose query is empty or ``alt=sse`` (no credential) -> facts, looked up first
+_ENDPOINT_FACTS: dict[tuple[str, bool] | str, PathFacts | None] = {}
 _ENDPOINT_FACTS_MAX = 1024
+_PLAIN_QUERIES = ("", "alt=sse")
 
 
 def parse_endpoint(path: str) -> PathFacts | None:
     """The Gemini endpoint a request path or whole URL names (query included), or None."""
+    cache = _ENDPOINT_FACTS
+    if path in cache:
+        return cache[path]
+    whole = path
     if "://" in path:  # a whole URL (stored flows): its path
         path = "/" + path.split("://", 1)[1].partition("/")[2]
     p, _, query = path.partition("?")
@@ -123,18 +129,19 @@ def parse_endpoint(path: str) -> PathFacts | None:
         if k == "alt" and v == "sse":
             sse = True
     key = (p, sse)  # (never the query: it may carry the key)
-    try:
-        return _ENDPOINT_FACTS[key]
-    except KeyError:
-        pass
-    m = _PATH.match(p)
-    facts = None
-    if m is not None:
-        method = m.group("method")
-        facts = PathFacts("count_tokens" if method == "countTokens" else "generate", m.group("prefix"),
-                          unquote(m.group("model")), method == "streamGenerateContent", sse)
-    if len(_ENDPOINT_FACTS) < _ENDPOINT_FACTS_MAX:
-        _ENDPOINT_FACTS[key] = facts
+    if key in cache:
+        facts = cache[key]
+    else:
+        m = _PATH.match(p)
+        facts = None
+        if m is not None:
+            method = m.group("method")
+            facts = PathFacts("count_tokens" if method == "countTokens" else "generate", m.group("prefix"),
+                              unquote(m.group("model")), method == "streamGenerateContent", sse)
+        if len(cache) < _ENDPOINT_FACTS_MAX:
+            cache[key] = facts
+    if whole is path and query in _PLAIN_QUERIES and len(cache) < _ENDPOINT_FACTS_MAX:
+        cache[whole] = facts
     return facts
 
 
