@@ -301,11 +301,14 @@ def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
         out: list[Any] = []
         results = False
         for k, p in enumerate(raw_parts):
-            if p.__class__ is not dict or not (
-                    ("text" in p or "functionCall" in p or "functionResponse" in p)
-                    and (len(p) == 1 or len(p) == 2 and "thoughtSignature" in p) or p.keys() <= camel):
+            if p.__class__ is not dict:
                 p = _obj(p, f"contents[{i}].parts[{k}]")
-            single = len(p) == 1  # the usual part: a text, a call or a result, nothing beside
+            n = len(p)
+            if not (("text" in p or "functionCall" in p or "functionResponse" in p)
+                    and (n == 1 or n == 2 and "thoughtSignature" in p) or p.keys() <= camel):
+                p = _obj(p, f"contents[{i}].parts[{k}]")
+                n = len(p)
+            single = n == 1  # the usual part: a text, a call or a result, nothing beside
             sig = None if single else p.get("thoughtSignature")
             if sig is not None and not isinstance(sig, str):
                 raise _fail(f"contents[{i}].parts[{k}].thoughtSignature", "expected a string")
