@@ -400,12 +400,13 @@ def _system(v: Any, req: Request) -> None:
     if isinstance(v, str):
         req.system.append(Text(v))
         return
-    d = v if v.__class__ is dict and v.keys() <= _CAMEL else _obj(v, "systemInstruction")
+    d = v if v.__class__ is dict and (len(v) == 1 and "parts" in v or v.keys() <= _CAMEL) else _obj(
+        v, "systemInstruction")
     parts = d.get("parts", [])
     if parts.__class__ is not list:
         parts = _list(parts, "systemInstruction.parts")
     for k, p in enumerate(parts):
-        if p.__class__ is not dict or not p.keys() <= _CAMEL:
+        if p.__class__ is not dict or not (len(p) == 1 and "text" in p or p.keys() <= _CAMEL):
             p = _obj(p, f"systemInstruction.parts[{k}]")
         if "text" not in p:
             raise _fail(f"systemInstruction.parts[{k}]", "only text parts can be system instructions here")
@@ -421,7 +422,7 @@ def _tools(v: Any, req: Request, warnings: list[str]) -> None:
     other: list[dict[str, Any]] = []
     tools = req.tools
     for k, t in enumerate(v if v.__class__ is list else _list(v, "tools")):
-        if t.__class__ is not dict or not t.keys() <= _CAMEL:
+        if t.__class__ is not dict or not (len(t) == 1 and "functionDeclarations" in t or t.keys() <= _CAMEL):
             t = _obj(t, f"tools[{k}]")
         decls = t.get("functionDeclarations")
         if decls is not None:
@@ -457,10 +458,12 @@ def _tools(v: Any, req: Request, warnings: list[str]) -> None:
 def _tool_config(v: Any, req: Request) -> None:
     if v is None:
         return
-    d = v if v.__class__ is dict and v.keys() <= _CAMEL else _obj(v, "toolConfig")
+    d = v if v.__class__ is dict and (len(v) == 1 and "functionCallingConfig" in v or v.keys() <= _CAMEL) else _obj(
+        v, "toolConfig")
     fcc = d.get("functionCallingConfig")
     if fcc is not None:
-        fcc = fcc if fcc.__class__ is dict and fcc.keys() <= _CAMEL else _obj(fcc, "toolConfig.functionCallingConfig")
+        fcc = fcc if fcc.__class__ is dict and (len(fcc) == 1 and "mode" in fcc or fcc.keys() <= _CAMEL) else _obj(
+            fcc, "toolConfig.functionCallingConfig")
         mode = fcc.get("mode", "AUTO")
         names = fcc.get("allowedFunctionNames")
         allowed = [_str(x, "toolConfig.functionCallingConfig.allowedFunctionNames[]")
@@ -575,10 +578,13 @@ def _decode_rare(body: dict[str, Any], req: Request, warnings: list[str]) -> Non
 def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
     if not isinstance(body, dict):
         raise TranslationError("request body must be a JSON object", field="body")
-    body = body if body.__class__ is dict and body.keys() <= _CAMEL else _obj(body, "body")
-    inner = body.get("generateContentRequest")
-    if "contents" not in body and isinstance(inner, dict):  # a countTokens body wraps the request
-        body = _obj(inner, "generateContentRequest")
+    usual = body.__class__ is dict and body.keys() <= _USUAL  # (camelCase, no rare field: one test)
+    if not usual:
+        body = body if body.__class__ is dict and body.keys() <= _CAMEL else _obj(body, "body")
+        if "contents" not in body:
+            inner = body.get("generateContentRequest")
+            if isinstance(inner, dict):  # a countTokens body wraps the request
+                body = _obj(inner, "generateContentRequest")
     req = Request()
     m = body.get("model")
     if isinstance(m, str) and m:
@@ -598,7 +604,7 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         _tool_config(v, req)
     if (v := get("generationConfig")) is not None:
         _generation(v, req)
-    if not body.keys() <= _USUAL:
+    if not usual and not body.keys() <= _USUAL:
         _decode_rare(body, req, warnings)
     return req
 
