@@ -69,7 +69,8 @@ def as_int(v: Any) -> int | None:
 #: when they send the history back, so our envelope is canonical standard base64 of
 #: ``proxai.v1.`` + the JSON payload (a real signature is a binary blob that never starts so).
 _ENV_PREFIX = b"proxai.v1."
-_ENV_HEAD = base64.b64encode(_ENV_PREFIX[:9]).decode()
+#: how every packed signature starts (callers on a hot path test it without a call)
+PACKED_HEAD = base64.b64encode(_ENV_PREFIX[:9]).decode()
 
 
 def pack_signature(payload: dict[str, Any]) -> str:
@@ -79,11 +80,11 @@ def pack_signature(payload: dict[str, Any]) -> str:
 
 
 def is_packed_signature(sig: str) -> bool:
-    return sig.startswith(_ENV_HEAD)
+    return sig.startswith(PACKED_HEAD)
 
 
 def unpack_signature(sig: str) -> dict[str, Any] | None:
-    if not sig.startswith(_ENV_HEAD):
+    if not sig.startswith(PACKED_HEAD):
         return None
     try:
         raw = base64.b64decode(sig, validate=True)
@@ -104,13 +105,19 @@ _MODELS = re.compile(r"^/v1(?:alpha|beta\d*|\d*)?(?:/projects/[^/]+/locations/[^
                      r"(?:/[^/:?]+)?$")
 
 
-#: (request path without its query, alt=sse) -> facts: a client's path repeats on every request
-_ENDPOINT_FACTS: dict[tuple[str, bool], PathFacts | None] = {}
+#: (request path without its query, alt=sse) -> facts: a client's path repeats on every request;
+#: a whole request path whose query is empty or ``alt=sse`` (no credential) -> facts, looked up first
+_ENDPOINT_FACTS: dict[tuple[str, bool] | str, PathFacts | None] = {}
 _ENDPOINT_FACTS_MAX = 1024
+_PLAIN_QUERIES = ("", "alt=sse")
 
 
 def parse_endpoint(path: str) -> PathFacts | None:
     """The Gemini endpoint a request path or whole URL names (query included), or None."""
+    cache = _ENDPOINT_FACTS
+    if path in cache:
+        return cache[path]
+    whole = path
     if "://" in path:  # a whole URL (stored flows): its path
         path = "/" + path.split("://", 1)[1].partition("/")[2]
     p, _, query = path.partition("?")
@@ -122,18 +129,19 @@ def parse_endpoint(path: str) -> PathFacts | None:
         if k == "alt" and v == "sse":
             sse = True
     key = (p, sse)  # (never the query: it may carry the key)
-    try:
-        return _ENDPOINT_FACTS[key]
-    except KeyError:
-        pass
-    m = _PATH.match(p)
-    facts = None
-    if m is not None:
-        method = m.group("method")
-        facts = PathFacts("count_tokens" if method == "countTokens" else "generate", m.group("prefix"),
-                          unquote(m.group("model")), method == "streamGenerateContent", sse)
-    if len(_ENDPOINT_FACTS) < _ENDPOINT_FACTS_MAX:
-        _ENDPOINT_FACTS[key] = facts
+    if key in cache:
+        facts = cache[key]
+    else:
+        m = _PATH.match(p)
+        facts = None
+        if m is not None:
+            method = m.group("method")
+            facts = PathFacts("count_tokens" if method == "countTokens" else "generate", m.group("prefix"),
+                              unquote(m.group("model")), method == "streamGenerateContent", sse)
+        if len(cache) < _ENDPOINT_FACTS_MAX:
+            cache[key] = facts
+    if whole is path and query in _PLAIN_QUERIES and len(cache) < _ENDPOINT_FACTS_MAX:
+        cache[whole] = facts
     return facts
 
 
@@ -224,15 +232,24 @@ def stop_to_wire(stop: StopInfo, has_tools: bool, warnings: list[str]) -> tuple[
 
 
 # ----------------------------------------------------------------------------- usage
-_USAGE_KEYS = ("promptTokenCount", "candidatesTokenCount", "cachedContentTokenCount", "thoughtsTokenCount",
-               "toolUsePromptTokenCount")
-
-
 def usage_from_wire(u: dict[str, Any]) -> Usage | None:
     """``usageMetadata`` -> neutral: prompt tokens include cached ones; candidates exclude thoughts;
     tool-use prompt tokens are input the model read."""
-    # (``v.__class__ is int``: what as_int says: a bool or a float is no count)
-    prompt, cand, cached, thoughts, tool = (v if (v := u.get(k)).__class__ is int else None for k in _USAGE_KEYS)
+    # (``__class__ is int``: what as_int says: a bool or a float is no count; five plain reads, since
+    # this runs on every stream: a generator over the keys costs more than the rest of the function)
+    g = u.get
+    prompt, cand, cached = g("promptTokenCount"), g("candidatesTokenCount"), g("cachedContentTokenCount")
+    thoughts, tool = g("thoughtsTokenCount"), g("toolUsePromptTokenCount")
+    if prompt.__class__ is not int:
+        prompt = None
+    if cand.__class__ is not int:
+        cand = None
+    if cached.__class__ is not int:
+        cached = None
+    if thoughts.__class__ is not int:
+        thoughts = None
+    if tool.__class__ is not int:
+        tool = None
     if prompt is None and cand is None and thoughts is None and cached is None and tool is None:
         return None
     inp = None
@@ -467,8 +484,9 @@ class StreamReader(SSEReader):
     """The framing of a Gemini stream, told by its first byte: ``data:`` lines (``alt=sse``) or one
     JSON array. The SSE reader's interface (events are ``(None, json)``).
 
-    It is an SSE reader until the first byte says otherwise; once the framing is known, ``feed`` and
-    ``feed_raw`` on the instance are that framing's own (every later read goes straight to them)."""
+    It is an SSE reader until the first byte says otherwise; once the framing is known, ``feed``
+    and ``feed_raw`` go to that framing's own reader (a caller binds them once, before the first
+    byte, so they test the framing on every read: two attribute tests)."""
 
     _arr: JsonArrayReader | None = None  # the array form's reader, once its "[" was seen
     _sse = False  # the SSE form, once its first byte was seen
@@ -482,24 +500,20 @@ class StreamReader(SSEReader):
                 return None
         if head == b"[":
             self._arr = JsonArrayReader()
-            self.feed = self._feed_array  # type: ignore[method-assign,assignment]
-            self.feed_raw = self._feed_raw_array  # type: ignore[method-assign]
             return True
         self._sse = True
-        self.feed, self.feed_raw = self._read, self._sse_feed_raw  # type: ignore[method-assign]
         return False
 
-    _sse_feed_raw = SSEReader.feed_raw
-
     def feed(self, chunk: bytes, blobs: list[bytes] | None = None) -> list[Any]:
-        # (a caller may hold this bound method from before the framing was known: it must not look
-        # at the first byte again, since a later read may well start with "[")
-        if self._arr is not None:
-            return self._feed_array(chunk)
+        # (once the framing is known, a later read may well start with "[": never looked at again)
         if self._sse:
             return self._read(chunk)
+        if self._arr is not None:
+            return self._feed_array(chunk)
         mode = self._mode(chunk)
-        return [] if mode is None else self.feed(chunk)
+        if mode is None:
+            return []
+        return self._feed_array(chunk) if mode else self._read(chunk)
 
     def _feed_array(self, chunk: bytes) -> list[tuple[str | None, str]]:
         return [(None, e) for e in self._arr.feed_bytes(chunk)]  # type: ignore[union-attr]
@@ -507,7 +521,7 @@ class StreamReader(SSEReader):
     def close(self) -> list[tuple[str | None, str]]:
         arr = self._arr
         if arr is None:
-            return super().close()
+            return SSEReader.close(self)
         out: list[tuple[str | None, str]] = [(None, e) for e in arr.feed_bytes(b"", True)]
         rest = arr.pending()
         if rest:
@@ -517,12 +531,14 @@ class StreamReader(SSEReader):
     def feed_raw(self, chunk: bytes) -> tuple[list[Any], list[bytes]]:
         """Pass-through: the array form forwards its bytes as they come (an element is never
         re-framed); the SSE form forwards whole events only."""
+        if self._sse:
+            return SSEReader.feed_raw(self, chunk)
         if self._arr is not None:
             return self._feed_raw_array(chunk)
-        if self._sse:
-            return self._sse_feed_raw(chunk)
         mode = self._mode(chunk)
-        return ([None], [chunk]) if mode is None else self.feed_raw(chunk)
+        if mode is None:
+            return [None], [chunk]
+        return self._feed_raw_array(chunk) if mode else SSEReader.feed_raw(self, chunk)
 
     def _feed_raw_array(self, chunk: bytes) -> tuple[list[Any], list[bytes]]:
         events: list[Any] = [(None, e) for e in self._arr.feed_bytes(chunk)]  # type: ignore[union-attr]
@@ -532,7 +548,7 @@ class StreamReader(SSEReader):
 
     def close_raw(self) -> tuple[list[Any], list[bytes]]:
         if self._arr is None:
-            return super().close_raw()
+            return SSEReader.close_raw(self)
         events = self.close()
         return events, [b""] * len(events)
 

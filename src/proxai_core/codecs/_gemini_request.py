@@ -33,6 +33,7 @@ from ..neutral import (
 )
 from ._gemini_common import (
     MINTED_PREFIX,
+    PACKED_HEAD,
     PROTOCOL,
     SKIP_SIGNATURE,
     is_packed_signature,
@@ -187,7 +188,7 @@ def _expected(path: str, what: str, v: Any) -> TranslationError:
 # ============================================================================= decode
 def _signature_reasoning(sig: str, on: str, turn: int, k: int, warnings: list[str]) -> Reasoning:
     """A ``thoughtSignature`` as a neutral reasoning part placed before the part it came on."""
-    if is_packed_signature(sig):
+    if sig.startswith(PACKED_HEAD):
         payload = unpack_signature(sig)
         if payload is None:
             warnings.append(f"contents[{turn}].parts[{k}].thoughtSignature: a damaged continuity envelope "
@@ -217,50 +218,49 @@ def _media(d: dict[str, Any], path: str, kind: str) -> Image | Document:
     return Document("url", media_type=mime, url=uri)
 
 
-def _response_content(resp: Any, parts: Any, turn: int, k: int) -> tuple[list[Text | Image | Document], bool | None]:
-    """A functionResponse's ``response`` object (and media ``parts``) as tool-result content."""
-    content: list[Text | Image | Document] = []
+def _tool_result(fr: dict[str, Any], cid: str, turn: int, k: int) -> ToolResult:
+    """A functionResponse as a tool result: its ``response`` object (and media ``parts``) as
+    content, a content of one text given as that text (the usual result)."""
+    resp = fr.get("response")
     is_error: bool | None = None
     if isinstance(resp, dict):
-        one = None  # the text of a one-field {"output"|"error"|"content": "..."} response
-        if len(resp) == 1:
-            one = resp.get("output")
-            if not isinstance(one, str):
-                one = resp.get("error")
-                if isinstance(one, str):
-                    is_error = True
-                else:
-                    one = resp.get("content")
-        if isinstance(one, str):
-            content.append(Text(one))
-        else:
-            content.append(Text(dumps(resp).decode()))
-            if "error" in resp and "output" not in resp:
+        # a one-field {"output"|"error"|"content": "..."} response is its text; another, its JSON
+        text = resp.get("output") if len(resp) == 1 else None
+        if not isinstance(text, str):
+            text = resp.get("error") if len(resp) == 1 else None
+            if isinstance(text, str):
                 is_error = True
+            else:
+                text = resp.get("content") if len(resp) == 1 else None
+                if not isinstance(text, str):
+                    text = dumps(resp).decode()
+                    if "error" in resp and "output" not in resp:
+                        is_error = True
     elif resp is not None:
         raise _expected(f"contents[{turn}].parts[{k}].functionResponse.response", "an object", resp)
-    if parts is not None:
-        path = f"contents[{turn}].parts[{k}].functionResponse"
-        for j, p in enumerate(_list(parts, f"{path}.parts")):
-            p = _obj(p, f"{path}.parts[{j}]")
-            if "inlineData" in p:
-                content.append(_media(_obj(p["inlineData"], f"{path}.parts[{j}].inlineData"),
-                                      f"{path}.parts[{j}].inlineData", "inline"))
-            elif "fileData" in p:
-                content.append(_media(_obj(p["fileData"], f"{path}.parts[{j}].fileData"),
-                                      f"{path}.parts[{j}].fileData", "file"))
-    return content, is_error
+    else:
+        text = None
+    parts = fr.get("parts")
+    if parts is None:
+        if text is None:
+            return ToolResult(cid, [], is_error)
+        return ToolResult(cid, None, is_error, "function", None, text)
+    content: list[Text | Image | Document] = [] if text is None else [Text(text)]
+    path = f"contents[{turn}].parts[{k}].functionResponse"
+    for j, p in enumerate(_list(parts, f"{path}.parts")):
+        p = _obj(p, f"{path}.parts[{j}]")
+        if "inlineData" in p:
+            content.append(_media(_obj(p["inlineData"], f"{path}.parts[{j}].inlineData"),
+                                  f"{path}.parts[{j}].inlineData", "inline"))
+        elif "fileData" in p:
+            content.append(_media(_obj(p["fileData"], f"{path}.parts[{j}].fileData"),
+                                  f"{path}.parts[{j}].fileData", "file"))
+    return ToolResult(cid, content, is_error)
 
 
 # Ids for a history's function calls: Gemini's own, or minted from the turn and order, so a
 # ``functionResponse`` without an id finds its call by name and order. ``unanswered``: the
 # (id, name) of the calls without a response yet, in call order.
-def _call_id(unanswered: list[tuple[str, str]], fid: Any, name: str, turn: int, n: int) -> str:
-    cid = fid if isinstance(fid, str) and fid else mint_call_id(f"turn{turn}", n, name)
-    unanswered.append((cid, name))
-    return cid
-
-
 def _response_id(unanswered: list[tuple[str, str]], fid: Any, name: str, turn: int, n: int) -> str:
     if isinstance(fid, str) and fid:
         for k, (cid, _) in enumerate(unanswered):
@@ -280,27 +280,35 @@ _SERVER_PARTS = ("executableCode", "codeExecutionResult", "toolCall", "toolRespo
 
 def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
     """``contents`` as neutral messages, each part checked as it is built (one pass; paths for
-    errors are formatted only when one is raised)."""
+    errors are formatted only when one is raised). A turn of one text is given as that text.
+
+    An object whose field names are all the API's own needs no snake_case conversion; the usual
+    shapes prove that with a few ``in`` tests, cheaper than the subset test that decides the rest."""
     unanswered: list[tuple[str, str]] = []
     add_msg = req.messages.append
     camel = _CAMEL
     for i, c in enumerate(contents):
-        if c.__class__ is not dict or not c.keys() <= camel:
+        if c.__class__ is not dict or not (len(c) == 2 and "parts" in c and "role" in c or c.keys() <= camel):
             c = _obj(c, f"contents[{i}]")
         role = c.get("role", "user")
         if role != "user" and role != "model" and role != "function":
             raise _fail(f"contents[{i}].role", f"expected 'user' or 'model', got {role!r}")
-        raw_parts = c.get("parts", [])
+        raw_parts = c.get("parts")
         if raw_parts.__class__ is not list:
-            raw_parts = _list(raw_parts, f"contents[{i}].parts")
+            raw_parts = _list(raw_parts, f"contents[{i}].parts") if "parts" in c else []
+        one = len(raw_parts) == 1
+        plain = None  # the text of a turn whose one part is a plain text
         out: list[Any] = []
-        add = out.append
-        calls = 0
         results = False
         for k, p in enumerate(raw_parts):
-            if p.__class__ is not dict or not p.keys() <= camel:
+            if p.__class__ is not dict:
                 p = _obj(p, f"contents[{i}].parts[{k}]")
-            single = len(p) == 1  # the usual part: a text, a call or a result, nothing beside
+            n = len(p)
+            if not (("text" in p or "functionCall" in p or "functionResponse" in p)
+                    and (n == 1 or n == 2 and "thoughtSignature" in p) or p.keys() <= camel):
+                p = _obj(p, f"contents[{i}].parts[{k}]")
+                n = len(p)
+            single = n == 1  # the usual part: a text, a call or a result, nothing beside
             sig = None if single else p.get("thoughtSignature")
             if sig is not None and not isinstance(sig, str):
                 raise _fail(f"contents[{i}].parts[{k}].thoughtSignature", "expected a string")
@@ -310,20 +318,24 @@ def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
                     raise _expected(f"contents[{i}].parts[{k}].text", "a string", text)
                 if not single and p.get("thought") is True:
                     if sig and is_packed_signature(sig):
-                        add(_signature_reasoning(sig, "thought", i, k, warnings))
+                        out.append(_signature_reasoning(sig, "thought", i, k, warnings))
                     else:
                         op: dict[str, Any] = {"protocol": PROTOCOL, "on": "thought"}
                         if sig:
                             op["signature"] = sig
-                        add(Reasoning(text, None, op))
+                        out.append(Reasoning(text, None, op))
                     continue
                 if sig:
-                    add(_signature_reasoning(sig, "text", i, k, warnings))
+                    out.append(_signature_reasoning(sig, "text", i, k, warnings))
                 if text:
-                    add(Text(text))
+                    if one and not out:
+                        plain = text
+                    else:
+                        out.append(Text(text))
             elif "functionCall" in p:
                 fc = p["functionCall"]
-                if fc.__class__ is not dict or not fc.keys() <= camel:
+                if fc.__class__ is not dict or not (
+                        len(fc) == 3 and "id" in fc and "args" in fc and "name" in fc or fc.keys() <= camel):
                     fc = _obj(fc, f"contents[{i}].parts[{k}].functionCall")
                 name = fc.get("name")
                 if not isinstance(name, str):
@@ -332,37 +344,40 @@ def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
                 if args is not None and not isinstance(args, dict):
                     raise _expected(f"contents[{i}].parts[{k}].functionCall.args", "an object", args)
                 if sig:
-                    add(_signature_reasoning(sig, "call", i, k, warnings))
-                add(ToolCall(_call_id(unanswered, fc.get("id"), name, i, calls), name,
-                             dumps(args).decode() if args else "{}"))
-                calls += 1
+                    out.append(_signature_reasoning(sig, "call", i, k, warnings))
+                fid = fc.get("id")
+                # (a minted id numbers the call among the turn's calls)
+                cid = fid if isinstance(fid, str) and fid else mint_call_id(
+                    f"turn{i}", sum(x.__class__ is ToolCall for x in out), name)
+                unanswered.append((cid, name))
+                out.append(ToolCall(cid, name, dumps(args).decode() if args else "{}"))
             elif "functionResponse" in p:
                 fr = p["functionResponse"]
-                if fr.__class__ is not dict or not fr.keys() <= camel:
+                if fr.__class__ is not dict or not (
+                        len(fr) == 3 and "id" in fr and "response" in fr and "name" in fr or fr.keys() <= camel):
                     fr = _obj(fr, f"contents[{i}].parts[{k}].functionResponse")
                 name = fr.get("name")
                 if not isinstance(name, str):
                     raise _expected(f"contents[{i}].parts[{k}].functionResponse.name", "a string", name)
-                content, is_error = _response_content(fr.get("response"), fr.get("parts"), i, k)
-                add(ToolResult(_response_id(unanswered, fr.get("id"), name, i, k), content, is_error))
+                out.append(_tool_result(fr, _response_id(unanswered, fr.get("id"), name, i, k), i, k))
                 results = True
             elif "inlineData" in p:
                 pp = f"contents[{i}].parts[{k}]"
-                add(_media(_obj(p["inlineData"], f"{pp}.inlineData"), f"{pp}.inlineData", "inline"))
+                out.append(_media(_obj(p["inlineData"], f"{pp}.inlineData"), f"{pp}.inlineData", "inline"))
             elif "fileData" in p:
                 pp = f"contents[{i}].parts[{k}]"
-                add(_media(_obj(p["fileData"], f"{pp}.fileData"), f"{pp}.fileData", "file"))
+                out.append(_media(_obj(p["fileData"], f"{pp}.fileData"), f"{pp}.fileData", "file"))
             elif any(k2 in p for k2 in _SERVER_PARTS):
-                add(Opaque(PROTOCOL, p, next(k2 for k2 in _SERVER_PARTS if k2 in p)))
+                out.append(Opaque(PROTOCOL, p, next(k2 for k2 in _SERVER_PARTS if k2 in p)))
             elif sig and single:
-                add(_signature_reasoning(sig, "text", i, k, warnings))
+                out.append(_signature_reasoning(sig, "text", i, k, warnings))
             else:
                 keys = ", ".join(sorted(p)) or "none"
                 raise _fail(f"contents[{i}].parts[{k}]", f"unknown part (fields: {keys})")
-        if role != "model":
-            add_msg(Message("user", out))
-        elif not results:
-            add_msg(Message("assistant", out))
+        if plain is not None:
+            add_msg(Message("assistant" if role == "model" else "user", None, None, plain))
+        elif not results or role != "model":
+            add_msg(Message("assistant" if role == "model" else "user", out))
         else:
             # a function the server ran (server-side MCP) is answered inside the model turn: its
             # result becomes a user turn of its own, where every other protocol puts results
@@ -385,12 +400,13 @@ def _system(v: Any, req: Request) -> None:
     if isinstance(v, str):
         req.system.append(Text(v))
         return
-    d = v if v.__class__ is dict and v.keys() <= _CAMEL else _obj(v, "systemInstruction")
+    d = v if v.__class__ is dict and (len(v) == 1 and "parts" in v or v.keys() <= _CAMEL) else _obj(
+        v, "systemInstruction")
     parts = d.get("parts", [])
     if parts.__class__ is not list:
         parts = _list(parts, "systemInstruction.parts")
     for k, p in enumerate(parts):
-        if p.__class__ is not dict or not p.keys() <= _CAMEL:
+        if p.__class__ is not dict or not (len(p) == 1 and "text" in p or p.keys() <= _CAMEL):
             p = _obj(p, f"systemInstruction.parts[{k}]")
         if "text" not in p:
             raise _fail(f"systemInstruction.parts[{k}]", "only text parts can be system instructions here")
@@ -406,7 +422,7 @@ def _tools(v: Any, req: Request, warnings: list[str]) -> None:
     other: list[dict[str, Any]] = []
     tools = req.tools
     for k, t in enumerate(v if v.__class__ is list else _list(v, "tools")):
-        if t.__class__ is not dict or not t.keys() <= _CAMEL:
+        if t.__class__ is not dict or not (len(t) == 1 and "functionDeclarations" in t or t.keys() <= _CAMEL):
             t = _obj(t, f"tools[{k}]")
         decls = t.get("functionDeclarations")
         if decls is not None:
@@ -442,10 +458,12 @@ def _tools(v: Any, req: Request, warnings: list[str]) -> None:
 def _tool_config(v: Any, req: Request) -> None:
     if v is None:
         return
-    d = v if v.__class__ is dict and v.keys() <= _CAMEL else _obj(v, "toolConfig")
+    d = v if v.__class__ is dict and (len(v) == 1 and "functionCallingConfig" in v or v.keys() <= _CAMEL) else _obj(
+        v, "toolConfig")
     fcc = d.get("functionCallingConfig")
     if fcc is not None:
-        fcc = fcc if fcc.__class__ is dict and fcc.keys() <= _CAMEL else _obj(fcc, "toolConfig.functionCallingConfig")
+        fcc = fcc if fcc.__class__ is dict and (len(fcc) == 1 and "mode" in fcc or fcc.keys() <= _CAMEL) else _obj(
+            fcc, "toolConfig.functionCallingConfig")
         mode = fcc.get("mode", "AUTO")
         names = fcc.get("allowedFunctionNames")
         allowed = [_str(x, "toolConfig.functionCallingConfig.allowedFunctionNames[]")
@@ -560,10 +578,13 @@ def _decode_rare(body: dict[str, Any], req: Request, warnings: list[str]) -> Non
 def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
     if not isinstance(body, dict):
         raise TranslationError("request body must be a JSON object", field="body")
-    body = body if body.__class__ is dict and body.keys() <= _CAMEL else _obj(body, "body")
-    inner = body.get("generateContentRequest")
-    if "contents" not in body and isinstance(inner, dict):  # a countTokens body wraps the request
-        body = _obj(inner, "generateContentRequest")
+    usual = body.__class__ is dict and body.keys() <= _USUAL  # (camelCase, no rare field: one test)
+    if not usual:
+        body = body if body.__class__ is dict and body.keys() <= _CAMEL else _obj(body, "body")
+        if "contents" not in body:
+            inner = body.get("generateContentRequest")
+            if isinstance(inner, dict):  # a countTokens body wraps the request
+                body = _obj(inner, "generateContentRequest")
     req = Request()
     m = body.get("model")
     if isinstance(m, str) and m:
@@ -583,7 +604,7 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         _tool_config(v, req)
     if (v := get("generationConfig")) is not None:
         _generation(v, req)
-    if not body.keys() <= _USUAL:
+    if not usual and not body.keys() <= _USUAL:
         _decode_rare(body, req, warnings)
     return req
 
@@ -618,12 +639,15 @@ def _enc_media(p: Image | Document, path: str, warnings: list[str]) -> dict[str,
 
 
 def _tool_response(p: ToolResult, name: str, req: Request, msg: Message, warnings: list[str]) -> dict[str, Any]:
-    content = p.content
-    if len(content) == 1 and content[0].__class__ is Text:  # the usual result: one text
-        text, media = content[0].text, []  # type: ignore[union-attr]
-    else:
-        text = "".join(c.text for c in content if isinstance(c, Text))
-        media = [c for c in content if isinstance(c, (Image, Document))]
+    text = p.text  # a result built from one plain text
+    media: list[Image | Document] | None = None
+    if text is None:
+        content = p.content
+        if len(content) == 1 and content[0].__class__ is Text:  # the usual result: one text
+            text = content[0].text  # type: ignore[union-attr]
+        else:
+            text = "".join(c.text for c in content if isinstance(c, Text))
+            media = [c for c in content if isinstance(c, (Image, Document))]
     resp: dict[str, Any]
     if p.is_error:
         resp = {"error": text}
@@ -693,83 +717,84 @@ def _contents(req: Request, system: list[Text], warnings: list[str]) -> list[dic
             continue
         else:
             role = "user"
-        parts: list[dict[str, Any]] = []
-        pending: _Sig | None = None
-        first_call = True
-        text = m.text  # a turn built from one plain text: that text is its only part
-        for p in (m.parts if text is None else (text,)):
-            cls = p.__class__
-            if cls is str:
-                parts.append({"text": p})
-                continue
-            if cls is Text:  # the usual part
-                if pending is None:
-                    parts.append({"text": p.text})  # type: ignore[union-attr]
-                else:
-                    parts.append({"text": p.text, "thoughtSignature": pending.sig})  # type: ignore[union-attr]
-                    pending = None
-                continue
-            if cls is ToolCall:
-                name = short_tool_name(p.name)  # type: ignore[union-attr]
-                pid = p.id  # type: ignore[union-attr]
-                names[pid] = name
-                fc: dict[str, Any] = {"name": name, "args": _args_obj(p, warnings)}  # type: ignore[arg-type]
-                if pid and not pid.startswith(MINTED_PREFIX):
-                    fc["id"] = pid
-                if pending is not None:
-                    parts.append({"functionCall": fc, "thoughtSignature": pending.sig})
-                    pending = None
-                elif first_call:
-                    parts.append({"functionCall": fc, "thoughtSignature": SKIP_SIGNATURE})
-                else:
-                    parts.append({"functionCall": fc})
-                first_call = False
-                continue
-            if cls is Reasoning:
-                op = p.opaque  # type: ignore[union-attr]
-                if role == "user":
+        text = m.text
+        if text is not None:  # a turn built from one plain text: that text is its only part
+            parts: list[dict[str, Any]] = [{"text": text}]
+        else:  # (a thought signature goes on the part it came before; the first function call
+            # of a turn without one carries the skip value)
+            parts = []
+            pending: _Sig | None = None
+            first_call = True
+            for p in m.parts:
+                cls = p.__class__
+                if cls is Text:  # the usual part
+                    if pending is None:
+                        parts.append({"text": p.text})  # type: ignore[union-attr]
+                    else:
+                        parts.append({"text": p.text, "thoughtSignature": pending.sig})  # type: ignore[union-attr]
+                        pending = None
                     continue
-                if not op or op.get("protocol") != PROTOCOL:
-                    warn_once(warnings, "reasoning from another protocol was not sent to Gemini (it only accepts "
-                              "its own thought signatures)")
-                    continue
-                sig = op.get("signature") if isinstance(op.get("signature"), str) else None
-                on = op.get("on")
-                if on == "thought" or (on is None and p.text):  # type: ignore[union-attr]
-                    part: dict[str, Any] = {"text": p.text, "thought": True}  # type: ignore[union-attr]
-                    if sig:
-                        part["thoughtSignature"] = sig
-                    parts.append(part)
-                elif sig is not None:
+                if cls is ToolCall:
+                    name = short_tool_name(p.name)  # type: ignore[union-attr]
+                    pid = p.id  # type: ignore[union-attr]
+                    names[pid] = name
+                    fc: dict[str, Any] = {"name": name, "args": _args_obj(p, warnings)}  # type: ignore[arg-type]
+                    if pid and not pid.startswith(MINTED_PREFIX):
+                        fc["id"] = pid
                     if pending is not None:
-                        parts.append({"text": "", "thoughtSignature": pending.sig})
-                    pending = _Sig(sig, on if isinstance(on, str) else "text")
-                continue
+                        parts.append({"functionCall": fc, "thoughtSignature": pending.sig})
+                        pending = None
+                    elif first_call:
+                        parts.append({"functionCall": fc, "thoughtSignature": SKIP_SIGNATURE})
+                    else:
+                        parts.append({"functionCall": fc})
+                    first_call = False
+                    continue
+                if cls is Reasoning:
+                    op = p.opaque  # type: ignore[union-attr]
+                    if role == "user":
+                        continue
+                    if not op or op.get("protocol") != PROTOCOL:
+                        warn_once(warnings, "reasoning from another protocol was not sent to Gemini (it only accepts "
+                                  "its own thought signatures)")
+                        continue
+                    sig = op.get("signature") if isinstance(op.get("signature"), str) else None
+                    on = op.get("on")
+                    if on == "thought" or (on is None and p.text):  # type: ignore[union-attr]
+                        part: dict[str, Any] = {"text": p.text, "thought": True}  # type: ignore[union-attr]
+                        if sig:
+                            part["thoughtSignature"] = sig
+                        parts.append(part)
+                    elif sig is not None:
+                        if pending is not None:
+                            parts.append({"text": "", "thoughtSignature": pending.sig})
+                        pending = _Sig(sig, on if isinstance(on, str) else "text")
+                    continue
+                if pending is not None:
+                    parts.append({"text": "", "thoughtSignature": pending.sig})
+                    pending = None
+                if cls is ToolResult:
+                    rname = names.get(p.call_id)  # type: ignore[union-attr]
+                    if rname is None:
+                        i, j = _index(req.messages, m), _index(m.parts, p)
+                        raise _fail(f"messages[{i}].parts[{j}].call_id", f"no earlier tool call has the id "
+                                    f"{p.call_id!r} (Gemini names the function in every function response)")  # type: ignore[union-attr]
+                    parts.append(_tool_response(p, rname, req, m, warnings))  # type: ignore[arg-type]
+                elif cls is Refusal:
+                    parts.append({"text": p.text})  # type: ignore[union-attr]
+                elif cls is Image or cls is Document:
+                    path = f"messages[{_index(req.messages, m)}].parts[{_index(m.parts, p)}]"
+                    parts.append(_enc_media(p, path, warnings))  # type: ignore[arg-type]
+                elif cls is Opaque:
+                    if p.protocol == PROTOCOL:  # type: ignore[union-attr]
+                        parts.append(p.raw)  # type: ignore[union-attr]
+                    else:
+                        warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Gemini has no "  # type: ignore[union-attr]
+                                  "such part")
             if pending is not None:
                 parts.append({"text": "", "thoughtSignature": pending.sig})
-                pending = None
-            if cls is ToolResult:
-                rname = names.get(p.call_id)  # type: ignore[union-attr]
-                if rname is None:
-                    i, j = _index(req.messages, m), _index(m.parts, p)
-                    raise _fail(f"messages[{i}].parts[{j}].call_id", f"no earlier tool call has the id "
-                                f"{p.call_id!r} (Gemini names the function in every function response)")  # type: ignore[union-attr]
-                parts.append(_tool_response(p, rname, req, m, warnings))  # type: ignore[arg-type]
-            elif cls is Refusal:
-                parts.append({"text": p.text})  # type: ignore[union-attr]
-            elif cls is Image or cls is Document:
-                path = f"messages[{_index(req.messages, m)}].parts[{_index(m.parts, p)}]"
-                parts.append(_enc_media(p, path, warnings))  # type: ignore[arg-type]
-            elif cls is Opaque:
-                if p.protocol == PROTOCOL:  # type: ignore[union-attr]
-                    parts.append(p.raw)  # type: ignore[union-attr]
-                else:
-                    warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Gemini has no "  # type: ignore[union-attr]
-                              "such part")
-        if pending is not None:
-            parts.append({"text": "", "thoughtSignature": pending.sig})
-        if not parts:
-            continue
+            if not parts:
+                continue
         if role == last_role:
             last_parts.extend(parts)
         else:

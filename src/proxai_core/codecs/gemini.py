@@ -691,36 +691,42 @@ class StreamDecoder:
         self._held.clear()
 
     def _part(self, p: dict[str, Any], out: list[Event]) -> None:
-        sig = p.get("thoughtSignature")
-        if sig.__class__ is not str or not sig:
-            sig = None
-        fc = p.get("functionCall")
-        if fc.__class__ is dict:
-            if self._kind is not None:
-                self._close(out)
-            self._function_call(fc, p, sig, out)
-            return
-        if self._call is not None:
-            self._end_call(out)
-        fr = p.get("functionResponse")
-        if fr.__class__ is dict:
-            name = fr.get("name")
-            for k, call in enumerate(self._held):
-                if call.part.name == name:  # run by the server: both stay Gemini's own parts
-                    del self._held[k]
-                    self._flush(out)
-                    self._close(out)
-                    if call.sig:
-                        self._lone(_sig_part(call.sig, "call"), out)
-                    self._lone(Opaque(PROTOCOL, call.raw, "functionCall"), out)
-                    break
         text = p.get("text")
+        lone = text.__class__ is str and len(p) == 1  # a text alone (the usual part)
+        if lone:  # (no signature, call or result to look for)
+            sig = None
+            if self._call is not None:
+                self._end_call(out)
+        else:
+            sig = p.get("thoughtSignature")
+            if sig.__class__ is not str or not sig:
+                sig = None
+            fc = p.get("functionCall")
+            if fc.__class__ is dict:
+                if self._kind is not None:
+                    self._close(out)
+                self._function_call(fc, p, sig, out)
+                return
+            if self._call is not None:
+                self._end_call(out)
+            fr = p.get("functionResponse")
+            if fr.__class__ is dict:
+                name = fr.get("name")
+                for k, call in enumerate(self._held):
+                    if call.part.name == name:  # run by the server: both stay Gemini's own parts
+                        del self._held[k]
+                        self._flush(out)
+                        self._close(out)
+                        if call.sig:
+                            self._lone(_sig_part(call.sig, "call"), out)
+                        self._lone(Opaque(PROTOCOL, call.raw, "functionCall"), out)
+                        break
         if text.__class__ is str:
-            if not text and sig is None and len(p) == 1:
+            if not text and lone:
                 return  # an empty text part (Gemini ends some streams so): nothing to say
             if self._held:
                 self._flush(out)
-            if p.get("thought") is True:
+            if not lone and p.get("thought") is True:
                 if self._kind != "thought":
                     self._close(out)
                     self._kind, self._open = "thought", self._alloc()
