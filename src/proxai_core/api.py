@@ -13,7 +13,7 @@ from . import neutral as n
 from .codecs import codec
 from .codecs.base import Codec, StreamDecoder, StreamEncoder
 from .collect import Collector, response_to_events
-from .context import ClientContext, build_context
+from .context import ClientContext, build_context, context_of
 from .errors import TranslationError, native_error, parse_error, translation_error_response
 from .jsonutil import dumps
 from .protocol import Protocol, as_protocol
@@ -391,7 +391,7 @@ class StreamTranslator:
         self._pass = False
         self._read = reader.feed
         ctx = self._ctx = (pair.empty if request is None and (path is None or pair.path_blind)
-                           else build_context(request, pair.target, path))
+                           else context_of(request, pair.client, path))
         self._enc = e = enc(ctx, self.warnings)
         self._enc_encode = e.encode
         self._restore = restore = bool(ctx.name_map or ctx.custom_tools)
@@ -408,7 +408,9 @@ class StreamTranslator:
             if self.closed:
                 return b""
             events, blobs = self._read(chunk)
-            return self._forward(events, blobs, False) if blobs else b""
+            if events and not self._terminal:  # (byte-exact after the terminal too: nothing decoded)
+                self._forward(events)
+            return b"".join(blobs)  # the upstream's own bytes, whole events only
         if self._terminal or self.closed:
             return b""
         read = self._read(chunk)
@@ -420,7 +422,7 @@ class StreamTranslator:
         self.closed = True
         if self._pass:
             events, blobs = self._reader.close_raw()
-            out = [self._forward(events, blobs, True)] if blobs else []
+            out = self._tail(events, blobs) if blobs else []
         elif self._terminal:
             return b""
         else:
@@ -485,20 +487,16 @@ class StreamTranslator:
                 break
         return b"".join(out)
 
-    def _forward(self, events: list[tuple[str | None, str] | None], blobs: list[bytes], final: bool) -> bytes:
+    def _forward(self, events: list[tuple[str | None, str] | None]) -> None:
         """Pass-through: each event decoded once and observed (unless its codec says it carries
-        nothing observed: :attr:`Codec.stream_observes`); its own bytes forwarded. ``final``: the
-        tail handed over at EOF, forwarded only where its payload is whole."""
-        out: list[bytes] = []
+        nothing observed: :attr:`Codec.stream_observes`), up to the terminal; the caller forwards
+        the events' own bytes."""
         feed, observes = self._dec_feed, self._observes
-        for sev, blob in zip(events, blobs, strict=True):
+        for sev in events:
             if sev is None:  # comments, blank lines
-                out.append(blob)
                 continue
             name, data = sev
-            # byte-exact after the terminal too
-            decoded = not self._terminal and (observes is None or observes(name, data))
-            if decoded:
+            if observes is None or observes(name, data):
                 try:
                     evs = feed(name, data)
                 except Exception as exc:
@@ -508,12 +506,27 @@ class StreamTranslator:
                         if type(ev) is _Start and not ev.id:
                             ev.id = _content_id(data)
                         self._observe(ev)
-            if not final or _complete_payload(data):
+                if self._terminal:
+                    return
+
+    def _tail(self, events: list[tuple[str | None, str] | None], blobs: list[bytes]) -> list[bytes]:
+        """Pass-through at EOF: what the reader held, each event observed like any other and its
+        bytes forwarded only where its payload is whole (a cut half event is not)."""
+        observes = self._observes
+        out = []
+        for sev, blob in zip(events, blobs, strict=True):
+            if sev is None:
+                out.append(blob)
+                continue
+            decoded = not self._terminal and (observes is None or observes(*sev))
+            if decoded:
+                self._forward([sev])
+            if _complete_payload(sev[1]):
                 out.append(blob)  # unchanged, even without its final blank line
             elif decoded and self.error is not None:
                 # the upstream's own error frame was cut: the client still gets one
                 out.append(self._pair.client.error_frame(self.error))
-        return b"".join(out)
+        return out
 
     def _failed(self, exc: Exception) -> list[n.Event]:
         """The decoder raised: a malformed upstream event is skipped and named as the upstream's; any
