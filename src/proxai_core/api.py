@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import orjson
 
@@ -542,8 +542,8 @@ class StreamTranslator:
     def _slow(self, ev: n.Event, data: str, out: list[bytes]) -> None:
         """An event that is observed, has names restored or may end the client stream."""
         t = type(ev)
-        if t is _Start and not cast(n.Start, ev).id:
-            cast(n.Start, ev).id = _content_id(data)  # deterministic ids when the upstream gave none
+        if type(ev) is _Start and not ev.id:
+            ev.id = _content_id(data)  # deterministic ids when the upstream gave none
         self._observe(ev)
         if self._restore:
             for ev2 in self._glue(ev):
@@ -555,25 +555,24 @@ class StreamTranslator:
 
     def _observe(self, ev: n.Event) -> None:
         t = type(ev)  # neutral events are never subclassed: identity checks
-        # (identity checks do not narrow for the type checker: each branch casts, at no cost)
         if t is _Delta or t is _BlockStart or t is _BlockEnd:
             return
-        if t is _Stop:
-            self.stop = cast(n.Stop, ev).stop
-        elif t is _UsageEvent:
-            u = cast(n.UsageEvent, ev).usage
+        # (type(ev) again, not t: that narrows for the type checker, where typing.cast is a call)
+        if type(ev) is _Stop:
+            self.stop = ev.stop
+        elif type(ev) is _UsageEvent:
+            u = ev.usage
             self.usage = u if self.usage is None else self.usage.merge(u)
         elif t is _End:
             self._terminal = True
             if self.stop is None:
                 self.stop = classify_stop(None)
-        elif t is _Start:
-            st = cast(n.Start, ev)
-            self.model = st.model
-            if st.usage is not None:
-                self.usage = st.usage if self.usage is None else self.usage.merge(st.usage)
-        elif t is _ErrorEvent:
-            err = cast(n.ErrorEvent, ev).error
+        elif type(ev) is _Start:
+            self.model = ev.model
+            if ev.usage is not None:
+                self.usage = ev.usage if self.usage is None else self.usage.merge(ev.usage)
+        elif type(ev) is _ErrorEvent:
+            err = ev.error
             self.error = err
             self.stop = stop_of_error(err)
             self._terminal = True
@@ -614,10 +613,10 @@ class StreamTranslator:
         if self._dead:
             return
         t = type(ev)
-        if t is _Stop:
-            if cast(n.Stop, ev).stop.reason is _INTERRUPTED and not self._pair.interrupted_is_status:
+        if type(ev) is _Stop:
+            if ev.stop.reason is _INTERRUPTED and not self._pair.interrupted_is_status:
                 # seed 003: an interrupted upstream turn reaches the client as its native error
-                ev = n.ErrorEvent(error_of_interrupted_stop(cast(n.Stop, ev).stop))
+                ev = n.ErrorEvent(error_of_interrupted_stop(ev.stop))
                 self._dead = True
                 self._fast = False
         elif t is _ErrorEvent:

@@ -79,19 +79,17 @@ class SSEReader:
                     break
                 c = t[p]
                 if c == "d" and t[p:p + 6] == "data: ":
-                    name = None
-                    d = p + 6  # the data line's value
-                elif c == "e" and t[p:p + 7] == "event: " and t[i + 1:i + 7] == "data: ":
-                    name = t[p + 7:i]
-                    d = i + 7
-                    i = t.find("\n", d)
-                    if i < 0:
+                    if t[i + 1:i + 2] != "\n":  # the blank line ending the event
                         break
+                    out.append((None, t[p + 6:i]))
+                elif c == "e" and t[p:p + 7] == "event: " and t[i + 1:i + 7] == "data: ":
+                    j = t.find("\n", i + 7)
+                    if j < 0 or t[j + 1:j + 2] != "\n":
+                        break
+                    out.append((t[p + 7:i], t[i + 7:j]))
+                    i = j
                 else:
                     break
-                if t[i + 1:i + 2] != "\n":  # the blank line ending the event
-                    break
-                out.append((name, t[d:i]))
                 p = i + 2
                 if p == end:
                     break
@@ -99,13 +97,13 @@ class SSEReader:
                     ends = [p]
                 else:
                     ends.append(p)
-            if not out:
-                return self._lines(chunk, blobs)
             if ends is None:
-                if p == end:  # the usual read: one whole event
+                if p == end and out:  # the usual read: one whole event
                     if blobs is not None:
                         blobs.append(chunk)
                     return out
+                if not out:
+                    return self._lines(chunk, blobs)
                 ends = [p]
             elif p == end:
                 ends.append(end)
