@@ -253,6 +253,8 @@ class SSEReader:
     feed = _read  # (no wrapper call: this runs once per upstream read)
 
     def _close(self, blobs: list[bytes] | None) -> list[SSEEvent | None]:
+        if self._idle:  # (the usual end: the last read ended with an event's blank line)
+            return []
         if self._line:  # a last line without its line end (its bytes are in _raw already)
             self._only_line = False  # (its raw bytes stay: they are handed over below)
             self._read(b"\n", None)
