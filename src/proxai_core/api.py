@@ -354,10 +354,6 @@ class StreamTranslator:
     (:meth:`_forward`).
     """
 
-    __slots__ = ("source", "target", "warnings", "stop", "usage", "model", "error", "closed", "_pair", "_ctx",
-                 "_reader", "_dec", "_pass", "_enc", "_read", "_dec_feed", "_enc_encode", "_observes",
-                 "_terminal", "_dead", "_custom", "_restore", "_fast")
-
     def __init__(self, source: Protocol | str, target: Protocol | str,
                  request: dict[str, Any] | None = None, *, path: str | None = None):
         try:
