@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import orjson
 
 from . import neutral as n
 from .codecs import codec
-from .codecs.base import StreamDecoder, StreamEncoder
+from .codecs.base import Codec, StreamDecoder, StreamEncoder
 from .collect import Collector, response_to_events
-from .context import ClientContext, build_context
+from .context import ClientContext, build_context, context_of
 from .errors import TranslationError, native_error, parse_error, translation_error_response
 from .jsonutil import dumps
 from .protocol import Protocol, as_protocol
@@ -125,8 +126,6 @@ def _complete_payload(data: str) -> bool:
 
 
 def _content_id(data: Any) -> str:
-    import hashlib
-
     try:
         raw = data if isinstance(data, (bytes, str)) else dumps(data, sort_keys=True)
     except (TypeError, TranslationError):
@@ -281,7 +280,7 @@ def error_stop_info(status: int, body: bytes | str | dict | None) -> StopInfo:
 # ----------------------------------------------------------------------------- streams
 # the stream hot path compares event types by identity (neutral events are never subclassed)
 _Delta, _Start, _BlockStart, _BlockEnd = n.Delta, n.Start, n.BlockStart, n.BlockEnd
-_Stop, _ErrorEvent = n.Stop, n.ErrorEvent
+_Stop, _ErrorEvent, _UsageEvent, _End = n.Stop, n.ErrorEvent, n.UsageEvent, n.End
 _INTERRUPTED = StopReason.INTERRUPTED
 DecoderFactory = Callable[[list[str]], StreamDecoder]
 EncoderFactory = Callable[[ClientContext, list[str]], StreamEncoder]
@@ -301,6 +300,15 @@ class _StreamPair:
     encoder: EncoderFactory | None
     #: pass-through: which upstream events must be decoded (None: all)
     observes: Callable[[str | None, str], bool] | None
+    #: the client's codec: its error frame and capabilities
+    client: Codec
+    #: the context of a stream whose request and path say nothing to the client's codec (the one
+    #: build_context would make; shared: encoders only read a context)
+    empty: ClientContext
+    #: the client's codec reads nothing from a request path
+    path_blind: bool
+    #: the client's protocol has an interrupted status (else an interrupted turn is its error)
+    interrupted_is_status: bool
 
 
 #: (source, target) as given (enum or string) -> its _StreamPair
@@ -309,10 +317,11 @@ _STREAM_PAIRS: dict[tuple[Any, Any], _StreamPair] = {}
 
 def _stream_pair(source: Protocol | str, target: Protocol | str) -> _StreamPair:
     src, tgt = as_protocol(source), as_protocol(target)  # clear errors for unknown protocols
-    c = codec(src)
+    c, client = codec(src), codec(tgt)
     pair = _STREAM_PAIRS[src, tgt] = _StreamPair(  # (the enum and its string value are the same key)
-        src, tgt, c.stream_reader or SSEReader, c.StreamDecoder, None if src is tgt else codec(tgt).StreamEncoder,
-        c.stream_observes)
+        src, tgt, c.stream_reader or SSEReader, c.StreamDecoder, None if src is tgt else client.StreamEncoder,
+        c.stream_observes, client, ClientContext(tgt), client.endpoints.parse_path is None,
+        client.capabilities.interrupted_is_status)
     return pair
 
 
@@ -351,36 +360,39 @@ class StreamTranslator:
             pair = _STREAM_PAIRS[source, target]
         except (KeyError, TypeError):
             pair = _stream_pair(source, target)
+        self._pair = pair
         self.source = pair.source
-        self.target = tgt = pair.target
+        self.target = pair.target
         self.warnings: list[str] = []
         self.stop: StopInfo | None = None
         self.usage: n.Usage | None = None
         self.model: str | None = None
         self.error: n.Error | None = None
         self.closed = False
-        # no request: the empty context build_context would make, without its parsing
-        ctx = self._ctx = (ClientContext(tgt) if request is None and path is None
-                           else build_context(request, tgt, path))
-        self._reader = reader = pair.reader()
-        self._dec = pair.decoder(self.warnings)
-        self._pass = pair.encoder is None
-        # (pass-through never encodes: no encoder is built, and every use is behind self._pass)
-        self._enc: StreamEncoder = (cast(StreamEncoder, None) if pair.encoder is None
-                                    else pair.encoder(ctx, self.warnings))
-        # (bound once: the per-read loop looks up no method)
-        self._read = reader.feed_raw if pair.encoder is None else reader.feed
-        self._dec_feed = self._dec.feed
-        self._enc_encode: Callable[[n.Event], bytes] = (cast(Callable[[n.Event], bytes], None)
-                                                        if pair.encoder is None else self._enc.encode)
-        self._observes = pair.observes
         self._terminal = False
         self._dead = False  # the client stream already ended (error frame sent)
         # custom tools carried as functions: index -> buffered JSON arguments
         self._custom: dict[int, list[str]] = {}
-        self._restore = bool(ctx.name_map or ctx.custom_tools)
+        self._reader = reader = pair.reader()
+        self._dec = dec = pair.decoder(self.warnings)
+        self._dec_feed = dec.feed  # (bound once: the per-read loop looks up no method)
+        self._observes = pair.observes
+        enc = pair.encoder
+        if enc is None:  # pass-through never encodes: no context, no encoder
+            self._pass = True
+            self._read = reader.feed_raw
+            self._ctx = pair.empty
+            self._restore = self._fast = False
+            return
+        self._pass = False
+        self._read = reader.feed
+        ctx = self._ctx = (pair.empty if request is None and (path is None or pair.path_blind)
+                           else context_of(request, pair.client, path))
+        self._enc = e = enc(ctx, self.warnings)
+        self._enc_encode = e.encode
+        self._restore = restore = bool(ctx.name_map or ctx.custom_tools)
         # deltas go straight to the encoder (no names to restore, client stream not ended)
-        self._fast = not self._restore
+        self._fast = not restore
 
     @property
     def finished(self) -> bool:
@@ -392,7 +404,9 @@ class StreamTranslator:
             if self.closed:
                 return b""
             events, blobs = self._read(chunk)
-            return self._forward(events, blobs, False) if blobs else b""
+            if events and not self._terminal:  # (byte-exact after the terminal too: nothing decoded)
+                self._forward(events)
+            return b"".join(blobs)  # the upstream's own bytes, whole events only
         if self._terminal or self.closed:
             return b""
         read = self._read(chunk)
@@ -404,25 +418,31 @@ class StreamTranslator:
         self.closed = True
         if self._pass:
             events, blobs = self._reader.close_raw()
-            out = [self._forward(events, blobs, True)]
+            out = self._tail(events, blobs) if blobs else []
+        elif self._terminal:
+            return b""
         else:
-            out = [b"" if self._terminal else self._translate(self._reader.close())]
-        if not self._terminal:
-            try:
-                evs = self._dec.finish()
-            except Exception as exc:  # (finish reads no upstream bytes: always ours)
-                if is_strict():
-                    raise
-                self.warnings.append(internal_warning(exc, f"ending an upstream {self.source.value} stream"))
-                evs = [n.ErrorEvent(n.Error(kind="interrupted", status=502,
-                                            message="the upstream stream could not be finished"))]
+            rest = self._reader.close()
+            out = [self._translate(rest)] if rest else []
+        if self._terminal:
+            return b"".join(out)
+        try:
+            evs = self._dec.finish()
+        except Exception as exc:  # (finish reads no upstream bytes: always ours)
+            if is_strict():
+                raise
+            self.warnings.append(internal_warning(exc, f"ending an upstream {self.source.value} stream"))
+            evs = [n.ErrorEvent(n.Error(kind="interrupted", status=502,
+                                        message="the upstream stream could not be finished"))]
+        if self._pass:
             for ev in evs:
-                if self._pass:
+                if type(ev) not in _PLAIN:
                     self._observe(ev)
                     if type(ev) is _ErrorEvent:
-                        out.append(codec(self.target).error_frame(ev.error))
-                else:
-                    self._slow(ev, "", out)
+                        out.append(self._pair.client.error_frame(ev.error))
+        else:
+            for ev in evs:
+                self._slow(ev, "", out)
         return b"".join(out)
 
     def abort(self, message: str = "stream interrupted") -> bytes:
@@ -434,12 +454,12 @@ class StreamTranslator:
         self._observe(ev)
         self.closed = True
         if self._pass:
-            return codec(self.target).error_frame(err)
+            return self._pair.client.error_frame(err)
         if self._dead:
             return b""
         self._dead = True
         self._fast = False
-        return self._enc.encode(ev)
+        return self._enc_encode(ev)
 
     # ------------------------------------------------------------------ the route
     def _translate(self, events: list[tuple[str | None, str]]) -> bytes:
@@ -463,20 +483,16 @@ class StreamTranslator:
                 break
         return b"".join(out)
 
-    def _forward(self, events: list[tuple[str | None, str] | None], blobs: list[bytes], final: bool) -> bytes:
+    def _forward(self, events: list[tuple[str | None, str] | None]) -> None:
         """Pass-through: each event decoded once and observed (unless its codec says it carries
-        nothing observed: :attr:`Codec.stream_observes`); its own bytes forwarded. ``final``: the
-        tail handed over at EOF, forwarded only where its payload is whole."""
-        out: list[bytes] = []
+        nothing observed: :attr:`Codec.stream_observes`), up to the terminal; the caller forwards
+        the events' own bytes."""
         feed, observes = self._dec_feed, self._observes
-        for sev, blob in zip(events, blobs, strict=True):
+        for sev in events:
             if sev is None:  # comments, blank lines
-                out.append(blob)
                 continue
             name, data = sev
-            # byte-exact after the terminal too
-            decoded = not self._terminal and (observes is None or observes(name, data))
-            if decoded:
+            if observes is None or observes(name, data):
                 try:
                     evs = feed(name, data)
                 except Exception as exc:
@@ -486,12 +502,27 @@ class StreamTranslator:
                         if type(ev) is _Start and not ev.id:
                             ev.id = _content_id(data)
                         self._observe(ev)
-            if not final or _complete_payload(data):
+                if self._terminal:
+                    return
+
+    def _tail(self, events: list[tuple[str | None, str] | None], blobs: list[bytes]) -> list[bytes]:
+        """Pass-through at EOF: what the reader held, each event observed like any other and its
+        bytes forwarded only where its payload is whole (a cut half event is not)."""
+        observes = self._observes
+        out = []
+        for sev, blob in zip(events, blobs, strict=True):
+            if sev is None:
+                out.append(blob)
+                continue
+            decoded = not self._terminal and (observes is None or observes(*sev))
+            if decoded:
+                self._forward([sev])
+            if _complete_payload(sev[1]):
                 out.append(blob)  # unchanged, even without its final blank line
             elif decoded and self.error is not None:
                 # the upstream's own error frame was cut: the client still gets one
-                out.append(codec(self.target).error_frame(self.error))
-        return b"".join(out)
+                out.append(self._pair.client.error_frame(self.error))
+        return out
 
     def _failed(self, exc: Exception) -> list[n.Event]:
         """The decoder raised: a malformed upstream event is skipped and named as the upstream's; any
@@ -505,40 +536,39 @@ class StreamTranslator:
         return []
 
     def _slow(self, ev: n.Event, data: str, out: list[bytes]) -> None:
+        """An event that is observed, has names restored or may end the client stream."""
         t = type(ev)
-        if t is not _BlockStart and t is not _BlockEnd:  # (blocks: nothing to observe)
-            if t is _Start and not cast(n.Start, ev).id:
-                cast(n.Start, ev).id = _content_id(data)  # deterministic ids when the upstream gave none
-            self._observe(ev)
+        if type(ev) is _Start and not ev.id:
+            ev.id = _content_id(data)  # deterministic ids when the upstream gave none
+        self._observe(ev)
         if self._restore:
             for ev2 in self._glue(ev):
                 self._encode(ev2, out)
-        elif t is _Stop or t is _ErrorEvent or t is _Delta:
+        elif t is _Stop or t is _ErrorEvent:
             self._encode(ev, out)  # what may end the client stream
         elif not self._dead:
-            out.append(self._enc.encode(ev))
+            out.append(self._enc_encode(ev))
 
     def _observe(self, ev: n.Event) -> None:
         t = type(ev)  # neutral events are never subclassed: identity checks
         if t is _Delta or t is _BlockStart or t is _BlockEnd:
             return
-        # (identity checks do not narrow for the type checker: each branch casts, at no cost)
-        if t is _Stop:
-            self.stop = cast(n.Stop, ev).stop
-        elif t is n.UsageEvent:
-            u = cast(n.UsageEvent, ev).usage
+        # (type(ev) again, not t: that narrows for the type checker, where typing.cast is a call)
+        if type(ev) is _Stop:
+            self.stop = ev.stop
+        elif type(ev) is _UsageEvent:
+            u = ev.usage
             self.usage = u if self.usage is None else self.usage.merge(u)
-        elif t is n.End:
+        elif t is _End:
             self._terminal = True
             if self.stop is None:
                 self.stop = classify_stop(None)
-        elif t is _Start:
-            st = cast(n.Start, ev)
-            self.model = st.model
-            if st.usage is not None:
-                self.usage = st.usage if self.usage is None else self.usage.merge(st.usage)
-        elif t is _ErrorEvent:
-            err = cast(n.ErrorEvent, ev).error
+        elif type(ev) is _Start:
+            self.model = ev.model
+            if ev.usage is not None:
+                self.usage = ev.usage if self.usage is None else self.usage.merge(ev.usage)
+        elif type(ev) is _ErrorEvent:
+            err = ev.error
             self.error = err
             self.stop = stop_of_error(err)
             self._terminal = True
@@ -549,7 +579,7 @@ class StreamTranslator:
             p = ev.part
             p.name = self._ctx.original_name(p.name)
             if (p.kind == "function" and p.name in self._ctx.custom_tools
-                    and codec(self.target).capabilities.custom_tools):
+                    and self._pair.client.capabilities.custom_tools):
                 p.kind = "custom"
                 self._custom[ev.index] = []
             return [ev]
@@ -579,19 +609,16 @@ class StreamTranslator:
         if self._dead:
             return
         t = type(ev)
-        if t is _Delta:
-            out.append(self._enc.encode(ev))
-            return
-        if (t is _Stop and cast(n.Stop, ev).stop.reason is _INTERRUPTED
-                and not codec(self.target).capabilities.interrupted_is_status):
-            # seed 003: an interrupted upstream turn reaches the client as its native error
-            ev = n.ErrorEvent(error_of_interrupted_stop(cast(n.Stop, ev).stop))
+        if type(ev) is _Stop:
+            if ev.stop.reason is _INTERRUPTED and not self._pair.interrupted_is_status:
+                # seed 003: an interrupted upstream turn reaches the client as its native error
+                ev = n.ErrorEvent(error_of_interrupted_stop(ev.stop))
+                self._dead = True
+                self._fast = False
+        elif t is _ErrorEvent:
             self._dead = True
             self._fast = False
-        elif t is n.ErrorEvent:
-            self._dead = True
-            self._fast = False
-        out.append(self._enc.encode(ev))
+        out.append(self._enc_encode(ev))
 
 
 def stream_from_response(body: dict[str, Any], source: Protocol | str, target: Protocol | str,

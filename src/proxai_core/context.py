@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,11 +70,26 @@ def build_context(request: dict[str, Any] | None, protocol: Protocol | str,
                   path: str | None = None) -> ClientContext:
     """What the client's codec reads from its request: model, stream flags, tools, stop sequences;
     ``path`` (the client's request path and query) where the protocol keeps the model in the URL."""
-    from .codecs import get  # (the codecs import this module)
+    get = _registry[0] if _registry else _load_registry()
+    return context_of(request, get(protocol), path)
 
-    c = get(protocol)
-    ctx = ClientContext(protocol=c.protocol)
-    facts = c.endpoints.parse_path(path) if path and c.endpoints.parse_path else None
+
+#: the registry's ``get``, once loaded (the codecs import this module: it cannot import them first)
+_registry: list[Callable[[Protocol | str], Any]] = []
+
+
+def _load_registry() -> Callable[[Protocol | str], Any]:
+    from .codecs import get
+
+    _registry.append(get)
+    return get
+
+
+def context_of(request: dict[str, Any] | None, c: Any, path: str | None = None) -> ClientContext:
+    """:func:`build_context` for the client's codec ``c`` already looked up."""
+    ctx = ClientContext(c.protocol)
+    parse = c.endpoints.parse_path
+    facts = parse(path) if path and parse is not None else None
     if facts is not None:
         ctx.model, ctx.stream, ctx.sse = facts.model, facts.stream, facts.sse
     if not isinstance(request, dict):

@@ -57,59 +57,64 @@ class SSEReader:
         """The events this read completes (``feed``); with ``blobs`` (``feed_raw``), also None
         entries where the bytes handed over complete no event, and each entry's raw bytes."""
         if self._idle:
-            # Nothing pending: the events of the usual shape ("data: ..." after an optional
-            # "event: ..." line) at the head of the read are cut with C-level find/startswith;
-            # whatever follows them (any other shape, a cut event) goes to _lines.
+            # Nothing pending: the whole events of the usual shape ("data: ..." after an optional
+            # "event: ..." line) at the head of the read are cut here, a few C-level finds and
+            # compares each; whatever follows them (any other shape, a cut event) goes to _lines.
             try:
                 s = chunk.decode()
             except UnicodeDecodeError:  # (a character cut at the end of the read, or invalid)
                 return self._lines(chunk, blobs)
             t = s
-            if s.find("\r") >= 0:  # CRLF line ends (as some upstreams write): read as LF when every CR is one's
+            if "\r" in s:  # CRLF line ends (as some upstreams write): read as LF unless a CR is alone
                 t = s.replace("\r\n", "\n")
-                if t.find("\r") >= 0 or len(s) - len(t) != t.count("\n"):  # (CR or LF alone)
+                if "\r" in t:
                     return self._lines(chunk, blobs)
-            n = len(t) - 2
-            if t[n:] == "\n\n":  # the usual read first: exactly one whole event
-                i = t.find("\n")
-                if i == n:
-                    if t[:6] == "data: ":
-                        if blobs is not None:
-                            blobs.append(chunk)
-                        return [(None, t[6:n])]
-                elif t[:7] == "event: " and t.find("\n", i + 1) == n and t.startswith("data: ", i + 1):
-                    if blobs is not None:
-                        blobs.append(chunk)
-                    return [(t[7:i], t[i + 7:n])]
-            out: list[Any] = []  # several whole events (then, maybe, the start of one more)
-            ends: list[int] = []
+            end = len(t)
+            out: list[Any] = []
+            ends: list[int] | None = None  # where each event ends, if the read holds more than one
             p = 0
             while True:
-                if t.startswith("data: ", p):
-                    j = t.find("\n", p + 6)  # the end of the data line, then the blank line
-                    if j < 0 or not t.startswith("\n", j + 1):
+                i = t.find("\n", p)  # the end of the event's first line
+                if i < 0:
+                    break
+                c = t[p]
+                if c == "d" and t[p:p + 6] == "data: ":
+                    if t[i + 1:i + 2] != "\n":  # the blank line ending the event
                         break
-                    out.append((None, t[p + 6:j]))
-                elif t.startswith("event: ", p):
-                    i = t.find("\n", p)
-                    if i < 0:  # (without this check, find from 0 could go back before p: no progress)
-                        break
-                    j = t.find("\n", i + 1)
-                    if j < 0 or not t.startswith("data: ", i + 1) or not t.startswith("\n", j + 1):
+                    out.append((None, t[p + 6:i]))
+                elif c == "e" and t[p:p + 7] == "event: " and t[i + 1:i + 7] == "data: ":
+                    j = t.find("\n", i + 7)
+                    if j < 0 or t[j + 1:j + 2] != "\n":
                         break
                     out.append((t[p + 7:i], t[i + 7:j]))
+                    i = j
                 else:
                     break
-                p = j + 2
-                ends.append(p)
-            if not ends:
-                return self._lines(chunk, blobs)
+                p = i + 2
+                if p == end:
+                    break
+                if ends is None:
+                    ends = [p]
+                else:
+                    ends.append(p)
+            if ends is None:
+                if p == end and out:  # the usual read: one whole event
+                    if blobs is not None:
+                        blobs.append(chunk)
+                    return out
+                if not out:
+                    return self._lines(chunk, blobs)
+                ends = [p]
+            elif p == end:
+                ends.append(end)
             crlf = t is not s
             if crlf or len(s) != len(chunk):  # character offsets in t -> byte offsets in chunk
+                if crlf and len(s) - len(t) != t.count("\n"):  # LF alone next to CRLF: offsets unknown
+                    return self._lines(chunk, blobs)
                 ends = _byte_ends(t, ends, crlf)
             if blobs is not None:
                 blobs.extend(map(chunk.__getitem__, map(slice, [0, *ends], ends)))
-            if ends[-1] < len(chunk):
+            if p < end:
                 out += self._lines(chunk[ends[-1]:], blobs)
             return out
         if self._only_line:  # a long line (a long event) arriving in many reads
@@ -248,6 +253,8 @@ class SSEReader:
     feed = _read  # (no wrapper call: this runs once per upstream read)
 
     def _close(self, blobs: list[bytes] | None) -> list[SSEEvent | None]:
+        if self._idle:  # (the usual end: the last read ended with an event's blank line)
+            return []
         if self._line:  # a last line without its line end (its bytes are in _raw already)
             self._only_line = False  # (its raw bytes stay: they are handed over below)
             self._read(b"\n", None)

@@ -286,11 +286,15 @@ def stop_key(stop: StopInfo, has_tool_calls: bool) -> StopKey:
     """The one decision every encoder starts from. An unknown value with tool calls in the output is
     TOOL_USE (the client must still run them); a refusal is stated or filtered."""
     r = stop.reason
-    if r is StopReason.REFUSAL:
+    if r is _REFUSAL:
         return StopKey.FILTERED if is_filter_refusal(stop) else StopKey.REFUSAL
-    if r is StopReason.OTHER and has_tool_calls:
-        return StopKey.TOOL_USE
+    if r is _OTHER and has_tool_calls:
+        return _TOOL_USE_KEY
     return _KEY_OF_REASON[r]
+
+
+# (module constants: the stop of every stream reads them, an enum attribute costs a lookup more)
+_REFUSAL, _OTHER, _TOOL_USE_KEY = StopReason.REFUSAL, StopReason.OTHER, StopKey.TOOL_USE
 
 
 def check_stop_table(table: dict[StopKey, WireStop], label: str) -> dict[StopKey, WireStop]:
@@ -307,7 +311,7 @@ def map_stop(table: Mapping[StopKey, WireStop], stop: StopInfo, has_tool_calls: 
     a warning names the raw value the upstream sent."""
     key = stop_key(stop, has_tool_calls)
     wire = table[key]
-    if not wire.exact or (key is StopKey.TOOL_USE and stop.reason is StopReason.OTHER):
+    if not wire.exact or (key is _TOOL_USE_KEY and stop.reason is _OTHER):
         sent = wire.value if wire.detail is None else f"{wire.value} ({wire.detail})"
         msg = (f"stop reason {stop.reason.value} (raw {stop.raw!r}) has no {label} equivalent: "
                f"sent as {sent}")

@@ -236,3 +236,24 @@ def test_a_read_ending_in_an_unfinished_event_line_completes(tail):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("read", [
+    b"data: \xc3\xa9\r\n\r\nevent: x\ndata: 2\n\ndata: 3\r\n\r\n",  # CRLF and LF events in one read
+    b"data: 1\r\n\r\ndata: \xe2\x82\xac\n\r\ndata: 3",  # an LF then a CRLF ending one event; a cut one after
+    b"event: \xc3\xa9\r\ndata: 1\r\n\r\nevent: b\r\ndata: 2\r\n\r\n: c\r\n\r\n",  # CRLF, non-ASCII, a comment
+    b"data: 1\n\ndata: 2\r\ndata: 3\r\r\n",  # a CR alone ends a line too
+])
+def test_whole_events_of_mixed_line_ends_in_one_read(read):
+    """Several whole events in one read whose line ends differ (the reader maps its character
+    offsets back to bytes): the events the rules give, each blob exactly its own event's bytes."""
+    r = SSEReader()
+    assert r.feed(read) + r.close() == _reference(read)
+    r = SSEReader()
+    evs, blobs = r.feed_raw(read)
+    tail_evs, tail_blobs = r.close_raw()
+    evs, blobs = evs + tail_evs, blobs + tail_blobs
+    assert [e for e in evs if e is not None] == _reference(read)
+    assert b"".join(blobs) == read
+    for ev, blob in zip(evs, blobs, strict=True):
+        assert _whole(blob) == ([] if ev is None else [ev]), (blob, ev)

@@ -148,3 +148,21 @@ def test_stopinfo_is_frozen():
     info = classify_stop("stop")
     with pytest.raises(AttributeError):
         info.reason = R.OTHER  # type: ignore[misc]
+
+
+def test_map_stop_of_an_unknown_value_with_tool_calls_is_tool_use_and_warns_once():
+    """The client must still run the calls: TOOL_USE from the table, one warning naming the raw
+    value however often the stop is mapped; without tool calls the same value is the table's OTHER."""
+    from proxai_core.stop import StopKey, WireStop, map_stop
+
+    table = {k: WireStop(k.value, exact=k is not StopKey.OTHER) for k in StopKey}
+    info = classify_stop("eos")
+    assert info.reason is R.OTHER and info.raw == "eos"
+    w: list[str] = []
+    assert map_stop(table, info, True, "X", w) is table[StopKey.TOOL_USE]
+    assert map_stop(table, info, True, "X", w) is table[StopKey.TOOL_USE]
+    assert len(w) == 1 and "'eos'" in w[0] and "sent as tool_use" in w[0]
+    w2: list[str] = []
+    assert map_stop(table, info, False, "X", w2) is table[StopKey.OTHER]
+    assert len(w2) == 1 and "sent as other" in w2[0]
+    assert map_stop(table, classify_stop("stop"), False, "X", w2) is table[StopKey.END_TURN] and len(w2) == 1
