@@ -231,21 +231,26 @@ def _decode_input(inp: Any, w: list[str], key: str = "input") -> list[Message]:
         if item.__class__ is not dict:
             raise expected("an object", item, key, i)
         t = item.get("type")
-        if t is None and "role" in item:
-            t = "message"
-        if t == "message":
+        if t == "message" or t is None and "role" in item:
             role = item.get("role")
             if role not in _ROLES:
                 fail(f"unknown role {role!r}", key, i, "role")
             c = item.get("content")
             parts: list[Part] | None = None
-            if c.__class__ is str:
-                text: str | None = c
-            elif c.__class__ is list:
-                # one plain text part (the usual message): the message is its text
-                text = _plain_text(c[0]) if len(c) == 1 else None
+            text: str | None = None
+            if c.__class__ is list:
+                if len(c) == 1:  # one plain text part (the usual message): the message is its text
+                    p = c[0]
+                    if p.__class__ is dict:
+                        pt = p.get("type")
+                        if pt == "input_text" or pt == "output_text" and not p.get("annotations"):
+                            text = p.get("text")
+                            if text.__class__ is not str:
+                                text = None
                 if text is None:
                     parts = _parts(c, key, i, "content")
+            elif c.__class__ is str:
+                text = c
             else:
                 raise expected("a string or an array of content parts", c, key, i, "content")
             if role != "assistant":
@@ -545,19 +550,6 @@ def _tool_result(p: ToolResult, w: list[str]) -> dict[str, Any]:
             "call_id": p.call_id, "output": out}
 
 
-def _tool_call(p: ToolCall) -> dict[str, Any]:
-    name = short_tool_name(p.name)
-    if p.kind == "custom":
-        d = {"type": "custom_tool_call", "call_id": p.id, "name": name, "input": p.arguments}
-        if p.item_id and p.item_id.startswith("ctc_"):
-            d["id"] = p.item_id
-        return d
-    d = {"type": "function_call", "call_id": p.id, "name": name, "arguments": p.arguments or "{}"}
-    if p.item_id and p.item_id.startswith("fc_"):
-        d["id"] = p.item_id
-    return d
-
-
 def _reasoning_item(p: Reasoning) -> dict[str, Any] | None:
     op = p.opaque
     if not op or op.get("protocol") != PROTOCOL or not isinstance(op.get("id"), str):
@@ -575,20 +567,12 @@ def _reasoning_item(p: Reasoning) -> dict[str, Any] | None:
     return d
 
 
-class _Dropped:
-    """What an encode dropped, warned about once at the end."""
-
-    __slots__ = ("opaque", "reasoning")
-
-    def __init__(self) -> None:
-        self.reasoning = 0
-        self.opaque: list[str] = []
-
-
-def _encode_messages(req: Request, w: list[str]) -> tuple[list[dict[str, Any]], bool]:
-    """The input items, message by message (one loop: per-message calls cost more than the items)."""
+def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple[list[dict[str, Any]], bool]:
+    """The input items, message by message (one loop: per-message calls cost more than the items).
+    ``names``: tool name -> its short name, filled as met (one dict look-up per call, not a call)."""
     items: list[dict[str, Any]] = []
-    dropped = _Dropped()
+    dropped_reasoning = 0  # what was dropped, warned about once at the end
+    dropped_opaque: list[str] | None = None
     had_reasoning = False
     append = items.append
     for mi, m in enumerate(req.messages):
@@ -616,7 +600,9 @@ def _encode_messages(req: Request, w: list[str]) -> tuple[list[dict[str, Any]], 
                     elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
                         append(p.raw)  # type: ignore[union-attr]
                     elif c is Opaque:
-                        dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
+                        if dropped_opaque is None:
+                            dropped_opaque = []
+                        dropped_opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
                     else:
                         w.append(f"messages[{mi}]: {p.type} part in a user message dropped")
                     continue
@@ -641,18 +627,34 @@ def _encode_messages(req: Request, w: list[str]) -> tuple[list[dict[str, Any]], 
                 else:
                     it: dict[str, Any] | None
                     if c is ToolCall:
-                        it = _tool_call(p)  # type: ignore[arg-type]
+                        name = p.name  # type: ignore[union-attr]
+                        short = names.get(name)
+                        if short is None:
+                            short = names[name] = short_tool_name(name)
+                        iid = p.item_id  # type: ignore[union-attr]
+                        if p.kind == "custom":  # type: ignore[union-attr]
+                            it = {"type": "custom_tool_call", "call_id": p.id,  # type: ignore[union-attr]
+                                  "name": short, "input": p.arguments}  # type: ignore[union-attr]
+                            if iid and iid.startswith("ctc_"):
+                                it["id"] = iid
+                        else:
+                            it = {"type": "function_call", "call_id": p.id,  # type: ignore[union-attr]
+                                  "name": short, "arguments": p.arguments or "{}"}  # type: ignore[union-attr]
+                            if iid and iid.startswith("fc_"):
+                                it["id"] = iid
                     elif c is Reasoning:
                         it = _reasoning_item(p)  # type: ignore[arg-type]
                         if it is None:
-                            dropped.reasoning += 1
+                            dropped_reasoning += 1
                             continue
                         had_reasoning = reasoned = True
                     elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
                         it = p.raw  # type: ignore[union-attr]
                         reasoned = True  # (a raw item is checked like a reasoning item below)
                     elif c is Opaque:
-                        dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
+                        if dropped_opaque is None:
+                            dropped_opaque = []
+                        dropped_opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
                         continue
                     elif c is ToolResult:
                         it = _tool_result(p, w)  # type: ignore[arg-type]
@@ -685,18 +687,18 @@ def _encode_messages(req: Request, w: list[str]) -> tuple[list[dict[str, Any]], 
                     w.append(f"messages[{mi}]: {p.type} part in a {role} message dropped")
             if sys_content:
                 append({"type": "message", "role": role, "content": sys_content})
-    if dropped.reasoning:
-        w.append(f"{dropped.reasoning} reasoning part(s) not issued by OpenAI Responses dropped "
+    if dropped_reasoning:
+        w.append(f"{dropped_reasoning} reasoning part(s) not issued by OpenAI Responses dropped "
                  "(their continuity payload cannot be forwarded)")
-    if dropped.opaque:
-        w.append("parts only their own protocol understands dropped: " + ", ".join(sorted(set(dropped.opaque))))
+    if dropped_opaque:
+        w.append("parts only their own protocol understands dropped: " + ", ".join(sorted(set(dropped_opaque))))
     return items, had_reasoning
 
 
-def _encode_tools(req: Request, w: list[str]) -> list[dict[str, Any]]:
+def _encode_tools(req: Request, w: list[str], names: dict[str, str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for t in req.tools:
-        name = short_tool_name(t.name)
+        name = names[t.name] = short_tool_name(t.name)
         if t.kind == "custom":
             d: dict[str, Any] = {"type": "custom", "name": name}
             if t.description:
@@ -769,11 +771,13 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
     body: dict[str, Any] = {}
     if req.model is not None:
         body["model"] = req.model
-    if req.system:
-        body["instructions"] = "\n\n".join(t.text for t in req.system)
-    items, had_reasoning = _encode_messages(req, w)
+    system = req.system
+    if system:
+        body["instructions"] = system[0].text if len(system) == 1 else "\n\n".join([t.text for t in system])
+    names: dict[str, str] = {}
+    items, had_reasoning = _encode_messages(req, w, names)
     body["input"] = items
-    tools = _encode_tools(req, w)
+    tools = _encode_tools(req, w, names)
     if tools:
         body["tools"] = tools
     tc = _encode_tool_choice(req)
