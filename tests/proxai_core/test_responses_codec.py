@@ -1290,14 +1290,19 @@ def test_stream_frames_are_frame_of_their_payload(src_id):
            Delta(0, "text", 'a "%s" \\ \n 😀'), Delta(0, "text", "%b"), BlockEnd(0, Text("x")),
            BlockStart(1, Text("")), BlockEnd(1, Text("only in the end %d")),
            BlockStart(2, ToolCall("call_%1", 'f"%', "", "function")), Delta(2, "arguments", '{"a": "%d"}'),
-           BlockEnd(2), Stop(stop), End()]
+           BlockEnd(2), BlockStart(3, Text("")), Delta(3, "text", "cited"),
+           BlockEnd(3, Text("cited", citations=[{"type": "url", "url": "https://a.test/%d", "title": 't "%b"',
+                                                  "start": 0, "end": 5}])), Stop(stop), End()]
     enc = R.StreamEncoder(CTX, [])
     data = b"".join(enc.encode(e) for e in evs)
     names = [n for n, _ in sse_events(data)]
     assert {"response.output_item.added", "response.content_part.added", "response.output_text.done",
-            "response.output_text.delta", "response.function_call_arguments.delta"} <= set(names)
+            "response.output_text.delta", "response.function_call_arguments.delta", "response.content_part.done",
+            "response.output_text.annotation.added"} <= set(names)
     for name, payload in sse_events(data):
         assert frame(name, orjson.loads(payload)) == f"event: {name}\ndata: {payload}\n\n".encode()
     assert [orjson.loads(p)["sequence_number"] for _, p in sse_events(data)] == list(range(len(names)))
     cs = ClientStream(data)
-    assert summary(cs.final)["text"] == 'a "%s" \\ \n 😀%bonly in the end %d'
+    assert summary(cs.final)["text"] == 'a "%s" \\ \n 😀%bonly in the end %dcited'
+    done = [orjson.loads(p) for n, p in sse_events(data) if n == "response.content_part.done"]
+    assert done[-1]["part"]["annotations"][0]["url"] == "https://a.test/%d"
