@@ -1306,3 +1306,23 @@ def test_stream_frames_are_frame_of_their_payload(src_id):
     assert summary(cs.final)["text"] == 'a "%s" \\ \n 😀%bonly in the end %dcited'
     done = [orjson.loads(p) for n, p in sse_events(data) if n == "response.content_part.done"]
     assert done[-1]["part"]["annotations"][0]["url"] == "https://a.test/%d"
+
+
+def test_stream_item_nested_deeper_than_orjson_writes():
+    """A hosted item of the upstream nested past orjson's depth limit still goes out, in its added, done
+    and terminal frames (the writer of each falls back to frame())."""
+    deep: dict[str, Any] = {"type": "mcp_call", "id": "mcp_1"}
+    cur = deep
+    for _ in range(300):
+        cur["x"] = {}
+        cur = cur["x"]
+    evs = [Start("resp_1", "m"), BlockStart(0, Opaque(R.PROTOCOL, deep, "mcp_call")), BlockEnd(0),
+           Stop(StopInfo(StopReason.END_TURN, raw="completed")), End()]
+    enc = R.StreamEncoder(CTX, [])
+    data = b"".join(enc.encode(e) for e in evs)
+    events = list(sse_events(data))
+    assert [n for n, _ in events] == ["response.created", "response.in_progress", "response.output_item.added",
+                                      "response.output_item.done", "response.completed"]
+    final = orjson.loads(events[-1][1])
+    assert final["sequence_number"] == 4 and final["response"]["output"] == [deep]
+    assert orjson.loads(events[2][1])["item"] == deep

@@ -1087,6 +1087,20 @@ def _opening() -> bytes:
 _OPENING = _opening()
 
 
+def _terminal_frame(t: str) -> bytes:
+    """The terminal event ``t`` with its full snapshot: (sequence number, then the JSON of the response
+    id, created_at, status, error, incomplete_details, model, output, usage)."""
+    shell = _response_shell("\x01id", "\x01model", "\x01created_at", "\x01status", [], None, None,  # type: ignore[arg-type]
+                            None)
+    shell.update(output="\x01output", usage="\x01usage", error="\x01error", incomplete_details="\x01incomplete")
+    return _derive(t, {"type": t, "sequence_number": _SEQ[0], "response": shell}, _SEQ, *(
+        (f"\x01{k}", b"%b") for k in ("id", "created_at", "status", "error", "incomplete", "model", "output",
+                                      "usage")))
+
+
+_TERMINALS = {t: _terminal_frame(t) for t in ("response.completed", "response.incomplete", "response.failed")}
+
+
 class StreamEncoder:
     """Neutral events -> a Responses SSE stream for the client (``event:`` lines and ``type`` in every
     payload, ``sequence_number`` from 0, one terminal carrying the full snapshot)."""
@@ -1138,10 +1152,20 @@ class StreamEncoder:
                                 + b',"sequence_number":').replace(b"%", b"%%") + b"%d,%b\n\n"
         out.append(head % (seq, data[1:]))
 
-    def _snapshot(self, status: str, usage: dict[str, Any] | None = None, error: dict[str, Any] | None = None,
-                  incomplete: dict[str, Any] | None = None) -> dict[str, Any]:
-        return _response_shell(self._rid, self._model, self._created, status, self._items, usage, error,
-                               incomplete)
+    def _terminal(self, out: list[bytes], t: str, status: str, error: dict[str, Any] | None,
+                  incomplete: dict[str, Any] | None) -> None:
+        """The terminal event ``t`` carrying the whole response (the snapshot written by its template)."""
+        seq = self._seq
+        self._seq = seq + 1
+        usage = encode_usage(self._usage)
+        d = orjson.dumps
+        try:
+            out.append(_TERMINALS[t] % (seq, d(self._rid), d(self._created), d(status), d(error), d(incomplete),
+                                        d(self._model or ""), d(self._items), d(usage)))
+        except orjson.JSONEncodeError:  # an upstream item nested deeper than orjson writes
+            snap = _response_shell(self._rid, self._model, self._created, status, self._items, usage, error,
+                                   incomplete)
+            out.append(frame(t, {"type": t, "sequence_number": seq, "response": snap}))
 
     def _begin(self, out: list[bytes], ev: Start | None) -> None:
         self._started = True
@@ -1517,14 +1541,13 @@ class StreamEncoder:
         self._close_open(out)
         status, incomplete, error = terminal_status(self._stop, self.warnings)
         self._detach_msg(out, "incomplete" if status == "incomplete" else "completed")
-        snap = self._snapshot(status, encode_usage(self._usage), error, incomplete)
         if status == "failed":
             t = "response.failed"
         elif status == "completed":
             t = "response.completed"
         else:
             t = "response.incomplete"
-        self._emit(out, t, {"response": snap})
+        self._terminal(out, t, status, error, incomplete)
         self._finished = True
 
     def _on_error(self, err: Error, out: list[bytes]) -> None:
@@ -1544,8 +1567,7 @@ class StreamEncoder:
                 b.item["arguments"] = text
             elif b.kind == "custom" and b.item is not None:
                 b.item["input"] = text
-        snap = self._snapshot("failed", encode_usage(self._usage), response_error_object(err))
-        self._emit(out, "response.failed", {"response": snap})
+        self._terminal(out, "response.failed", "failed", response_error_object(err), None)
         self._finished = True
 
 
