@@ -226,12 +226,13 @@ def _decode_input(inp: Any, w: list[str], key: str = "input") -> list[Message]:
     if inp.__class__ is not list:
         raise expected("a string or an array of items", inp, key)
     msgs: list[Message] = []
+    append = msgs.append
     group: str | None = None  # "assistant" | "tools": the kind of the last message, when open for merging
     for i, item in enumerate(inp):
         if item.__class__ is not dict:
             raise expected("an object", item, key, i)
         t = item.get("type")
-        if t == "message" or t is None and "role" in item:
+        if t is None and "role" in item or t == "message":
             role = item.get("role")
             if role not in _ROLES:
                 fail(f"unknown role {role!r}", key, i, "role")
@@ -254,14 +255,14 @@ def _decode_input(inp: Any, w: list[str], key: str = "input") -> list[Message]:
             else:
                 raise expected("a string or an array of content parts", c, key, i, "content")
             if role != "assistant":
-                msgs.append(Message(role, parts, None, text))
+                append(Message(role, parts, None, text))
                 group = None
             elif text is None and not parts:
                 pass  # nothing to join
             elif group == "assistant":
                 msgs[-1].parts += [Text(text)] if text is not None else parts or []
             else:
-                msgs.append(Message("assistant", parts, None, text))
+                append(Message("assistant", parts, None, text))
                 group = "assistant"
             continue
         if t == "function_call" or t == "custom_tool_call":
@@ -305,7 +306,7 @@ def _decode_input(inp: Any, w: list[str], key: str = "input") -> list[Message]:
         if group == kind:
             msgs[-1].parts.append(part)
         else:
-            msgs.append(Message("assistant" if kind == "assistant" else "user", [part]))
+            append(Message("assistant" if kind == "assistant" else "user", [part]))
             group = kind
     return msgs
 
@@ -370,7 +371,7 @@ def _decode_tool_choice(tc: Any, req: Request) -> None:
     if tc.__class__ is str:
         if tc not in ("none", "auto", "required"):
             fail(f"unknown tool_choice {tc!r}", "tool_choice")
-        req.tool_choice = ToolChoice(mode=tc)  # type: ignore[arg-type]
+        req.tool_choice = ToolChoice(tc)  # type: ignore[arg-type]
         return
     if tc.__class__ is not dict:
         raise expected("a string or an object", tc, "tool_choice")
@@ -578,6 +579,12 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
     for mi, m in enumerate(req.messages):
         role = m.role
         text = m.text
+        if text is None:
+            parts = m.parts
+            if len(parts) == 1:  # one text part (without citations, which an assistant's would carry)
+                p = parts[0]
+                if p.__class__ is Text and (role != "assistant" or not p.citations):  # type: ignore[union-attr]
+                    text = p.text  # type: ignore[union-attr]
         if text is not None:  # one plain text part
             append({"type": "message", "role": role, "content": [
                 {"type": "output_text", "text": text, "annotations": []} if role == "assistant" else
@@ -585,26 +592,27 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
             continue
         if role == "user":
             buf: list[dict[str, Any]] | None = None  # the input parts of the user message being built
-            for p in m.parts:
+            for p in parts:
                 c = p.__class__
+                if c is ToolResult or c is Opaque:  # an item of its own: the message so far goes first
+                    if buf:
+                        append({"type": "message", "role": "user", "content": buf})
+                        buf = None
+                    if c is ToolResult:
+                        append(_tool_result(p, w))  # type: ignore[arg-type]
+                    elif p.protocol == PROTOCOL:  # type: ignore[union-attr]
+                        append(p.raw)  # type: ignore[union-attr]
+                    else:
+                        if dropped_opaque is None:
+                            dropped_opaque = []
+                        dropped_opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
+                    continue
                 if c is Text:
                     ip = {"type": "input_text", "text": p.text}  # type: ignore[union-attr]
                 elif c is Image or c is Document:
                     ip = _input_part(p)  # type: ignore[assignment]
                 else:
-                    if buf and (c is ToolResult or c is Opaque):
-                        append({"type": "message", "role": "user", "content": buf})
-                        buf = None
-                    if c is ToolResult:
-                        append(_tool_result(p, w))  # type: ignore[arg-type]
-                    elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
-                        append(p.raw)  # type: ignore[union-attr]
-                    elif c is Opaque:
-                        if dropped_opaque is None:
-                            dropped_opaque = []
-                        dropped_opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
-                    else:
-                        w.append(f"messages[{mi}]: {p.type} part in a user message dropped")
+                    w.append(f"messages[{mi}]: {p.type} part in a user message dropped")
                     continue
                 if buf is None:
                     buf = [ip]
@@ -616,7 +624,7 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
             start = len(items)
             content: list[dict[str, Any]] | None = None  # the output parts of the message being built
             reasoned = False
-            for p in m.parts:
+            for p in parts:
                 c = p.__class__
                 if c is Text:
                     cits = p.citations  # type: ignore[union-attr]
@@ -680,7 +688,7 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
                     w.append(f"messages[{mi}]: reasoning item without a following output item dropped")
         else:  # system / developer inside the conversation
             sys_content = []
-            for p in m.parts:
+            for p in parts:
                 if p.__class__ is Text:
                     sys_content.append({"type": "input_text", "text": p.text})  # type: ignore[union-attr]
                 else:
