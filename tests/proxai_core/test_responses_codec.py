@@ -1048,6 +1048,18 @@ def test_stream_type_in_json_is_authoritative():
     # no type in the JSON: the event: line decides
     assert isinstance(R.StreamDecoder([]).feed("response.created", orjson.dumps({"response": _snap()}).decode())[0],
                       Start)
+    # ... for the deltas too (read before the other events)
+    dec = R.StreamDecoder([])
+    dec.feed(None, orjson.dumps({"type": "response.output_item.added", "output_index": 0, "item": {
+        "type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": ""}}).decode())
+    dec.feed(None, orjson.dumps({"type": "response.output_item.added", "output_index": 1, "item": {
+        "type": "message", "id": "msg_1", "content": []}}).decode())
+    for name, payload, kind in (("response.function_call_arguments.delta", {"output_index": 0, "delta": "{}"},
+                                 "arguments"),
+                                ("response.output_text.delta", {"output_index": 1, "content_index": 0, "delta": "hi"},
+                                 "text")):
+        evs = dec.feed(name, orjson.dumps(payload).decode())
+        assert [type(e) for e in evs][-1] is Delta and evs[-1].kind == kind
 
 
 def test_stream_refusal_and_content_filter():

@@ -457,14 +457,18 @@ class StreamDecoder:
             self.warnings.append("Responses SSE event data is not an object: ignored")
             return []
         t = obj.get("type")
+        if type(t) is not str:
+            t = event or ""
+        # the deltas are read here, the other events by their handler
         if t == "response.output_text.delta":
             # the hot path: a delta to a part that is already open (anything else: _text_delta)
-            oi = obj.get("output_index")
+            try:
+                oi, ci, d = obj["output_index"], obj["content_index"], obj["delta"]
+            except KeyError:
+                return self._text_delta(obj)
             st = self._items.get(oi) if type(oi) is int else None
             if st is not None and st.parts is not None:
-                ci = obj.get("content_index")
                 mp = st.parts.get(ci) if type(ci) is int else None
-                d = obj.get("delta")
                 if mp is not None and mp.kind == "text" and not mp.closed and type(d) is str:
                     if not d:
                         return []
@@ -472,8 +476,16 @@ class StreamDecoder:
                     self._produced = True
                     return [Delta(mp.index, "text", d)]
             return self._text_delta(obj)
-        if type(t) is not str:
-            t = event or ""
+        if t == "response.function_call_arguments.delta" or t == "response.custom_tool_call_input.delta":
+            oi = obj.get("output_index")
+            st = self._items.get(oi) if type(oi) is int else None
+            if st is None:
+                st = self._lookup(obj)
+            d = obj.get("delta")
+            if st is None or st.index < 0 or st.closed or not isinstance(d, str) or not d:
+                return []
+            st.has_delta = True
+            return [Delta(st.index, "arguments", d)]
         h = _EVENTS.get(t)
         if h is None:
             if not t.startswith(_HOSTED_EVENT_PREFIXES):
@@ -720,17 +732,6 @@ class StreamDecoder:
         self._close_part(mp, part, out)
         return out
 
-    def _args_delta(self, obj: dict[str, Any]) -> list[Event]:
-        oi = obj.get("output_index")
-        st = self._items.get(oi) if type(oi) is int else None
-        if st is None:
-            st = self._lookup(obj)
-        d = obj.get("delta")
-        if st is None or st.index < 0 or st.closed or not isinstance(d, str) or not d:
-            return []
-        st.has_delta = True
-        return [Delta(st.index, "arguments", d)]
-
     def _args_done(self, obj: dict[str, Any]) -> list[Event]:
         st = self._lookup(obj)
         a = obj.get("arguments")
@@ -938,9 +939,7 @@ _EVENTS = {
     "response.refusal.done": StreamDecoder._refusal_done,
     "response.output_text.annotation.added": StreamDecoder._annotation,
     "response.content_part.done": StreamDecoder._part_done,
-    "response.function_call_arguments.delta": StreamDecoder._args_delta,
     "response.function_call_arguments.done": StreamDecoder._args_done,
-    "response.custom_tool_call_input.delta": StreamDecoder._args_delta,
     "response.custom_tool_call_input.done": StreamDecoder._input_done,
     "response.reasoning_summary_part.added": StreamDecoder._summary_part,
     "response.reasoning_summary_text.delta": StreamDecoder._summary_delta,
