@@ -706,7 +706,9 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
 def _encode_tools(req: Request, w: list[str], names: dict[str, str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for t in req.tools:
-        name = names[t.name] = short_tool_name(t.name)
+        name = names.get(t.name)
+        if name is None:
+            name = names[t.name] = short_tool_name(t.name)
         if t.kind == "custom":
             d: dict[str, Any] = {"type": "custom", "name": name}
             if t.description:
