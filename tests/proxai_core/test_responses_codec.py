@@ -1048,6 +1048,18 @@ def test_stream_type_in_json_is_authoritative():
     # no type in the JSON: the event: line decides
     assert isinstance(R.StreamDecoder([]).feed("response.created", orjson.dumps({"response": _snap()}).decode())[0],
                       Start)
+    # ... for the deltas too (read before the other events)
+    dec = R.StreamDecoder([])
+    dec.feed(None, orjson.dumps({"type": "response.output_item.added", "output_index": 0, "item": {
+        "type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": ""}}).decode())
+    dec.feed(None, orjson.dumps({"type": "response.output_item.added", "output_index": 1, "item": {
+        "type": "message", "id": "msg_1", "content": []}}).decode())
+    for name, payload, kind in (("response.function_call_arguments.delta", {"output_index": 0, "delta": "{}"},
+                                 "arguments"),
+                                ("response.output_text.delta", {"output_index": 1, "content_index": 0, "delta": "hi"},
+                                 "text")):
+        evs = dec.feed(name, orjson.dumps(payload).decode())
+        assert [type(e) for e in evs][-1] is Delta and evs[-1].kind == kind
 
 
 def test_stream_refusal_and_content_filter():
@@ -1290,14 +1302,39 @@ def test_stream_frames_are_frame_of_their_payload(src_id):
            Delta(0, "text", 'a "%s" \\ \n 😀'), Delta(0, "text", "%b"), BlockEnd(0, Text("x")),
            BlockStart(1, Text("")), BlockEnd(1, Text("only in the end %d")),
            BlockStart(2, ToolCall("call_%1", 'f"%', "", "function")), Delta(2, "arguments", '{"a": "%d"}'),
-           BlockEnd(2), Stop(stop), End()]
+           BlockEnd(2), BlockStart(3, Text("")), Delta(3, "text", "cited"),
+           BlockEnd(3, Text("cited", citations=[{"type": "url", "url": "https://a.test/%d", "title": 't "%b"',
+                                                  "start": 0, "end": 5}])), Stop(stop), End()]
     enc = R.StreamEncoder(CTX, [])
     data = b"".join(enc.encode(e) for e in evs)
     names = [n for n, _ in sse_events(data)]
     assert {"response.output_item.added", "response.content_part.added", "response.output_text.done",
-            "response.output_text.delta", "response.function_call_arguments.delta"} <= set(names)
+            "response.output_text.delta", "response.function_call_arguments.delta", "response.content_part.done",
+            "response.output_text.annotation.added"} <= set(names)
     for name, payload in sse_events(data):
         assert frame(name, orjson.loads(payload)) == f"event: {name}\ndata: {payload}\n\n".encode()
     assert [orjson.loads(p)["sequence_number"] for _, p in sse_events(data)] == list(range(len(names)))
     cs = ClientStream(data)
-    assert summary(cs.final)["text"] == 'a "%s" \\ \n 😀%bonly in the end %d'
+    assert summary(cs.final)["text"] == 'a "%s" \\ \n 😀%bonly in the end %dcited'
+    done = [orjson.loads(p) for n, p in sse_events(data) if n == "response.content_part.done"]
+    assert done[-1]["part"]["annotations"][0]["url"] == "https://a.test/%d"
+
+
+def test_stream_item_nested_deeper_than_orjson_writes():
+    """A hosted item of the upstream nested past orjson's depth limit still goes out, in its added, done
+    and terminal frames (the writer of each falls back to frame())."""
+    deep: dict[str, Any] = {"type": "mcp_call", "id": "mcp_1"}
+    cur = deep
+    for _ in range(300):
+        cur["x"] = {}
+        cur = cur["x"]
+    evs = [Start("resp_1", "m"), BlockStart(0, Opaque(R.PROTOCOL, deep, "mcp_call")), BlockEnd(0),
+           Stop(StopInfo(StopReason.END_TURN, raw="completed")), End()]
+    enc = R.StreamEncoder(CTX, [])
+    data = b"".join(enc.encode(e) for e in evs)
+    events = list(sse_events(data))
+    assert [n for n, _ in events] == ["response.created", "response.in_progress", "response.output_item.added",
+                                      "response.output_item.done", "response.completed"]
+    final = orjson.loads(events[-1][1])
+    assert final["sequence_number"] == 4 and final["response"]["output"] == [deep]
+    assert orjson.loads(events[2][1])["item"] == deep

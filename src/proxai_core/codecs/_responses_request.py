@@ -226,37 +226,43 @@ def _decode_input(inp: Any, w: list[str], key: str = "input") -> list[Message]:
     if inp.__class__ is not list:
         raise expected("a string or an array of items", inp, key)
     msgs: list[Message] = []
+    append = msgs.append
     group: str | None = None  # "assistant" | "tools": the kind of the last message, when open for merging
     for i, item in enumerate(inp):
         if item.__class__ is not dict:
             raise expected("an object", item, key, i)
         t = item.get("type")
-        if t is None and "role" in item:
-            t = "message"
-        if t == "message":
+        if t is None and "role" in item or t == "message":
             role = item.get("role")
             if role not in _ROLES:
                 fail(f"unknown role {role!r}", key, i, "role")
             c = item.get("content")
             parts: list[Part] | None = None
-            if c.__class__ is str:
-                text: str | None = c
-            elif c.__class__ is list:
-                # one plain text part (the usual message): the message is its text
-                text = _plain_text(c[0]) if len(c) == 1 else None
+            text: str | None = None
+            if c.__class__ is list:
+                if len(c) == 1:  # one plain text part (the usual message): the message is its text
+                    p = c[0]
+                    if p.__class__ is dict:
+                        pt = p.get("type")
+                        if pt == "input_text" or pt == "output_text" and not p.get("annotations"):
+                            text = p.get("text")
+                            if text.__class__ is not str:
+                                text = None
                 if text is None:
                     parts = _parts(c, key, i, "content")
+            elif c.__class__ is str:
+                text = c
             else:
                 raise expected("a string or an array of content parts", c, key, i, "content")
             if role != "assistant":
-                msgs.append(Message(role, parts, None, text))
+                append(Message(role, parts, None, text))
                 group = None
             elif text is None and not parts:
                 pass  # nothing to join
             elif group == "assistant":
                 msgs[-1].parts += [Text(text)] if text is not None else parts or []
             else:
-                msgs.append(Message("assistant", parts, None, text))
+                append(Message("assistant", parts, None, text))
                 group = "assistant"
             continue
         if t == "function_call" or t == "custom_tool_call":
@@ -300,7 +306,7 @@ def _decode_input(inp: Any, w: list[str], key: str = "input") -> list[Message]:
         if group == kind:
             msgs[-1].parts.append(part)
         else:
-            msgs.append(Message("assistant" if kind == "assistant" else "user", [part]))
+            append(Message("assistant" if kind == "assistant" else "user", [part]))
             group = kind
     return msgs
 
@@ -365,7 +371,7 @@ def _decode_tool_choice(tc: Any, req: Request) -> None:
     if tc.__class__ is str:
         if tc not in ("none", "auto", "required"):
             fail(f"unknown tool_choice {tc!r}", "tool_choice")
-        req.tool_choice = ToolChoice(mode=tc)  # type: ignore[arg-type]
+        req.tool_choice = ToolChoice(tc)  # type: ignore[arg-type]
         return
     if tc.__class__ is not dict:
         raise expected("a string or an object", tc, "tool_choice")
@@ -545,19 +551,6 @@ def _tool_result(p: ToolResult, w: list[str]) -> dict[str, Any]:
             "call_id": p.call_id, "output": out}
 
 
-def _tool_call(p: ToolCall) -> dict[str, Any]:
-    name = short_tool_name(p.name)
-    if p.kind == "custom":
-        d = {"type": "custom_tool_call", "call_id": p.id, "name": name, "input": p.arguments}
-        if p.item_id and p.item_id.startswith("ctc_"):
-            d["id"] = p.item_id
-        return d
-    d = {"type": "function_call", "call_id": p.id, "name": name, "arguments": p.arguments or "{}"}
-    if p.item_id and p.item_id.startswith("fc_"):
-        d["id"] = p.item_id
-    return d
-
-
 def _reasoning_item(p: Reasoning) -> dict[str, Any] | None:
     op = p.opaque
     if not op or op.get("protocol") != PROTOCOL or not isinstance(op.get("id"), str):
@@ -575,25 +568,23 @@ def _reasoning_item(p: Reasoning) -> dict[str, Any] | None:
     return d
 
 
-class _Dropped:
-    """What an encode dropped, warned about once at the end."""
-
-    __slots__ = ("opaque", "reasoning")
-
-    def __init__(self) -> None:
-        self.reasoning = 0
-        self.opaque: list[str] = []
-
-
-def _encode_messages(req: Request, w: list[str]) -> tuple[list[dict[str, Any]], bool]:
-    """The input items, message by message (one loop: per-message calls cost more than the items)."""
+def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple[list[dict[str, Any]], bool]:
+    """The input items, message by message (one loop: per-message calls cost more than the items).
+    ``names``: tool name -> its short name, filled as met (one dict look-up per call, not a call)."""
     items: list[dict[str, Any]] = []
-    dropped = _Dropped()
+    dropped_reasoning = 0  # what was dropped, warned about once at the end
+    dropped_opaque: list[str] | None = None
     had_reasoning = False
     append = items.append
     for mi, m in enumerate(req.messages):
         role = m.role
         text = m.text
+        if text is None:
+            parts = m.parts
+            if len(parts) == 1:  # one text part (without citations, which an assistant's would carry)
+                p = parts[0]
+                if p.__class__ is Text and (role != "assistant" or not p.citations):  # type: ignore[union-attr]
+                    text = p.text  # type: ignore[union-attr]
         if text is not None:  # one plain text part
             append({"type": "message", "role": role, "content": [
                 {"type": "output_text", "text": text, "annotations": []} if role == "assistant" else
@@ -601,24 +592,27 @@ def _encode_messages(req: Request, w: list[str]) -> tuple[list[dict[str, Any]], 
             continue
         if role == "user":
             buf: list[dict[str, Any]] | None = None  # the input parts of the user message being built
-            for p in m.parts:
+            for p in parts:
                 c = p.__class__
+                if c is ToolResult or c is Opaque:  # an item of its own: the message so far goes first
+                    if buf:
+                        append({"type": "message", "role": "user", "content": buf})
+                        buf = None
+                    if c is ToolResult:
+                        append(_tool_result(p, w))  # type: ignore[arg-type]
+                    elif p.protocol == PROTOCOL:  # type: ignore[union-attr]
+                        append(p.raw)  # type: ignore[union-attr]
+                    else:
+                        if dropped_opaque is None:
+                            dropped_opaque = []
+                        dropped_opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
+                    continue
                 if c is Text:
                     ip = {"type": "input_text", "text": p.text}  # type: ignore[union-attr]
                 elif c is Image or c is Document:
                     ip = _input_part(p)  # type: ignore[assignment]
                 else:
-                    if buf and (c is ToolResult or c is Opaque):
-                        append({"type": "message", "role": "user", "content": buf})
-                        buf = None
-                    if c is ToolResult:
-                        append(_tool_result(p, w))  # type: ignore[arg-type]
-                    elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
-                        append(p.raw)  # type: ignore[union-attr]
-                    elif c is Opaque:
-                        dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
-                    else:
-                        w.append(f"messages[{mi}]: {p.type} part in a user message dropped")
+                    w.append(f"messages[{mi}]: {p.type} part in a user message dropped")
                     continue
                 if buf is None:
                     buf = [ip]
@@ -630,7 +624,7 @@ def _encode_messages(req: Request, w: list[str]) -> tuple[list[dict[str, Any]], 
             start = len(items)
             content: list[dict[str, Any]] | None = None  # the output parts of the message being built
             reasoned = False
-            for p in m.parts:
+            for p in parts:
                 c = p.__class__
                 if c is Text:
                     cits = p.citations  # type: ignore[union-attr]
@@ -641,18 +635,34 @@ def _encode_messages(req: Request, w: list[str]) -> tuple[list[dict[str, Any]], 
                 else:
                     it: dict[str, Any] | None
                     if c is ToolCall:
-                        it = _tool_call(p)  # type: ignore[arg-type]
+                        name = p.name  # type: ignore[union-attr]
+                        short = names.get(name)
+                        if short is None:
+                            short = names[name] = short_tool_name(name)
+                        iid = p.item_id  # type: ignore[union-attr]
+                        if p.kind == "custom":  # type: ignore[union-attr]
+                            it = {"type": "custom_tool_call", "call_id": p.id,  # type: ignore[union-attr]
+                                  "name": short, "input": p.arguments}  # type: ignore[union-attr]
+                            if iid and iid.startswith("ctc_"):
+                                it["id"] = iid
+                        else:
+                            it = {"type": "function_call", "call_id": p.id,  # type: ignore[union-attr]
+                                  "name": short, "arguments": p.arguments or "{}"}  # type: ignore[union-attr]
+                            if iid and iid.startswith("fc_"):
+                                it["id"] = iid
                     elif c is Reasoning:
                         it = _reasoning_item(p)  # type: ignore[arg-type]
                         if it is None:
-                            dropped.reasoning += 1
+                            dropped_reasoning += 1
                             continue
                         had_reasoning = reasoned = True
                     elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
                         it = p.raw  # type: ignore[union-attr]
                         reasoned = True  # (a raw item is checked like a reasoning item below)
                     elif c is Opaque:
-                        dropped.opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
+                        if dropped_opaque is None:
+                            dropped_opaque = []
+                        dropped_opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
                         continue
                     elif c is ToolResult:
                         it = _tool_result(p, w)  # type: ignore[arg-type]
@@ -678,25 +688,27 @@ def _encode_messages(req: Request, w: list[str]) -> tuple[list[dict[str, Any]], 
                     w.append(f"messages[{mi}]: reasoning item without a following output item dropped")
         else:  # system / developer inside the conversation
             sys_content = []
-            for p in m.parts:
+            for p in parts:
                 if p.__class__ is Text:
                     sys_content.append({"type": "input_text", "text": p.text})  # type: ignore[union-attr]
                 else:
                     w.append(f"messages[{mi}]: {p.type} part in a {role} message dropped")
             if sys_content:
                 append({"type": "message", "role": role, "content": sys_content})
-    if dropped.reasoning:
-        w.append(f"{dropped.reasoning} reasoning part(s) not issued by OpenAI Responses dropped "
+    if dropped_reasoning:
+        w.append(f"{dropped_reasoning} reasoning part(s) not issued by OpenAI Responses dropped "
                  "(their continuity payload cannot be forwarded)")
-    if dropped.opaque:
-        w.append("parts only their own protocol understands dropped: " + ", ".join(sorted(set(dropped.opaque))))
+    if dropped_opaque:
+        w.append("parts only their own protocol understands dropped: " + ", ".join(sorted(set(dropped_opaque))))
     return items, had_reasoning
 
 
-def _encode_tools(req: Request, w: list[str]) -> list[dict[str, Any]]:
+def _encode_tools(req: Request, w: list[str], names: dict[str, str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for t in req.tools:
-        name = short_tool_name(t.name)
+        name = names.get(t.name)
+        if name is None:
+            name = names[t.name] = short_tool_name(t.name)
         if t.kind == "custom":
             d: dict[str, Any] = {"type": "custom", "name": name}
             if t.description:
@@ -769,11 +781,13 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
     body: dict[str, Any] = {}
     if req.model is not None:
         body["model"] = req.model
-    if req.system:
-        body["instructions"] = "\n\n".join(t.text for t in req.system)
-    items, had_reasoning = _encode_messages(req, w)
+    system = req.system
+    if system:
+        body["instructions"] = system[0].text if len(system) == 1 else "\n\n".join([t.text for t in system])
+    names: dict[str, str] = {}
+    items, had_reasoning = _encode_messages(req, w, names)
     body["input"] = items
-    tools = _encode_tools(req, w)
+    tools = _encode_tools(req, w, names)
     if tools:
         body["tools"] = tools
     tc = _encode_tool_choice(req)

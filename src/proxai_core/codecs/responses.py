@@ -459,6 +459,33 @@ class StreamDecoder:
         t = obj.get("type")
         if type(t) is not str:
             t = event or ""
+        # the deltas are read here, the other events by their handler
+        if t == "response.output_text.delta":
+            # the hot path: a delta to a part that is already open (anything else: _text_delta)
+            try:
+                oi, ci, d = obj["output_index"], obj["content_index"], obj["delta"]
+            except KeyError:
+                return self._text_delta(obj)
+            st = self._items.get(oi) if type(oi) is int else None
+            if st is not None and st.parts is not None:
+                mp = st.parts.get(ci) if type(ci) is int else None
+                if mp is not None and mp.kind == "text" and not mp.closed and type(d) is str:
+                    if not d:
+                        return []
+                    mp.has_delta = True
+                    self._produced = True
+                    return [Delta(mp.index, "text", d)]
+            return self._text_delta(obj)
+        if t == "response.function_call_arguments.delta" or t == "response.custom_tool_call_input.delta":
+            oi = obj.get("output_index")
+            st = self._items.get(oi) if type(oi) is int else None
+            if st is None:
+                st = self._lookup(obj)
+            d = obj.get("delta")
+            if st is None or st.index < 0 or st.closed or not isinstance(d, str) or not d:
+                return []
+            st.has_delta = True
+            return [Delta(st.index, "arguments", d)]
         h = _EVENTS.get(t)
         if h is None:
             if not t.startswith(_HOSTED_EVENT_PREFIXES):
@@ -599,19 +626,7 @@ class StreamDecoder:
         return out
 
     def _text_delta(self, obj: dict[str, Any]) -> list[Event]:
-        # hot path: a delta to a part that is already open
-        oi = obj.get("output_index")
-        st = self._items.get(oi) if type(oi) is int else None
-        if st is not None and st.parts is not None:
-            ci = obj.get("content_index")
-            mp = st.parts.get(ci) if type(ci) is int else None
-            d = obj.get("delta")
-            if mp is not None and mp.kind == "text" and not mp.closed and type(d) is str:
-                if not d:
-                    return []
-                mp.has_delta = True
-                self._produced = True
-                return [Delta(mp.index, "text", d)]
+        """A text delta that opens its message or part (deltas to an open part: read in feed)."""
         out: list[Event] = []
         st = self._message(obj, out)
         if st.kind != "message":
@@ -716,17 +731,6 @@ class StreamDecoder:
         mp = self._part(st, _ci(obj), "text" if pt == "output_text" else "refusal", out)
         self._close_part(mp, part, out)
         return out
-
-    def _args_delta(self, obj: dict[str, Any]) -> list[Event]:
-        oi = obj.get("output_index")
-        st = self._items.get(oi) if type(oi) is int else None
-        if st is None:
-            st = self._lookup(obj)
-        d = obj.get("delta")
-        if st is None or st.index < 0 or st.closed or not isinstance(d, str) or not d:
-            return []
-        st.has_delta = True
-        return [Delta(st.index, "arguments", d)]
 
     def _args_done(self, obj: dict[str, Any]) -> list[Event]:
         st = self._lookup(obj)
@@ -935,9 +939,7 @@ _EVENTS = {
     "response.refusal.done": StreamDecoder._refusal_done,
     "response.output_text.annotation.added": StreamDecoder._annotation,
     "response.content_part.done": StreamDecoder._part_done,
-    "response.function_call_arguments.delta": StreamDecoder._args_delta,
     "response.function_call_arguments.done": StreamDecoder._args_done,
-    "response.custom_tool_call_input.delta": StreamDecoder._args_delta,
     "response.custom_tool_call_input.done": StreamDecoder._input_done,
     "response.reasoning_summary_part.added": StreamDecoder._summary_part,
     "response.reasoning_summary_text.delta": StreamDecoder._summary_delta,
@@ -1022,24 +1024,80 @@ def _delta_template(frame: tuple[bytes, bytes], iid: str, indices: bytes) -> byt
     return frame[0] + orjson.dumps(iid).replace(b"%", b"%%") + indices + frame[1]
 
 
-# the one builder of each fixed-shape frame below (tests check each against frame())
+def _derive(event: str, payload: dict[str, Any], *holes: tuple[str, bytes]) -> bytes:
+    """``frame(event, payload)`` as a ``%``-template: each hole, a marker string placed in the payload
+    where a value varies, becomes its conversion (``%d``: an int; ``%b``: JSON bytes), in the order
+    given (the payload's order). A fixed-shape frame is thus written from its one dict builder."""
+    data = frame(event, payload).replace(b"%", b"%%")
+    at = -1
+    for mark, conv in holes:
+        j = orjson.dumps(mark)
+        k = data.find(j)
+        if k <= at or data.count(j) != 1:
+            raise AssertionError(f"hole {mark!r} of {event} not once and in order")
+        data = data[:k] + conv + data[k + len(j):]
+        at = k
+    return data
+
+
+def _message_item(iid: str) -> dict[str, Any]:
+    """A message output item as it opens."""
+    return {"id": iid, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
+
+
+_SEQ = ("\x01seq", b"%d")
+_IID = ("\x01item_id", b"%b")
+_OI = ("\x01output_index", b"%d")
+_CI = ("\x01content_index", b"%d")
 #: output_item.added of a message: (sequence number, output index, item id JSON)
-_MESSAGE_ADDED = (b'event: response.output_item.added\ndata: {"type":"response.output_item.added",'
-                  b'"sequence_number":%d,"output_index":%d,"item":{"id":%b,"type":"message","status":"in_progress",'
-                  b'"role":"assistant","content":[]}}\n\n')
+_MESSAGE_ADDED = _derive("response.output_item.added", {
+    "type": "response.output_item.added", "sequence_number": _SEQ[0], "output_index": _OI[0],
+    "item": _message_item(_IID[0])}, _SEQ, _OI, _IID)
 #: content_part.added of a text part: (sequence number, item id JSON, output index, content index)
-_TEXT_PART_ADDED = (b'event: response.content_part.added\ndata: {"type":"response.content_part.added",'
-                    b'"sequence_number":%d,"item_id":%b,"output_index":%d,"content_index":%d,'
-                    b'"part":{"type":"output_text","text":"","annotations":[],"logprobs":[]}}\n\n')
+_TEXT_PART_ADDED = _derive("response.content_part.added", {
+    "type": "response.content_part.added", "sequence_number": _SEQ[0], "item_id": _IID[0],
+    "output_index": _OI[0], "content_index": _CI[0], "part": _text_part("", [])}, _SEQ, _IID, _OI, _CI)
 #: output_text.done: (sequence number, item id JSON, output index, content index, text JSON)
-_TEXT_DONE = (b'event: response.output_text.done\ndata: {"type":"response.output_text.done","sequence_number":%d,'
-              b'"item_id":%b,"output_index":%d,"content_index":%d,"text":%b,"logprobs":[]}\n\n')
-#: ``event:`` line and ``data: `` of each event type _emit wrote (filled as types are met)
+_TEXT_DONE = _derive("response.output_text.done", {
+    "type": "response.output_text.done", "sequence_number": _SEQ[0], "item_id": _IID[0],
+    "output_index": _OI[0], "content_index": _CI[0], "text": "\x01text", "logprobs": []},
+    _SEQ, _IID, _OI, _CI, ("\x01text", b"%b"))
+#: content_part.done of a text part: (sequence number, item id JSON, output index, content index, text
+#: JSON, annotations JSON)
+_TEXT_PART_DONE = _derive("response.content_part.done", {
+    "type": "response.content_part.done", "sequence_number": _SEQ[0], "item_id": _IID[0],
+    "output_index": _OI[0], "content_index": _CI[0],
+    "part": _text_part("\x01text", "\x01anns")},  # type: ignore[arg-type]
+    _SEQ, _IID, _OI, _CI, ("\x01text", b"%b"), ("\x01anns", b"%b"))
+#: each event type _emit wrote: its frame up to the sequence number, ``%d``, then ``%b``: the rest of the
+#: payload after the opening brace (filled as types are met)
 _HEADS: dict[str, bytes] = {}
-#: response.created then response.in_progress: (sequence number, snapshot) each
-_OPENING = (b'event: response.created\ndata: {"type":"response.created","sequence_number":%d,"response":%b}\n\n'
-            b'event: response.in_progress\ndata: {"type":"response.in_progress","sequence_number":%d,'
-            b'"response":%b}\n\n')
+
+
+def _opening() -> bytes:
+    """response.created then response.in_progress, the same snapshot (nothing produced yet) in each:
+    (sequence number, response id JSON, created_at JSON, model JSON) twice."""
+    holes = (_SEQ, ("\x01id", b"%b"), ("\x01created_at", b"%b"), ("\x01model", b"%b"))
+    shell = _response_shell("\x01id", "\x01model", "\x01created_at", "in_progress", [], None, None, None)  # type: ignore[arg-type]
+    return b"".join(_derive(t, {"type": t, "sequence_number": _SEQ[0], "response": shell}, *holes)
+                    for t in ("response.created", "response.in_progress"))
+
+
+_OPENING = _opening()
+
+
+def _terminal_frame(t: str) -> bytes:
+    """The terminal event ``t`` with its full snapshot: (sequence number, then the JSON of the response
+    id, created_at, status, error, incomplete_details, model, output, usage)."""
+    shell = _response_shell("\x01id", "\x01model", "\x01created_at", "\x01status", [], None, None,  # type: ignore[arg-type]
+                            None)
+    shell.update(output="\x01output", usage="\x01usage", error="\x01error", incomplete_details="\x01incomplete")
+    return _derive(t, {"type": t, "sequence_number": _SEQ[0], "response": shell}, _SEQ, *(
+        (f"\x01{k}", b"%b") for k in ("id", "created_at", "status", "error", "incomplete", "model", "output",
+                                      "usage")))
+
+
+_TERMINALS = {t: _terminal_frame(t) for t in ("response.completed", "response.incomplete", "response.failed")}
 
 
 class StreamEncoder:
@@ -1077,24 +1135,36 @@ class StreamEncoder:
     # ------------------------------------------------------------------ plumbing
     def _emit(self, out: list[bytes], t: str, d: dict[str, Any]) -> None:
         """The one frame builder of every event but the deltas and the stream's first two: what
-        frame() gives, its head precomputed per event type."""
+        frame() gives for ``{"type": t, "sequence_number": n, **d}`` (``d``: never empty, neither key
+        in it), its head precomputed per event type and ``d`` written as is (no merged copy)."""
         seq = self._seq
         self._seq = seq + 1
-        d = {"type": t, "sequence_number": seq, **d}
         try:
             data = orjson.dumps(d)
         except orjson.JSONEncodeError:  # an upstream item nested deeper than orjson writes
-            out.append(frame(t, d))
+            out.append(frame(t, {"type": t, "sequence_number": seq, **d}))
             return
         head = _HEADS.get(t)
         if head is None:
-            head = _HEADS[t] = b"event: " + t.encode() + b"\ndata: "
-        out.append(head + data + b"\n\n")
+            te = t.encode()
+            head = _HEADS[t] = (b"event: " + te + b'\ndata: {"type":' + orjson.dumps(t)
+                                + b',"sequence_number":').replace(b"%", b"%%") + b"%d,%b\n\n"
+        out.append(head % (seq, data[1:]))
 
-    def _snapshot(self, status: str, usage: dict[str, Any] | None = None, error: dict[str, Any] | None = None,
-                  incomplete: dict[str, Any] | None = None) -> dict[str, Any]:
-        return _response_shell(self._rid, self._model, self._created, status, self._items, usage, error,
-                               incomplete)
+    def _terminal(self, out: list[bytes], t: str, status: str, error: dict[str, Any] | None,
+                  incomplete: dict[str, Any] | None) -> None:
+        """The terminal event ``t`` carrying the whole response (the snapshot written by its template)."""
+        seq = self._seq
+        self._seq = seq + 1
+        usage = encode_usage(self._usage)
+        d = orjson.dumps
+        try:
+            out.append(_TERMINALS[t] % (seq, d(self._rid), d(self._created), d(status), d(error), d(incomplete),
+                                        d(self._model or ""), d(self._items), d(usage)))
+        except orjson.JSONEncodeError:  # an upstream item nested deeper than orjson writes
+            snap = _response_shell(self._rid, self._model, self._created, status, self._items, usage, error,
+                                   incomplete)
+            out.append(frame(t, {"type": t, "sequence_number": seq, "response": snap}))
 
     def _begin(self, out: list[bytes], ev: Start | None) -> None:
         self._started = True
@@ -1106,11 +1176,10 @@ class StreamEncoder:
         self._created = ev.created if ev is not None and ev.created is not None else NO_TIMESTAMP
         if ev is not None and ev.usage is not None:
             self._usage = ev.usage
-        # created and in_progress carry the same snapshot: written once
-        snap = orjson.dumps(self._snapshot("in_progress"))
+        rid, created, model = orjson.dumps(self._rid), orjson.dumps(self._created), orjson.dumps(self._model or "")
         seq = self._seq
         self._seq = seq + 2
-        out.append(_OPENING % (seq, snap, seq + 1, snap))
+        out.append(_OPENING % (seq, rid, created, model, seq + 1, rid, created, model))
 
     def encode(self, ev: Event) -> bytes:
         if self._finished:
@@ -1260,8 +1329,7 @@ class StreamEncoder:
         m = self._msg
         if m is None:
             oi = len(self._items)
-            item = {"id": f"msg_{self._base}_{oi}", "type": "message", "status": "in_progress",
-                    "role": "assistant", "content": []}
+            item = _message_item(f"msg_{self._base}_{oi}")
             m = _Msg(self._new_oi(item), item)
             self._msg = m
             seq = self._seq
@@ -1379,15 +1447,17 @@ class StreamEncoder:
                                {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci,
                                 "annotation_index": ai, "annotation": a})
                 seq = self._seq
-                self._seq = seq + 1
-                out.append(_TEXT_DONE % (seq, orjson.dumps(b.iid), b.oi, b.ci, orjson.dumps(text)))
+                self._seq = seq + 2
+                iid, tj = orjson.dumps(b.iid), orjson.dumps(text)
+                out.append(_TEXT_DONE % (seq, iid, b.oi, b.ci, tj))
+                out.append(_TEXT_PART_DONE % (seq + 1, iid, b.oi, b.ci, tj, dumps(anns) if anns else b"[]"))
                 part = _text_part(text, anns)
             else:
                 self._emit(out, "response.refusal.done",
                            {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "refusal": text})
                 part = {"type": "refusal", "refusal": text}
-            self._emit(out, "response.content_part.done",
-                       {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "part": part})
+                self._emit(out, "response.content_part.done",
+                           {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "part": part})
             if m is not None:
                 m.item["content"][b.ci] = part
                 m.open_parts -= 1
@@ -1470,18 +1540,19 @@ class StreamEncoder:
         self._close_open(out)
         status, incomplete, error = terminal_status(self._stop, self.warnings)
         self._detach_msg(out, "incomplete" if status == "incomplete" else "completed")
-        snap = self._snapshot(status, encode_usage(self._usage), error, incomplete)
         if status == "failed":
             t = "response.failed"
         elif status == "completed":
             t = "response.completed"
         else:
             t = "response.incomplete"
-        self._emit(out, t, {"response": snap})
+        self._terminal(out, t, status, error, incomplete)
         self._finished = True
 
     def _on_error(self, err: Error, out: list[bytes]) -> None:
-        self._emit(out, "error", error_event_payload(err, None))
+        e = error_event_payload(err, None)
+        del e["type"]  # (the frame's own first key)
+        self._emit(out, "error", e)
         # the partial output so far, with the text already sent
         for b in self._blocks.values():
             if b is _SKIP or not b.acc:
@@ -1495,8 +1566,7 @@ class StreamEncoder:
                 b.item["arguments"] = text
             elif b.kind == "custom" and b.item is not None:
                 b.item["input"] = text
-        snap = self._snapshot("failed", encode_usage(self._usage), response_error_object(err))
-        self._emit(out, "response.failed", {"response": snap})
+        self._terminal(out, "response.failed", "failed", response_error_object(err), None)
         self._finished = True
 
 
