@@ -296,8 +296,11 @@ def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
         raw_parts = c.get("parts")
         if raw_parts.__class__ is not list:
             raw_parts = _list(raw_parts, f"contents[{i}].parts") if "parts" in c else []
-        one = len(raw_parts) == 1
-        plain = None  # the text of a turn whose one part is a plain text
+        if len(raw_parts) == 1:  # a turn of one plain text (the usual turn) is built from that text
+            p = raw_parts[0]
+            if p.__class__ is dict and len(p) == 1 and (text := p.get("text")).__class__ is str and text:
+                add_msg(Message("assistant" if role == "model" else "user", None, None, text))
+                continue
         out: list[Any] = []
         results = False
         for k, p in enumerate(raw_parts):
@@ -328,10 +331,7 @@ def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
                 if sig:
                     out.append(_signature_reasoning(sig, "text", i, k, warnings))
                 if text:
-                    if one and not out:
-                        plain = text
-                    else:
-                        out.append(Text(text))
+                    out.append(Text(text))
             elif "functionCall" in p:
                 fc = p["functionCall"]
                 if fc.__class__ is not dict or not (
@@ -374,9 +374,7 @@ def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
             else:
                 keys = ", ".join(sorted(p)) or "none"
                 raise _fail(f"contents[{i}].parts[{k}]", f"unknown part (fields: {keys})")
-        if plain is not None:
-            add_msg(Message("assistant" if role == "model" else "user", None, None, plain))
-        elif not results or role != "model":
+        if not results or role != "model":
             add_msg(Message("assistant" if role == "model" else "user", out))
         else:
             # a function the server ran (server-side MCP) is answered inside the model turn: its
