@@ -668,18 +668,6 @@ def _tool_response(p: ToolResult, name: str, req: Request, msg: Message, warning
     return {"functionResponse": fr}
 
 
-def _args_obj(p: ToolCall, warnings: list[str]) -> dict[str, Any]:
-    if p.kind == "custom":
-        return {"input": p.arguments}
-    try:
-        v = orjson.loads(p.arguments)
-    except orjson.JSONDecodeError:
-        if p.arguments.strip():
-            warnings.append(f"tool call {p.id} had invalid JSON arguments; sent with empty args")
-        return {}
-    return v if isinstance(v, dict) else {"value": v}
-
-
 class _Sig:
     """A thought signature waiting for the part it belongs on."""
 
@@ -699,6 +687,7 @@ def _contents(req: Request, system: list[Text], warnings: list[str]) -> list[dic
     """The conversation as Gemini ``contents``: consecutive turns of one role merged (parallel tool
     results are one turn in Gemini), system messages moved to ``system``. One pass, parts built
     inline (a history has thousands)."""
+    loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
     contents: list[dict[str, Any]] = []
     names: dict[str, str] = {}  # call id -> the function name its response must carry
     last_role = ""
@@ -736,7 +725,20 @@ def _contents(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                     name = short_tool_name(p.name)  # type: ignore[union-attr]
                     pid = p.id  # type: ignore[union-attr]
                     names[pid] = name
-                    fc: dict[str, Any] = {"name": name, "args": _args_obj(p, warnings)}  # type: ignore[arg-type]
+                    arguments = p.arguments  # type: ignore[union-attr]
+                    if p.kind == "custom":  # type: ignore[union-attr]
+                        args: Any = {"input": arguments}
+                    else:
+                        try:
+                            args = loads(arguments)
+                        except JSONDecodeError:
+                            if arguments.strip():
+                                warnings.append(f"tool call {pid} had invalid JSON arguments; sent with empty args")
+                            args = {}
+                        else:
+                            if not isinstance(args, dict):
+                                args = {"value": args}
+                    fc: dict[str, Any] = {"name": name, "args": args}
                     if pid and not pid.startswith(MINTED_PREFIX):
                         fc["id"] = pid
                     if pending is not None:
