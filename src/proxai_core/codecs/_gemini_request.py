@@ -152,7 +152,7 @@ _SCHEMA_KEYS = {"type": 1, "properties": 2, "items": 3, "anyOf": 3, "oneOf": 3, 
 
 def schema_to_json(s: Any) -> Any:
     """Gemini's OpenAPI-subset ``Schema`` (upper-case types, ``nullable``) as JSON Schema."""
-    if not isinstance(s, dict):
+    if s.__class__ is not dict and not isinstance(s, dict):
         if isinstance(s, list):
             return [schema_to_json(x) for x in s]
         return s
@@ -172,7 +172,7 @@ def schema_to_json(s: Any) -> Any:
             out[k] = {pk: schema_to_json(pv) for pk, pv in v.items()} if isinstance(v, dict) else v
         elif h == 3:
             out[k] = schema_to_json(v)
-    if s.get("nullable") is True:
+    if "nullable" in s and s["nullable"] is True:
         t = out.get("type")
         if isinstance(t, str):
             out["type"] = [t, "null"]
@@ -400,9 +400,9 @@ def _system(v: Any, req: Request) -> None:
         return
     d = v if v.__class__ is dict and (len(v) == 1 and "parts" in v or v.keys() <= _CAMEL) else _obj(
         v, "systemInstruction")
-    parts = d.get("parts", [])
+    parts = d.get("parts")
     if parts.__class__ is not list:
-        parts = _list(parts, "systemInstruction.parts")
+        parts = _list(parts, "systemInstruction.parts") if "parts" in d else []
     for k, p in enumerate(parts):
         if p.__class__ is not dict or not (len(p) == 1 and "text" in p or p.keys() <= _CAMEL):
             p = _obj(p, f"systemInstruction.parts[{k}]")
