@@ -619,25 +619,6 @@ def _index(items: list[Any], item: Any) -> int:
     return next(k for k, x in enumerate(items) if x is item)
 
 
-def _enc_tool_call(p: ToolCall, i: int, parts: list[Any], warnings: list[str]) -> dict[str, Any]:
-    if p.kind == "custom":
-        inp: Any = {"input": p.arguments}
-    elif not p.arguments or p.arguments.isspace():  # (strip() would copy the arguments)
-        inp = {}
-    else:
-        try:
-            inp = orjson.loads(p.arguments)
-        except orjson.JSONDecodeError:
-            raise invalid("tool call arguments are not valid JSON",
-                          f"messages[{i}].content[{_index(parts, p)}].arguments") from None
-        if not isinstance(inp, dict):
-            raise invalid("tool call arguments must be a JSON object",
-                          f"messages[{i}].content[{_index(parts, p)}].arguments")
-    tid = p.id
-    return {"type": "tool_use", "id": tid if tid in _GOOD_IDS else _tool_id(tid, warnings),
-            "name": short_tool_name(p.name), "input": inp}
-
-
 def _enc_tool_result(p: ToolResult, i: int, parts: list[Any], warnings: list[str]) -> dict[str, Any]:
     tid = p.call_id
     out: dict[str, Any] = {"type": "tool_result",
@@ -702,8 +683,6 @@ def _part_block(p: Any, role: str, i: int, parts: list[Any], warnings: list[str]
     b: dict[str, Any] | None
     if isinstance(p, Text):
         b = _enc_text(p, warnings)
-    elif isinstance(p, ToolCall):
-        return "assistant", _enc_tool_call(p, i, parts, warnings)
     elif isinstance(p, ToolResult):
         return "user", _enc_tool_result(p, i, parts, warnings)
     elif isinstance(p, Reasoning):
@@ -772,6 +751,9 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
     cur: dict[str, Any] = {}
     cur_role: str | None = None
     mixed: list[dict[str, Any]] = []  # user turns where a tool result follows other content
+    loads = orjson.loads
+    JSONDecodeError = orjson.JSONDecodeError
+    good_ids = _GOOD_IDS
     for i, m in enumerate(req.messages):
         mrole = m.role
         if mrole != "user" and mrole != "assistant":
@@ -811,8 +793,25 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                     b = _enc_text(p, warnings)  # type: ignore[arg-type]
                     if len(b) == 2:  # its citations were all dropped: a plain text
                         b = b["text"]
-            elif c is ToolCall:
-                role, b = "assistant", _enc_tool_call(p, i, parts, warnings)  # type: ignore[arg-type]
+            elif c is ToolCall:  # (read here: one on every turn of an agent loop)
+                role = "assistant"
+                args = p.arguments  # type: ignore[union-attr]
+                if p.kind == "custom":  # type: ignore[union-attr]
+                    inp: Any = {"input": args}
+                elif not args or args.isspace():  # (strip() would copy the arguments)
+                    inp = {}
+                else:
+                    try:
+                        inp = loads(args)
+                    except JSONDecodeError:
+                        raise invalid("tool call arguments are not valid JSON",
+                                      f"messages[{i}].content[{_index(parts, p)}].arguments") from None
+                    if inp.__class__ is not dict:
+                        raise invalid("tool call arguments must be a JSON object",
+                                      f"messages[{i}].content[{_index(parts, p)}].arguments")
+                tid = p.id  # type: ignore[union-attr]
+                b = {"type": "tool_use", "id": tid if tid in good_ids else _tool_id(tid, warnings),
+                     "name": short_tool_name(p.name), "input": inp}  # type: ignore[union-attr]
             elif c is ToolResult:
                 role, b = "user", _enc_tool_result(p, i, parts, warnings)  # type: ignore[arg-type]
             else:
