@@ -472,8 +472,12 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         if content.__class__ is str:
             append(Message(role, None, None, content))  # a plain text: the message is its text
         elif content.__class__ is list:
-            if len(content) == 1 and _plain_text(content[0]):  # one plain text: the message is its text
-                append(Message(role, None, None, content[0]["text"]))
+            if len(content) == 1:  # (the usual tool result turn, or one text)
+                one = content[0]
+                if _plain_text(one):  # one plain text: the message is its text
+                    append(Message(role, None, None, one["text"]))
+                else:
+                    append(Message(role, [_block(one, warnings, i, 0)]))
             else:
                 append(Message(role, [_block(b, warnings, i, j) for j, b in enumerate(content)]))
         else:
