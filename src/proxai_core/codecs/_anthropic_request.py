@@ -623,24 +623,14 @@ def _index(items: list[Any], item: Any) -> int:
     return next(k for k, x in enumerate(items) if x is item)
 
 
-def _enc_tool_result(p: ToolResult, i: int, parts: list[Any], warnings: list[str]) -> dict[str, Any]:
-    tid = p.call_id
-    out: dict[str, Any] = {"type": "tool_result",
-                           "tool_use_id": tid if tid in _GOOD_IDS else _tool_id(tid, warnings)}
-    text = p.text  # a result built from one plain text (its content is made only if read)
-    if text is None:
-        content = p.content
-        if len(content) == 1 and content[0].__class__ is Text and not content[0].citations \
-                and not content[0].cache_control:  # the usual one plain text
-            text = content[0].text
-    if text is not None:
-        if text:
-            out["content"] = text
-        if p.is_error:
-            out["is_error"] = True
-        if p.cache_control:
-            out["cache_control"] = p.cache_control
-        return out
+def _enc_result_content(p: ToolResult, out: dict[str, Any], i: int, parts: list[Any], warnings: list[str]) -> None:
+    """The content of a tool result not built from one plain text, into ``out``."""
+    content = p.content
+    if len(content) == 1 and content[0].__class__ is Text and not content[0].citations \
+            and not content[0].cache_control:  # the usual one plain text
+        if content[0].text:
+            out["content"] = content[0].text
+        return
     blocks: list[dict[str, Any]] = []
     j = _index(parts, p)
     for k, c in enumerate(content):
@@ -656,11 +646,6 @@ def _enc_tool_result(p: ToolResult, i: int, parts: list[Any], warnings: list[str
         out["content"] = blocks[0]["text"]
     elif blocks:
         out["content"] = blocks
-    if p.is_error:
-        out["is_error"] = True
-    if p.cache_control:
-        out["cache_control"] = p.cache_control
-    return out
 
 
 def _enc_reasoning(p: Reasoning, warnings: list[str]) -> dict[str, Any] | None:
@@ -687,8 +672,6 @@ def _part_block(p: Any, role: str, i: int, parts: list[Any], warnings: list[str]
     b: dict[str, Any] | None
     if isinstance(p, Text):
         b = _enc_text(p, warnings)
-    elif isinstance(p, ToolResult):
-        return "user", _enc_tool_result(p, i, parts, warnings)
     elif isinstance(p, Reasoning):
         b = _enc_reasoning(p, warnings) if role == "assistant" else None
         if b is None and role != "assistant":
@@ -817,7 +800,18 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                 b = {"type": "tool_use", "id": tid if tid in good_ids else _tool_id(tid, warnings),
                      "name": short_tool_name(p.name), "input": inp}  # type: ignore[union-attr]
             elif c is ToolResult:
-                role, b = "user", _enc_tool_result(p, i, parts, warnings)  # type: ignore[arg-type]
+                role = "user"
+                tid = p.call_id  # type: ignore[union-attr]
+                b = {"type": "tool_result", "tool_use_id": tid if tid in good_ids else _tool_id(tid, warnings)}
+                rtext = p.text  # type: ignore[union-attr]  # a result built from one plain text (no content made)
+                if rtext is None:
+                    _enc_result_content(p, b, i, parts, warnings)  # type: ignore[arg-type]
+                elif rtext:
+                    b["content"] = rtext
+                if p.is_error:  # type: ignore[union-attr]
+                    b["is_error"] = True
+                if p.cache_control:  # type: ignore[union-attr]
+                    b["cache_control"] = p.cache_control  # type: ignore[union-attr]
             else:
                 rb = _part_block(p, mrole, i, parts, warnings)
                 if rb is None:
