@@ -472,8 +472,12 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         if content.__class__ is str:
             append(Message(role, None, None, content))  # a plain text: the message is its text
         elif content.__class__ is list:
-            if len(content) == 1 and _plain_text(content[0]):  # one plain text: the message is its text
-                append(Message(role, None, None, content[0]["text"]))
+            if len(content) == 1:  # (the usual tool result turn, or one text)
+                one = content[0]
+                if _plain_text(one):  # one plain text: the message is its text
+                    append(Message(role, None, None, one["text"]))
+                else:
+                    append(Message(role, [_block(one, warnings, i, 0)]))
             else:
                 append(Message(role, [_block(b, warnings, i, j) for j, b in enumerate(content)]))
         else:
@@ -619,43 +623,14 @@ def _index(items: list[Any], item: Any) -> int:
     return next(k for k, x in enumerate(items) if x is item)
 
 
-def _enc_tool_call(p: ToolCall, i: int, parts: list[Any], warnings: list[str]) -> dict[str, Any]:
-    if p.kind == "custom":
-        inp: Any = {"input": p.arguments}
-    elif not p.arguments or p.arguments.isspace():  # (strip() would copy the arguments)
-        inp = {}
-    else:
-        try:
-            inp = orjson.loads(p.arguments)
-        except orjson.JSONDecodeError:
-            raise invalid("tool call arguments are not valid JSON",
-                          f"messages[{i}].content[{_index(parts, p)}].arguments") from None
-        if not isinstance(inp, dict):
-            raise invalid("tool call arguments must be a JSON object",
-                          f"messages[{i}].content[{_index(parts, p)}].arguments")
-    tid = p.id
-    return {"type": "tool_use", "id": tid if tid in _GOOD_IDS else _tool_id(tid, warnings),
-            "name": short_tool_name(p.name), "input": inp}
-
-
-def _enc_tool_result(p: ToolResult, i: int, parts: list[Any], warnings: list[str]) -> dict[str, Any]:
-    tid = p.call_id
-    out: dict[str, Any] = {"type": "tool_result",
-                           "tool_use_id": tid if tid in _GOOD_IDS else _tool_id(tid, warnings)}
-    text = p.text  # a result built from one plain text (its content is made only if read)
-    if text is None:
-        content = p.content
-        if len(content) == 1 and content[0].__class__ is Text and not content[0].citations \
-                and not content[0].cache_control:  # the usual one plain text
-            text = content[0].text
-    if text is not None:
-        if text:
-            out["content"] = text
-        if p.is_error:
-            out["is_error"] = True
-        if p.cache_control:
-            out["cache_control"] = p.cache_control
-        return out
+def _enc_result_content(p: ToolResult, out: dict[str, Any], i: int, parts: list[Any], warnings: list[str]) -> None:
+    """The content of a tool result not built from one plain text, into ``out``."""
+    content = p.content
+    if len(content) == 1 and content[0].__class__ is Text and not content[0].citations \
+            and not content[0].cache_control:  # the usual one plain text
+        if content[0].text:
+            out["content"] = content[0].text
+        return
     blocks: list[dict[str, Any]] = []
     j = _index(parts, p)
     for k, c in enumerate(content):
@@ -671,11 +646,6 @@ def _enc_tool_result(p: ToolResult, i: int, parts: list[Any], warnings: list[str
         out["content"] = blocks[0]["text"]
     elif blocks:
         out["content"] = blocks
-    if p.is_error:
-        out["is_error"] = True
-    if p.cache_control:
-        out["cache_control"] = p.cache_control
-    return out
 
 
 def _enc_reasoning(p: Reasoning, warnings: list[str]) -> dict[str, Any] | None:
@@ -702,10 +672,6 @@ def _part_block(p: Any, role: str, i: int, parts: list[Any], warnings: list[str]
     b: dict[str, Any] | None
     if isinstance(p, Text):
         b = _enc_text(p, warnings)
-    elif isinstance(p, ToolCall):
-        return "assistant", _enc_tool_call(p, i, parts, warnings)
-    elif isinstance(p, ToolResult):
-        return "user", _enc_tool_result(p, i, parts, warnings)
     elif isinstance(p, Reasoning):
         b = _enc_reasoning(p, warnings) if role == "assistant" else None
         if b is None and role != "assistant":
@@ -772,6 +738,9 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
     cur: dict[str, Any] = {}
     cur_role: str | None = None
     mixed: list[dict[str, Any]] = []  # user turns where a tool result follows other content
+    loads = orjson.loads
+    JSONDecodeError = orjson.JSONDecodeError
+    good_ids = _GOOD_IDS
     for i, m in enumerate(req.messages):
         mrole = m.role
         if mrole != "user" and mrole != "assistant":
@@ -811,10 +780,38 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                     b = _enc_text(p, warnings)  # type: ignore[arg-type]
                     if len(b) == 2:  # its citations were all dropped: a plain text
                         b = b["text"]
-            elif c is ToolCall:
-                role, b = "assistant", _enc_tool_call(p, i, parts, warnings)  # type: ignore[arg-type]
+            elif c is ToolCall:  # (read here: one on every turn of an agent loop)
+                role = "assistant"
+                args = p.arguments  # type: ignore[union-attr]
+                if p.kind == "custom":  # type: ignore[union-attr]
+                    inp: Any = {"input": args}
+                elif not args or args.isspace():  # (strip() would copy the arguments)
+                    inp = {}
+                else:
+                    try:
+                        inp = loads(args)
+                    except JSONDecodeError:
+                        raise invalid("tool call arguments are not valid JSON",
+                                      f"messages[{i}].content[{_index(parts, p)}].arguments") from None
+                    if inp.__class__ is not dict:
+                        raise invalid("tool call arguments must be a JSON object",
+                                      f"messages[{i}].content[{_index(parts, p)}].arguments")
+                tid = p.id  # type: ignore[union-attr]
+                b = {"type": "tool_use", "id": tid if tid in good_ids else _tool_id(tid, warnings),
+                     "name": short_tool_name(p.name), "input": inp}  # type: ignore[union-attr]
             elif c is ToolResult:
-                role, b = "user", _enc_tool_result(p, i, parts, warnings)  # type: ignore[arg-type]
+                role = "user"
+                tid = p.call_id  # type: ignore[union-attr]
+                b = {"type": "tool_result", "tool_use_id": tid if tid in good_ids else _tool_id(tid, warnings)}
+                rtext = p.text  # type: ignore[union-attr]  # a result built from one plain text (no content made)
+                if rtext is None:
+                    _enc_result_content(p, b, i, parts, warnings)  # type: ignore[arg-type]
+                elif rtext:
+                    b["content"] = rtext
+                if p.is_error:  # type: ignore[union-attr]
+                    b["is_error"] = True
+                if p.cache_control:  # type: ignore[union-attr]
+                    b["cache_control"] = p.cache_control  # type: ignore[union-attr]
             else:
                 rb = _part_block(p, mrole, i, parts, warnings)
                 if rb is None:
