@@ -579,17 +579,12 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
     for mi, m in enumerate(req.messages):
         role = m.role
         text = m.text
-        if text is None:
-            parts = m.parts
-            if len(parts) == 1:  # one text part (without citations, which an assistant's would carry)
-                p = parts[0]
-                if p.__class__ is Text and (role != "assistant" or not p.citations):  # type: ignore[union-attr]
-                    text = p.text  # type: ignore[union-attr]
-        if text is not None:  # one plain text part
+        if text is not None:  # a message built from its text (one of parts is read part by part below)
             append({"type": "message", "role": role, "content": [
                 {"type": "output_text", "text": text, "annotations": []} if role == "assistant" else
                 {"type": "input_text", "text": text}]})
             continue
+        parts = m.parts
         if role == "user":
             buf: list[dict[str, Any]] | None = None  # the input parts of the user message being built
             for p in parts:
