@@ -579,17 +579,12 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
     for mi, m in enumerate(req.messages):
         role = m.role
         text = m.text
-        if text is None:
-            parts = m.parts
-            if len(parts) == 1:  # one text part (without citations, which an assistant's would carry)
-                p = parts[0]
-                if p.__class__ is Text and (role != "assistant" or not p.citations):  # type: ignore[union-attr]
-                    text = p.text  # type: ignore[union-attr]
-        if text is not None:  # one plain text part
+        if text is not None:  # a message built from its text (one of parts is read part by part below)
             append({"type": "message", "role": role, "content": [
                 {"type": "output_text", "text": text, "annotations": []} if role == "assistant" else
                 {"type": "input_text", "text": text}]})
             continue
+        parts = m.parts
         if role == "user":
             buf: list[dict[str, Any]] | None = None  # the input parts of the user message being built
             for p in parts:
@@ -706,23 +701,26 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
 def _encode_tools(req: Request, w: list[str], names: dict[str, str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for t in req.tools:
-        name = names.get(t.name)
-        if name is None:
-            name = names[t.name] = short_tool_name(t.name)
+        name = t.name
+        short = names.get(name)
+        if short is None:
+            short = names[name] = short_tool_name(name)
+        about = t.description
         if t.kind == "custom":
-            d: dict[str, Any] = {"type": "custom", "name": name}
-            if t.description:
-                d["description"] = t.description
+            d: dict[str, Any] = {"type": "custom", "name": short}
+            if about:
+                d["description"] = about
             if t.format:
                 d["format"] = t.format
         else:
-            d = {"type": "function", "name": name,
-                 "parameters": t.parameters if t.parameters is not None else {"type": "object", "properties": {}},
-                 "strict": bool(t.strict)}
-            if t.description:
-                d["description"] = t.description
+            params = t.parameters
+            d = {"type": "function", "name": short,
+                 "parameters": params if params is not None else {"type": "object", "properties": {}},
+                 "strict": t.strict is True}  # (a bool or None)
+            if about:
+                d["description"] = about
         out.append(d)
-    server = req.extra.get("server_tools")
+    server = req.extra.get("server_tools") if req.extra else None
     if isinstance(server, list):
         for x in server:
             tt = x.get("type") if isinstance(x, dict) else None
@@ -778,6 +776,7 @@ def _encode_reasoning(rc: ReasoningConfig, w: list[str]) -> tuple[dict[str, Any]
 
 def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
     w = warnings
+    ex = req.extra
     body: dict[str, Any] = {}
     if req.model is not None:
         body["model"] = req.model
@@ -833,7 +832,7 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
             text["format"] = {"type": of.type}
         else:
             w.append(f"output format {of.type!r} unknown to Responses: dropped")
-    verb = req.extra.get("verbosity")
+    verb = ex.get("verbosity") if ex else None
     if isinstance(verb, str):
         text["verbosity"] = verb
     if text:
@@ -850,7 +849,6 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
             elif v is not None:
                 md[str(k)] = str(v)
         body["metadata"] = md
-    ex = req.extra
     for k in _EXTRA_PASS if ex else ():
         v = ex.get(k)
         if v is None:
