@@ -275,6 +275,18 @@ def _response_id(unanswered: list[tuple[str, str]], fid: Any, name: str, turn: i
     return mint_call_id(f"response{turn}", n, name)
 
 
+def _named(d: Any, field: str, usual: str, i: int, k: int) -> tuple[dict[str, Any], str]:
+    """A part's ``functionCall`` / ``functionResponse`` object and its name. The usual object (name,
+    id and ``usual``) is proven camelCase by ``in`` tests; the path is formatted only for an error."""
+    if d.__class__ is not dict or not (len(d) == 3 and "id" in d and usual in d and "name" in d
+                                       or d.keys() <= _CAMEL):
+        d = _obj(d, f"contents[{i}].parts[{k}].{field}")
+    name = d.get("name")
+    if not isinstance(name, str):
+        raise _expected(f"contents[{i}].parts[{k}].{field}.name", "a string", name)
+    return d, name
+
+
 _SERVER_PARTS = ("executableCode", "codeExecutionResult", "toolCall", "toolResponse")
 
 
@@ -333,13 +345,7 @@ def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
                 if text:
                     out.append(Text(text))
             elif "functionCall" in p:
-                fc = p["functionCall"]
-                if fc.__class__ is not dict or not (
-                        len(fc) == 3 and "id" in fc and "args" in fc and "name" in fc or fc.keys() <= camel):
-                    fc = _obj(fc, f"contents[{i}].parts[{k}].functionCall")
-                name = fc.get("name")
-                if not isinstance(name, str):
-                    raise _expected(f"contents[{i}].parts[{k}].functionCall.name", "a string", name)
+                fc, name = _named(p["functionCall"], "functionCall", "args", i, k)
                 args = fc.get("args")
                 if args is not None and not isinstance(args, dict):
                     raise _expected(f"contents[{i}].parts[{k}].functionCall.args", "an object", args)
@@ -352,13 +358,7 @@ def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
                 unanswered.append((cid, name))
                 out.append(ToolCall(cid, name, dumps(args).decode() if args else "{}"))
             elif "functionResponse" in p:
-                fr = p["functionResponse"]
-                if fr.__class__ is not dict or not (
-                        len(fr) == 3 and "id" in fr and "response" in fr and "name" in fr or fr.keys() <= camel):
-                    fr = _obj(fr, f"contents[{i}].parts[{k}].functionResponse")
-                name = fr.get("name")
-                if not isinstance(name, str):
-                    raise _expected(f"contents[{i}].parts[{k}].functionResponse.name", "a string", name)
+                fr, name = _named(p["functionResponse"], "functionResponse", "response", i, k)
                 out.append(_tool_result(fr, _response_id(unanswered, fr.get("id"), name, i, k), i, k))
                 results = True
             elif "inlineData" in p:
