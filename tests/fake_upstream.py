@@ -18,9 +18,13 @@ Control API (the same, over HTTP, for a subprocess ``python tests/fake_upstream.
 ``POST /__fake/on`` ``{"path": ..., "stream": true|false|null, "reply": {...Reply fields...}}``,
 ``GET /__fake/requests``, ``POST /__fake/reset``.
 
-Replies are chosen by path (query ignored) and by whether the request JSON has ``"stream": true``;
+Replies are chosen by the exact path and by whether the request JSON has ``"stream": true``;
 a reply registered with ``stream=None`` serves both. Without a registered reply the defaults serve
-the "text" recording of the protocol the path names (``use_defaults=True``), else 404.
+the "text" recording of the protocol, only on the exact paths the real providers serve
+(``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages``, ``/v1beta/models/{m}:generateContent``,
+the Vertex AI form, …; ``use_defaults=True``); any other path is a 404, as from a real provider.
+A query parameter the real endpoint does not take is that provider's 400 (Google's APIs reject
+unknown parameters), whether a reply is registered or not.
 """
 
 from __future__ import annotations
@@ -28,11 +32,13 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import re
 import threading
 import time
 import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl
 
 __all__ = ["RECORDED", "FakeUpstream", "Recorded", "Reply", "sse_frame"]
 
@@ -297,7 +303,7 @@ class FakeUpstream:
             req = {}
         # Gemini keeps the stream flag in the URL
         streaming = (isinstance(req, dict) and req.get("stream") is True) or path.endswith(":streamGenerateContent")
-        reply = self._pick(path, streaming)
+        reply = query_error(path, rec.path.partition("?")[2]) or self._pick(path, streaming)
         if reply is None:
             reply = Reply.json({"error": {"message": f"fake upstream: no reply for {path}", "type": "not_found"}},
                                status=404)
@@ -654,18 +660,70 @@ RECORDED["gemini_generate_content"] = {
             "sse": [_gem_chunk([{"text": "Hello! The wea"}], "MAX_TOKENS")]},
 }
 
-_PATH_PROTOCOL = (("/chat/completions", "openai_chat_completions"), ("/responses", "openai_responses"),
-                  ("/messages", "anthropic_messages"), (":generateContent", "gemini_generate_content"),
-                  (":streamGenerateContent", "gemini_generate_content"))
+#: the generation, token-counting and model paths the real providers serve (OpenAI, Anthropic,
+#: the Gemini API in both versions, Vertex AI): the defaults answer these and nothing else, so a
+#: request the proxy sent to a path no provider serves gets the provider's 404
+_GEMINI_METHOD = r":(?:generateContent|streamGenerateContent|countTokens)"
+_REAL_PATHS: tuple[tuple[re.Pattern[str], str | None], ...] = tuple((re.compile(rx), proto) for rx, proto in (
+    (r"/v1/chat/completions", "openai_chat_completions"),
+    (r"/v1/responses", "openai_responses"),
+    (r"/v1/responses/input_tokens", None),
+    (r"/v1/messages", "anthropic_messages"),
+    (r"/v1/messages/count_tokens", None),
+    (r"/v1(?:beta)?/models/[^/:]+" + _GEMINI_METHOD, "gemini_generate_content"),
+    # Vertex AI: a project and location, or express mode (an API key, no project)
+    (r"/v1(?:beta1)?(?:/projects/[^/]+/locations/[^/]+)?/publishers/google/models/[^/:]+" + _GEMINI_METHOD,
+     "gemini_generate_content"),
+    (r"/v1(?:beta)?/models", None),
+    (r"/v1(?:beta)?/models/[^/:]+", None),
+))
+
+#: the query parameters each real endpoint accepts (Google's APIs reject any other with a 400;
+#: OpenAI's generation endpoints take none; Anthropic's Messages takes ``beta``)
+_QUERY_ALLOWED = (("/chat/completions", frozenset()), ("/responses", frozenset()),
+                  ("/messages", frozenset({"beta"})), ("/count_tokens", frozenset({"beta"})),
+                  (":generateContent", frozenset({"alt", "key", "$alt"})),
+                  (":streamGenerateContent", frozenset({"alt", "key", "$alt"})),
+                  (":countTokens", frozenset({"alt", "key", "$alt"})))
+
+
+def real_path(path: str) -> tuple[bool, str | None]:
+    """(whether a real provider serves ``path``, the protocol of its default reply or None)."""
+    for rx, proto in _REAL_PATHS:
+        if rx.fullmatch(path):
+            return True, proto
+    return False, None
+
+
+def query_error(path: str, query: str) -> Reply | None:
+    """The real provider's 400 for a query parameter its endpoint does not take, else None."""
+    if not query:
+        return None
+    for suffix, allowed in _QUERY_ALLOWED:
+        if path.endswith(suffix):
+            break
+    else:
+        return None
+    bad = sorted({k for k, _ in parse_qsl(query, keep_blank_values=True)} - allowed)
+    if not bad:
+        return None
+    msg = f"fake upstream: unknown query parameter(s) {', '.join(bad)} for {path}"
+    if suffix.startswith(":"):
+        return Reply.json({"error": {"code": 400, "message": msg, "status": "INVALID_ARGUMENT"}}, status=400)
+    return Reply.json({"error": {"message": msg, "type": "invalid_request_error"}}, status=400)
 
 
 def default_reply(path: str, streaming: bool, scenario: str = "text") -> Reply | None:
-    for suffix, proto in _PATH_PROTOCOL:
-        if path.endswith(suffix):
-            rec = RECORDED[proto][scenario]
-            if proto == "gemini_generate_content":
-                return Reply.gemini_stream(rec["sse"]) if streaming else Reply.json(rec["json"])
-            return Reply.sse(rec["sse"]) if streaming else Reply.json(rec["json"])
+    served, proto = real_path(path)
+    if not served:
+        return None
+    if proto is not None:
+        rec = RECORDED[proto][scenario]
+        if proto == "gemini_generate_content":
+            if path.endswith(":countTokens"):
+                return Reply.json({"totalTokens": 21})
+            return Reply.gemini_stream(rec["sse"]) if streaming else Reply.json(rec["json"])
+        return Reply.sse(rec["sse"]) if streaming else Reply.json(rec["json"])
     if path.endswith("/models"):
         return Reply.json({"object": "list", "data": [{"id": CHAT_MODEL, "object": "model", "created": 1,
                                                        "owned_by": "system"}]})

@@ -137,6 +137,28 @@ def _base_prefix(base: BaseURL, target: Codec) -> tuple[str, str | None]:
     return bp + ep.default_prefix, None
 
 
+_VERSION_SEGMENT = re.compile(r"/v\d+(?:alpha|beta)?\d*(?=/|$)")
+
+
+def _same_host_prefix(ep: Endpoint, client: Codec | None, target: Codec) -> str:
+    """The path prefix toward the client's own host (no base URL) for ``target``.
+
+    The rule: the client's prefix is kept when it is the target's own — the same protocol, or a
+    prefix whose versioned part is exactly the target's version prefix (``/v1`` for Chat,
+    Responses and Anthropic). Otherwise it belongs to the client's protocol (Gemini's ``/v1beta``,
+    a Vertex AI ``/v1/projects/…/publishers/google``, an Azure deployment) and the target's own
+    version prefix replaces it; what the client put before its version segment (a gateway's own
+    prefix such as ``/openai``) stays.
+    """
+    prefix = ep.prefix
+    if client is target:
+        return prefix
+    m = _VERSION_SEGMENT.search(prefix)
+    head = prefix[: m.start()] if m is not None else ""
+    own = target.endpoints.default_prefix
+    return prefix if prefix == head + own else head + own
+
+
 def _key_query_names() -> frozenset[str]:
     return frozenset(n for c in all_codecs() for n in c.credentials.key_query)
 
@@ -163,8 +185,13 @@ def _strip_credentials(query: str) -> str:
     return urlencode([(k, v) for k, v in pairs if k not in names])
 
 
-def _join_query(*parts: str) -> str:
-    q = "&".join(p for p in parts if p)
+def _join_query(extra: str, query: str = "") -> str:
+    """``extra`` (the target path's own parameters, e.g. ``alt=sse``) then ``query`` without the
+    names ``extra`` sets: a parameter is never sent twice."""
+    if extra and query:
+        own = {k for k, _ in parse_qsl(extra, keep_blank_values=True)}
+        query = urlencode([(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k not in own])
+    q = "&".join(p for p in (extra, query) if p)
     return f"?{q}" if q else ""
 
 
@@ -181,7 +208,8 @@ def upstream_target(
 ) -> tuple[str, str, int, str]:
     """(scheme, host, port, path-with-query) the routed request goes to.
 
-    ``base`` None keeps scheme/host/port and the client's path prefix (reverse mode, gateways).
+    ``base`` None keeps scheme/host/port and the client's path prefix when it is the target's own
+    (reverse mode, gateways); a prefix of another protocol becomes the target's (:func:`_same_host_prefix`).
     With a base URL: its path is the prefix; the target's version prefix (``/v1``) is added
     unless it already ends in a version segment (``/v1``, ``/api/v1``, ``/v1beta``) or names an
     Azure deployment; a base URL that already ends in the protocol's endpoint is used as it is.
@@ -191,10 +219,9 @@ def upstream_target(
     tc = get(target)
     client = get(ep.protocol) if ep.protocol is not None else None
     if base is None:
-        prefix, explicit = ep.prefix, None
-        # a URL-keyed client's query holds its framing and credentials: rebuilt for the target
-        query = "" if client is not None and client.endpoints.parse_path is not None and client is not tc \
-            else ep.query
+        prefix, explicit, query = _same_host_prefix(ep, client, tc), None, ep.query
+        if prefix != ep.prefix or (client is not None and client is not tc):
+            query = ""  # the client's query (framing, credentials, beta flags) means nothing to another protocol
     else:
         scheme, host, port = base.scheme, base.host, base.port
         prefix, explicit = _base_prefix(base, tc)
@@ -223,7 +250,7 @@ def upstream_target(
         path = prefix + tc.endpoints.models
     else:
         path = prefix + tc.endpoints.models + "/" + (model or "")
-    return scheme, host, port, path + _join_query(query)
+    return scheme, host, port, path + _join_query("", query)
 
 
 def _key_headers() -> tuple[str, ...]:

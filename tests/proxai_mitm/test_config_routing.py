@@ -278,9 +278,9 @@ def test_gemini_client_paths_and_the_key_query_parameter():
     assert (ep.kind, ep.protocol, ep.model_id, ep.stream, ep.sse) == (
         "generate", Protocol.GEMINI, "gemini-2.5-flash", True, True)
     assert routing.client_credential({}, ep.query) == "AIzaSECRET"
-    # same host, another protocol: the query (framing and key) is not carried over
+    # same host, another protocol: the target's own path; the query (framing and key) is not carried over
     assert routing.upstream_target(ep, Protocol.ANTHROPIC, None, scheme="http", host="h", port=80)[3] == \
-        "/v1beta/messages"
+        "/v1/messages"
     # same host, same protocol, same model: the client's path, the key taken out
     assert routing.upstream_target(ep, Protocol.GEMINI, None, scheme="http", host="h", port=80)[3] == \
         "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"

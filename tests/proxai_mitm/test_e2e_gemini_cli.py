@@ -58,15 +58,20 @@ def upstream():
     up.stop()
 
 
-@pytest.fixture(scope="module")
-def proxy(upstream, tmp_path_factory):
-    routes = tmp_path_factory.mktemp("routes") / "routes.toml"
-    # every Gemini request of the CLI (its main turns and its helper calls) goes to Claude
-    routes.write_text(f'[[routes]]\nname = "cli"\nmatch = {{ path = "/v1beta/*" }}\n'
-                      f'target = {{ protocol = "{ANTH}", base_url = "{upstream.url}", '
-                      f'api_key_env = "{ENV_KEY}", model = "{UPSTREAM_MODEL[ANTH]}" }}\n')
-    m = Mitmdump(mode=f"reverse:{upstream.url}", options={"proxai_config": str(routes)},
-                 env={ENV_KEY: ENV_KEY_VALUE})
+@pytest.fixture(scope="module", params=["routes-file", "user-guide-command"])
+def proxy(request, upstream, tmp_path_factory):
+    if request.param == "routes-file":
+        routes = tmp_path_factory.mktemp("routes") / "routes.toml"
+        # every Gemini request of the CLI (its main turns and its helper calls) goes to Claude
+        routes.write_text(f'[[routes]]\nname = "cli"\nmatch = {{ path = "/v1beta/*" }}\n'
+                          f'target = {{ protocol = "{ANTH}", base_url = "{upstream.url}", '
+                          f'api_key_env = "{ENV_KEY}", model = "{UPSTREAM_MODEL[ANTH]}" }}\n')
+        options = {"proxai_config": str(routes)}
+    else:
+        # the user guide's "Gemini CLI on Claude" command (no base URL: the reverse target's host,
+        # reached on Anthropic's own path, never the CLI's /v1beta prefix)
+        options = {"proxai_target": ANTH, "proxai_key_env": ENV_KEY, "proxai_model": f"*={UPSTREAM_MODEL[ANTH]}"}
+    m = Mitmdump(mode=f"reverse:{upstream.url}", options=options, env={ENV_KEY: ENV_KEY_VALUE})
     m.start()
     yield m
     m.cleanup()
@@ -106,7 +111,9 @@ def test_gemini_cli_tool_loop_on_an_anthropic_upstream(proxy, upstream, tmp_path
     assert r.returncode == 0, f"gemini exited {r.returncode}\nstdout: {r.stdout[-3000:]}\nstderr: {r.stderr[-3000:]}"
     out = json.loads(r.stdout[r.stdout.index("{"):])
     assert ANSWER in out["response"], out
-    turns = [q for q in upstream.requests if q.path.partition("?")[0] == "/v1/messages"]
+    # the fake answers only Anthropic's real path: every request the CLI caused went there, with no query
+    assert {q.path for q in upstream.requests} == {"/v1/messages"}, [q.path for q in upstream.requests]
+    turns = upstream.requests
     sent = [q.body.decode() for q in turns]
     # the tool result went back to Claude as a tool_result paired with Claude's call id
     back = [json.loads(b) for b in sent if CALL_ID in b and NOTE in b]

@@ -50,3 +50,36 @@ def test_stream_cut_reset_and_clean(up):
         assert r.text.count("data:") == 2
         with pytest.raises(httpx2.HTTPError):
             h.post("/b/chat/completions", json={"stream": True})
+
+
+@pytest.mark.parametrize("path", ["/v1beta/messages", "/v1beta/chat/completions", "/v1beta/responses",
+                                  "/v1/projects/p/locations/l/publishers/google/messages", "/messages",
+                                  "/v1/models/gemini-x:generateContent/extra", "/api/v1/chat/completions"])
+def test_defaults_answer_only_the_real_paths(up, path):
+    up.reset()
+    with httpx2.Client(base_url=up.url) as h:
+        r = h.post(path, json={"model": "m", "stream": False})
+    assert r.status_code == 404, path
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses", "/v1/messages",
+                                  "/v1beta/models/gemini-2.5-flash:generateContent",
+                                  "/v1/models/gemini-2.5-flash:generateContent",
+                                  "/v1/projects/p/locations/l/publishers/google/models/gemini-2.5-pro:generateContent"])
+def test_defaults_answer_the_real_paths(up, path):
+    up.reset()
+    with httpx2.Client(base_url=up.url) as h:
+        r = h.post(path, json={"model": "m", "stream": False})
+    assert r.status_code == 200, (path, r.text)
+
+
+@pytest.mark.parametrize("path, ok", [
+    ("/v1/messages?beta=true", True), ("/v1/chat/completions?beta=true", False), ("/v1/responses?beta=true", False),
+    ("/v1beta/models/g:streamGenerateContent?alt=sse", True), ("/v1beta/models/g:generateContent?beta=true", False),
+    ("/v1beta/models/g:generateContent?key=AIza&alt=json", True)])
+def test_unknown_query_parameters_are_the_providers_400(up, path, ok):
+    up.reset()
+    up.on(path.partition("?")[0], Reply.json({"ok": True}))  # a registered reply does not lift the check
+    with httpx2.Client(base_url=up.url) as h:
+        r = h.post(path, json={"model": "m"})
+    assert (r.status_code == 200) is ok, (path, r.text)

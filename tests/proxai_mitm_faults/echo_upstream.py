@@ -2,7 +2,7 @@
 performance runs through mitmdump (loopback only).
 
 ``EchoUpstream`` (a ``FakeUpstream``): a request whose body contains ``ECHO[<token>]`` is answered
-in the protocol its path names (``/chat/completions``, ``/responses``, ``/messages``), streamed or
+in the protocol its path names (exactly ``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages``), streamed or
 complete as the request asks, with the text :func:`echo_text` (the token repeated in every delta),
 so a client can check it got exactly its own answer. It records, per token, the monotonic time
 (``time.monotonic``, the host's CLOCK_MONOTONIC, comparable across processes) at which it wrote the
@@ -35,6 +35,7 @@ from tests.fake_upstream import (
     _resp_sse,
     _resp_text_events,
     _resp_usage,
+    query_error,
 )
 
 __all__ = ["EchoUpstream", "HTTPResult", "echo_text", "http_request", "request_body", "PATHS"]
@@ -53,13 +54,11 @@ def echo_text(token: str, n: int) -> str:
 
 
 def _proto_of(path: str) -> str | None:
+    """The protocol of a real provider path (exactly: a path no provider serves echoes nothing)."""
     p = path.partition("?")[0]
-    if p.endswith("/chat/completions"):
-        return "openai_chat_completions"
-    if p.endswith("/responses"):
-        return "openai_responses"
-    if p.endswith("/messages"):
-        return "anthropic_messages"
+    for proto, real in PATHS.items():
+        if p == real:
+            return proto
     return None
 
 
@@ -129,7 +128,8 @@ class EchoUpstream(FakeUpstream):
         path = rec.path.partition("?")[0]
         m = TOKEN_RX.search(rec.body or b"")
         proto = _proto_of(path)
-        if path.startswith("/__fake/") or self._rules or m is None or proto is None:
+        if (path.startswith("/__fake/") or self._rules or m is None or proto is None
+                or query_error(path, rec.path.partition("?")[2]) is not None):
             return await super()._respond(rec, writer)
         if self.keep_requests:
             self.requests.append(rec)

@@ -46,8 +46,8 @@ TAIL = (_event("content_block_stop", {"type": "content_block_stop", "index": 0})
 
 
 class EndlessUpstream:
-    """HTTP/1.1 on loopback: every request gets an Anthropic event stream that never ends (or
-    ``x-finite: N`` events then the terminal ones)."""
+    """HTTP/1.1 on loopback: every ``POST /v1/messages`` gets an Anthropic event stream that never
+    ends (or ``x-finite: N`` events then the terminal ones); any other path is a 404."""
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
@@ -71,6 +71,12 @@ class EndlessUpstream:
             headers = {k.strip().lower(): v.strip() for k, _, v in
                        (ln.decode().partition(":") for ln in head.split(b"\r\n")[1:] if b":" in ln)}
             await reader.readexactly(int(headers.get("content-length", "0")))
+            target = head.split(b" ", 2)[1].partition(b"?")[0]
+            if target != b"/v1/messages":  # Anthropic serves its Messages stream there only
+                writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: 2"
+                             b"\r\n\r\n{}")
+                await writer.drain()
+                return
             finite = int(headers.get("x-finite", "0") or 0)
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
             writer.write(b"%x\r\n%s\r\n" % (len(HEAD), HEAD))

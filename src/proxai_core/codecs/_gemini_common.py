@@ -97,11 +97,13 @@ def unpack_signature(sig: str) -> dict[str, Any] | None:
 # ----------------------------------------------------------------------------- endpoints
 #: /v1beta/models/{model}:{method} (developer API) and
 #: /v1/projects/{p}/locations/{l}/publishers/google/models/{model}:{method} (Vertex AI)
+# (Vertex AI: ``/projects/{p}/locations/{l}/publishers/google``, or ``/publishers/google`` alone in
+# express mode, where an API key stands for the project)
 _PATH = re.compile(
-    r"^(?P<prefix>/v1(?:alpha|beta\d*|\d*)?(?:/projects/[^/]+/locations/[^/]+/publishers/google)?)"
+    r"^(?P<prefix>/v1(?:alpha|beta\d*|\d*)?(?:(?:/projects/[^/]+/locations/[^/]+)?/publishers/google)?)"
     r"/models/(?P<model>[^/:?]+):(?P<method>generateContent|streamGenerateContent|countTokens)$"
 )
-_MODELS = re.compile(r"^/v1(?:alpha|beta\d*|\d*)?(?:/projects/[^/]+/locations/[^/]+/publishers/google)?/models"
+_MODELS = re.compile(r"^/v1(?:alpha|beta\d*|\d*)?(?:(?:/projects/[^/]+/locations/[^/]+)?/publishers/google)?/models"
                      r"(?:/[^/:?]+)?$")
 
 
