@@ -62,7 +62,7 @@ target = {{ protocol = "{ANTH}", base_url = "http://localhost:{{PORT}}" }}
 
 [[routes]]
 name = "same-host-client-key"
-match = {{ path = "/samehost/*" }}
+match = {{ model = "samehost-*" }}
 target = {{ protocol = "{CHAT}" }}
 """
 KEY_HEADERS = {"authorization": f"Bearer {CLIENT_KEY}", "x-api-key": CLIENT_KEY, "api-key": CLIENT_KEY,
@@ -368,7 +368,7 @@ def test_no_key_for_another_host_is_native_401_and_nothing_sent(rig, up):
 
 def test_same_host_keeps_the_client_key(rig, up):
     """Control: when the upstream is the host the client addressed, its own key is moved there."""
-    r = post(rig, "/samehost" + client_path(ANTH, None), request_body(ANTH, "samehost1", False),
+    r = post(rig, client_path(ANTH, None), request_body(ANTH, "samehost1", False, model="samehost-echo"),
              {"x-api-key": CLIENT_KEY})
     assert r.status == 200, r.body[:300]
     rec = next(q for q in up.requests if b"samehost1" in q.body)
