@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -19,6 +20,8 @@ from mitmproxy import ctx, exceptions
 from proxai_core.codecs import get
 
 from .record import FlowRecord
+from .redact import Redactor, flow_secrets, redact_value
+from .state import get_state
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +82,9 @@ def span_facts(flow: Any, rec: FlowRecord) -> dict[str, Any]:
         "cost_usd": m.cost_usd if m else None,
         "cost_provider": m.cost_provider if m else None,
         "stream": rec.stream,
+        # the flow's own secrets (credential headers and query keys, the client's key a route
+        # replaced, the injected key): what recordings redact, read here while the flow is whole
+        "secrets": flow_secrets(flow, st.secrets if (st := get_state(flow)) is not None else ()),
     }
 
 
@@ -153,24 +159,29 @@ def _parts(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def content_attributes(flow: Any, stop: dict[str, Any] | None) -> dict[str, str]:
-    """``gen_ai.system_instructions`` / ``gen_ai.input.messages`` / ``gen_ai.output.messages`` (JSON)."""
+def content_attributes(flow: Any, stop: dict[str, Any] | None, r: Redactor | None = None) -> dict[str, str]:
+    """``gen_ai.system_instructions`` / ``gen_ai.input.messages`` / ``gen_ai.output.messages`` (JSON).
+    With ``r``, redacted as recordings are, value by value before JSON encoding (an escape added by
+    the encoding cannot hide a secret)."""
     from .report import exchange
+
+    def dumps(obj: Any) -> str:
+        return json.dumps(redact_value(obj, None, r) if r is not None else obj, ensure_ascii=False)
 
     ex = exchange(flow) or {}
     a: dict[str, str] = {}
     req = ex.get("request") or {}
     if req.get("system"):
-        a["gen_ai.system_instructions"] = json.dumps([{"type": "text", "content": req["system"]}])
+        a["gen_ai.system_instructions"] = dumps([{"type": "text", "content": req["system"]}])
     msgs = [{"role": m.get("role"), "parts": _parts(m.get("content"))} for m in req.get("messages") or []]
     if msgs:
-        a["gen_ai.input.messages"] = json.dumps(msgs, ensure_ascii=False)
+        a["gen_ai.input.messages"] = dumps(msgs)
     resp = ex.get("response") or {}
     if resp.get("parts") is not None:
         out = {"role": "assistant", "parts": _parts(resp["parts"])}
         if stop and stop.get("reason"):
             out["finish_reason"] = stop.get("raw") or stop["reason"]
-        a["gen_ai.output.messages"] = json.dumps([out], ensure_ascii=False)
+        a["gen_ai.output.messages"] = dumps([out])
     return a
 
 
@@ -183,6 +194,7 @@ class OTelExport:
         self._tracer: Any = None
         self._pool: ThreadPoolExecutor | None = None
         self._content = False
+        self._redact = True
         self._hooks(False)
 
     def _hooks(self, on: bool) -> None:
@@ -206,25 +218,23 @@ class OTelExport:
     def configure(self, updated: set[str]) -> None:
         if "proxai_otel_content" in updated:
             self._content = bool(ctx.options.proxai_otel_content)
+        if "proxai_redact" in updated:  # spans are redacted as recordings are (Recorder's option)
+            self._redact = bool(getattr(ctx.options, "proxai_redact", True))
         if not updated & {"proxai_otel_endpoint", "proxai_otel_service"}:
             return
-        self._shutdown()
+        self._retire()  # the old exporter may be stuck on its collector: never waited for here
         endpoint = ctx.options.proxai_otel_endpoint.strip()
         if not endpoint:
             return
         if not endpoint.startswith(("http://", "https://")):
             raise exceptions.OptionsError(f"proxai_otel_endpoint: an http(s) URL, got {endpoint!r}")
         try:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-            from opentelemetry.sdk.resources import Resource
-            from opentelemetry.sdk.trace import TracerProvider
-            from opentelemetry.sdk.trace.export import BatchSpanProcessor
+            from .otel_export import make_provider
+
+            provider = make_provider(endpoint, ctx.options.proxai_otel_service)
         except ImportError as e:
             raise exceptions.OptionsError(
                 f"proxai_otel_endpoint: OpenTelemetry is not installed ({e}); install proxai-mitm[otel]") from e
-        provider = TracerProvider(resource=Resource.create({"service.name": ctx.options.proxai_otel_service}),
-                                  shutdown_on_exit=False)
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint), schedule_delay_millis=1000))
         self._provider = provider
         self._tracer = provider.get_tracer("proxai_mitm")
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proxai-otel")
@@ -249,16 +259,20 @@ class OTelExport:
         except Exception:  # noqa: BLE001 - telemetry must never break a flow
             logger.debug("proxai: no span for this flow", exc_info=True)
             return
-        self._pool.submit(self._emit, facts, self._content)
+        self._pool.submit(self._emit, facts, self._content, self._redact)
 
-    def _emit(self, f: dict[str, Any], content: bool) -> None:
+    def _emit(self, f: dict[str, Any], content: bool, redact: bool = True) -> None:
         try:
             from opentelemetry.trace import SpanKind, Status, StatusCode
 
+            r = Redactor(f["secrets"]) if redact else None
             attrs = attributes(f)
+            if r is not None:  # models, route: client-chosen strings
+                attrs = {k: redact_value(v, None, r) for k, v in attrs.items()}
             if content:
-                attrs.update(content_attributes(f["flow"], f["stop"]))
-            name = f"chat {f['request_model']}" if f["request_model"] else "chat"
+                attrs.update(content_attributes(f["flow"], f["stop"], r))
+            model = attrs.get("gen_ai.request.model")
+            name = f"chat {model}" if model else "chat"
             start_ns = int(f["start"] * 1e9) if f["start"] else None
             span = self._tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs, start_time=start_ns)
             if "error.type" in attrs:
@@ -274,14 +288,20 @@ class OTelExport:
         if self._provider is not None:
             self._provider.force_flush(int(timeout_s * 1000))
 
-    def _shutdown(self) -> None:
+    def _retire(self) -> threading.Thread | None:
+        """Stop exporting now; the old pool and provider shut down in a daemon thread (returned)."""
         pool, provider = self._pool, self._provider
         self._pool = self._provider = self._tracer = None
         self._hooks(False)
-        if pool is not None:
-            pool.shutdown(wait=True)
-        if provider is not None:
-            provider.shutdown()
+        if pool is None and provider is None:
+            return None
+        from .otel_export import retire
+
+        return retire(pool, provider)
 
     def done(self) -> None:
-        self._shutdown()
+        t = self._retire()
+        if t is not None:
+            from .otel_export import EXIT_WAIT_S
+
+            t.join(EXIT_WAIT_S)  # the last spans, if the collector answers at once; a hanging one is left behind
