@@ -28,7 +28,7 @@ __all__ = ["EXIT_WAIT_S", "RESPONSE_CAP", "BoundedSession", "make_provider", "re
 RESPONSE_CAP = 64 * 1024
 
 #: seconds ``done`` waits for the last spans to reach the collector before the proxy exits
-EXIT_WAIT_S = 1.0
+EXIT_WAIT_S = 0.5
 
 #: spans waiting for the collector at most (the oldest are dropped beyond): a hanging collector
 #: holds this many spans, not every flow's
