@@ -192,6 +192,7 @@ class OTelExport:
     def __init__(self) -> None:
         self._provider: Any = None
         self._tracer: Any = None
+        self._exporter: Any = None
         self._pool: ThreadPoolExecutor | None = None
         self._content = False
         self._redact = True
@@ -231,11 +232,11 @@ class OTelExport:
         try:
             from .otel_export import make_provider
 
-            provider = make_provider(endpoint, ctx.options.proxai_otel_service)
+            provider, exporter = make_provider(endpoint, ctx.options.proxai_otel_service)
         except ImportError as e:
             raise exceptions.OptionsError(
                 f"proxai_otel_endpoint: OpenTelemetry is not installed ({e}); install proxai-mitm[otel]") from e
-        self._provider = provider
+        self._provider, self._exporter = provider, exporter
         self._tracer = provider.get_tracer("proxai_mitm")
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proxai-otel")
         self._hooks(True)
@@ -259,9 +260,12 @@ class OTelExport:
         except Exception:  # noqa: BLE001 - telemetry must never break a flow
             logger.debug("proxai: no span for this flow", exc_info=True)
             return
-        self._pool.submit(self._emit, facts, self._content, self._redact)
+        # a backed-up collector gets no conversations: the spans waiting for it stay small
+        content = self._content and not self._exporter.stuck()
+        self._pool.submit(self._emit, facts, self._tracer, content, self._redact,
+                          self._content and not content)
 
-    def _emit(self, f: dict[str, Any], content: bool, redact: bool = True) -> None:
+    def _emit(self, f: dict[str, Any], tracer: Any, content: bool, redact: bool, omitted: bool = False) -> None:
         try:
             from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -271,10 +275,12 @@ class OTelExport:
                 attrs = {k: redact_value(v, None, r) for k, v in attrs.items()}
             if content:
                 attrs.update(content_attributes(f["flow"], f["stop"], r))
+            elif omitted:
+                attrs["proxai.content_omitted"] = "collector_backlog"
             model = attrs.get("gen_ai.request.model")
             name = f"chat {model}" if model else "chat"
             start_ns = int(f["start"] * 1e9) if f["start"] else None
-            span = self._tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs, start_time=start_ns)
+            span = tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs, start_time=start_ns)
             if "error.type" in attrs:
                 span.set_status(Status(StatusCode.ERROR, str(attrs["error.type"])))
             span.end(end_time=int(f["end"] * 1e9) if f["end"] else None)
@@ -291,7 +297,7 @@ class OTelExport:
     def _retire(self) -> threading.Thread | None:
         """Stop exporting now; the old pool and provider shut down in a daemon thread (returned)."""
         pool, provider = self._pool, self._provider
-        self._pool = self._provider = self._tracer = None
+        self._pool = self._provider = self._tracer = self._exporter = None
         self._hooks(False)
         if pool is None and provider is None:
             return None

@@ -9,12 +9,15 @@ The collector is not trusted to be well-behaved:
 * a collector that hangs holds only the SDK's export thread (for its timeout, 10 s by default),
   never the event loop: an old provider is shut down in a daemon thread, and at exit the proxy waits
   at most :data:`EXIT_WAIT_S` for the last spans.
+* while an export is stuck (:class:`Watched`), spans are sent without the conversation: at most
+  :data:`MAX_QUEUE` small spans wait, not the prompts of every flow.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -22,7 +25,7 @@ import requests
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EXIT_WAIT_S", "RESPONSE_CAP", "BoundedSession", "make_provider", "retire"]
+__all__ = ["EXIT_WAIT_S", "RESPONSE_CAP", "STUCK_S", "BoundedSession", "Watched", "make_provider", "retire"]
 
 #: bytes of a collector's answer read at most (an OTLP export answer is a few bytes)
 RESPONSE_CAP = 64 * 1024
@@ -34,6 +37,10 @@ EXIT_WAIT_S = 0.5
 #: holds this many spans, not every flow's
 MAX_QUEUE = 512
 MAX_BATCH = 128
+
+#: an export running longer than this: the collector is backed up, spans are sent without the
+#: conversation (``proxai_otel_content``) until it answers, so waiting spans stay small
+STUCK_S = 1.0
 
 
 class BoundedSession(requests.Session):
@@ -68,19 +75,46 @@ def _read_small(resp: requests.Response) -> None:
         resp.close()  # unread bytes remain: the connection is dropped
 
 
-def make_provider(endpoint: str, service: str) -> Any:
-    """A tracer provider sending to ``endpoint`` through a :class:`BoundedSession` (raises
-    ImportError without the extra ``proxai-mitm[otel]``)."""
+class Watched:
+    """The span exporter, timed: :meth:`stuck` tells that an export is taking long (the collector
+    hangs, answers slowly, or is retried)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.busy_since: float | None = None  # time.monotonic() when the export in progress began
+
+    def export(self, spans: Any) -> Any:
+        self.busy_since = time.monotonic()
+        try:
+            return self.inner.export(spans)
+        finally:
+            self.busy_since = None
+
+    def stuck(self) -> bool:
+        t = self.busy_since
+        return t is not None and time.monotonic() - t > STUCK_S
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return bool(self.inner.force_flush(timeout_millis))
+
+
+def make_provider(endpoint: str, service: str) -> tuple[Any, Watched]:
+    """A tracer provider sending to ``endpoint`` through a :class:`BoundedSession`, and its timed
+    exporter (raises ImportError without the extra ``proxai-mitm[otel]``)."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     provider = TracerProvider(resource=Resource.create({"service.name": service}), shutdown_on_exit=False)
-    exporter = OTLPSpanExporter(endpoint=endpoint, session=BoundedSession())
-    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=1000, max_queue_size=MAX_QUEUE,
+    exporter = Watched(OTLPSpanExporter(endpoint=endpoint, session=BoundedSession()))
+    provider.add_span_processor(BatchSpanProcessor(exporter,  # type: ignore[arg-type]  # a SpanExporter by its methods
+                                                   schedule_delay_millis=1000, max_queue_size=MAX_QUEUE,
                                                    max_export_batch_size=MAX_BATCH))
-    return provider
+    return provider, exporter
 
 
 def retire(pool: ThreadPoolExecutor | None, provider: Any) -> threading.Thread:

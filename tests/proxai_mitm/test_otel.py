@@ -238,3 +238,23 @@ def test_content_not_redacted_when_recordings_are_not(addon, receiver):
     _otel(addon).flush()
     (s,) = receiver.spans()
     assert SHAPED[0] in _attrs(s.attributes)["gen_ai.input.messages"]
+
+
+@needs_codecs
+def test_content_omitted_while_the_collector_is_backed_up(addon, receiver):
+    """An export running for longer than STUCK_S (a hanging collector; test_otel_hostile runs the
+    real one): the flows ending meanwhile are sent without their conversation, marked."""
+    from proxai_mitm.otel_export import STUCK_S
+
+    addon.configure(proxai_otel_endpoint=receiver.url, proxai_otel_content=True)
+    otel = _otel(addon)
+    otel._exporter.busy_since = time.monotonic() - STUCK_S - 1  # an export began long ago, unanswered
+    f = make_flow(ANTH)
+    _through(addon, f, "x")
+    otel._exporter.busy_since = None
+    g = make_flow(ANTH)
+    _through(addon, g, "y")
+    otel.flush()
+    first, second = (_attrs(s.attributes) for s in receiver.spans())
+    assert first["proxai.content_omitted"] == "collector_backlog" and "gen_ai.input.messages" not in first
+    assert "gen_ai.input.messages" in second and "proxai.content_omitted" not in second
