@@ -140,6 +140,13 @@ def _error_type(f: dict[str, Any]) -> str | None:
 
 
 # ----------------------------------------------------------------------------- content (opt-in)
+def _weight(flow: Any, rec: FlowRecord) -> int:
+    """About the bytes the conversation of a flow is decoded from (its bodies, the record's copies)."""
+    resp = getattr(flow, "response", None)
+    return sum(len(x) for x in (flow.request.raw_content, resp.raw_content if resp is not None else None,
+                                rec.client_request, rec.upstream_response) if x)
+
+
 def _parts(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for p in content or []:
@@ -192,7 +199,8 @@ class OTelExport:
     def __init__(self) -> None:
         self._provider: Any = None
         self._tracer: Any = None
-        self._exporter: Any = None
+        self._budget: Any = None
+        self._backlog: Any = None
         self._pool: ThreadPoolExecutor | None = None
         self._content = False
         self._redact = True
@@ -230,13 +238,13 @@ class OTelExport:
         if not endpoint.startswith(("http://", "https://")):
             raise exceptions.OptionsError(f"proxai_otel_endpoint: an http(s) URL, got {endpoint!r}")
         try:
-            from .otel_export import make_provider
+            from .otel_export import FLOW_BACKLOG, Budget, make_provider
 
-            provider, exporter = make_provider(endpoint, ctx.options.proxai_otel_service)
+            provider, budget = make_provider(endpoint, ctx.options.proxai_otel_service)
         except ImportError as e:
             raise exceptions.OptionsError(
                 f"proxai_otel_endpoint: OpenTelemetry is not installed ({e}); install proxai-mitm[otel]") from e
-        self._provider, self._exporter = provider, exporter
+        self._provider, self._budget, self._backlog = provider, budget, Budget(FLOW_BACKLOG)
         self._tracer = provider.get_tracer("proxai_mitm")
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proxai-otel")
         self._hooks(True)
@@ -260,12 +268,18 @@ class OTelExport:
         except Exception:  # noqa: BLE001 - telemetry must never break a flow
             logger.debug("proxai: no span for this flow", exc_info=True)
             return
-        # a backed-up collector gets no conversations: the spans waiting for it stay small
-        content = self._content and not self._exporter.stuck()
-        self._pool.submit(self._emit, facts, self._tracer, content, self._redact,
+        weight = _weight(flow, rec) if self._content else 0
+        content = self._content and self._backlog.take(weight)
+        if not content:
+            facts["flow"] = None  # the worker does not need the flow: not kept alive for it
+        self._pool.submit(self._emit, facts, self._tracer, self._redact, self._budget if content else None,
                           self._content and not content)
+        if content:  # the flow's bodies are free again once the worker built its conversation
+            self._pool.submit(self._backlog.give, weight)
 
-    def _emit(self, f: dict[str, Any], tracer: Any, content: bool, redact: bool, omitted: bool = False) -> None:
+    def _emit(self, f: dict[str, Any], tracer: Any, redact: bool, budget: Any, omitted: bool) -> None:
+        """Build and end the span (worker thread). ``budget``: send the conversation, within it;
+        ``omitted``: the conversation was asked for but the span builder is behind."""
         try:
             from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -273,14 +287,15 @@ class OTelExport:
             attrs = attributes(f)
             if r is not None:  # models, route: client-chosen strings
                 attrs = {k: redact_value(v, None, r) for k, v in attrs.items()}
-            if content:
-                attrs.update(content_attributes(f["flow"], f["stop"], r))
-            elif omitted:
-                attrs["proxai.content_omitted"] = "collector_backlog"
+            conv = content_attributes(f["flow"], f["stop"], r) if budget is not None else {}
             model = attrs.get("gen_ai.request.model")
             name = f"chat {model}" if model else "chat"
             start_ns = int(f["start"] * 1e9) if f["start"] else None
             span = tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs, start_time=start_ns)
+            if conv and budget.reserve(conv):
+                span.set_attributes(conv)
+            elif conv or omitted:  # the collector has not taken the earlier conversations yet
+                span.set_attribute("proxai.content_omitted", "backlog")
             if "error.type" in attrs:
                 span.set_status(Status(StatusCode.ERROR, str(attrs["error.type"])))
             span.end(end_time=int(f["end"] * 1e9) if f["end"] else None)
@@ -297,7 +312,7 @@ class OTelExport:
     def _retire(self) -> threading.Thread | None:
         """Stop exporting now; the old pool and provider shut down in a daemon thread (returned)."""
         pool, provider = self._pool, self._provider
-        self._pool = self._provider = self._tracer = self._exporter = None
+        self._pool = self._provider = self._tracer = self._budget = self._backlog = None
         self._hooks(False)
         if pool is None and provider is None:
             return None

@@ -1,5 +1,6 @@
 """The OpenTelemetry SDK pieces behind ``otel.OTelExport``: a tracer provider whose exporter reads
-the collector's answer within a small cap, and its shutdown off the event loop.
+the collector's answer within a small cap, and its shutdown off the event loop. Imported only when
+``proxai_otel_endpoint`` is set: it needs the extra ``proxai-mitm[otel]``.
 
 The collector is not trusted to be well-behaved:
 
@@ -9,23 +10,32 @@ The collector is not trusted to be well-behaved:
 * a collector that hangs holds only the SDK's export thread (for its timeout, 10 s by default),
   never the event loop: an old provider is shut down in a daemon thread, and at exit the proxy waits
   at most :data:`EXIT_WAIT_S` for the last spans.
-* while an export is stuck (:class:`Watched`), spans are sent without the conversation: at most
-  :data:`MAX_QUEUE` small spans wait, not the prompts of every flow.
+* the conversations the waiting spans hold are capped (:class:`ContentBudget`), and so are the
+  flows waiting for their conversation to be decoded (:data:`FLOW_BACKLOG`): a collector that does
+  not take spans, or more traffic than the span builder keeps up with, makes the next spans go
+  without the conversation, not pile up prompts.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
-import time
+import weakref
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import requests
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EXIT_WAIT_S", "RESPONSE_CAP", "STUCK_S", "BoundedSession", "Watched", "make_provider", "retire"]
+__all__ = ["CONTENT_BUDGET", "EXIT_WAIT_S", "FLOW_BACKLOG", "RESPONSE_CAP", "BoundedSession", "Budget",
+           "ContentBudget", "make_provider", "retire"]
 
 #: bytes of a collector's answer read at most (an OTLP export answer is a few bytes)
 RESPONSE_CAP = 64 * 1024
@@ -38,9 +48,12 @@ EXIT_WAIT_S = 0.5
 MAX_QUEUE = 512
 MAX_BATCH = 128
 
-#: an export running longer than this: the collector is backed up, spans are sent without the
-#: conversation (``proxai_otel_content``) until it answers, so waiting spans stay small
-STUCK_S = 1.0
+#: bytes of conversation the spans waiting for the collector may hold together (ContentBudget)
+CONTENT_BUDGET = 8 * 1024 * 1024
+
+#: body bytes of the flows waiting for the span builder to decode their conversation (beyond: their
+#: spans go without it, the flows are not kept alive for it)
+FLOW_BACKLOG = 8 * 1024 * 1024
 
 
 class BoundedSession(requests.Session):
@@ -75,46 +88,66 @@ def _read_small(resp: requests.Response) -> None:
         resp.close()  # unread bytes remain: the connection is dropped
 
 
-class Watched:
-    """The span exporter, timed: :meth:`stuck` tells that an export is taking long (the collector
-    hangs, answers slowly, or is retried)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.busy_since: float | None = None  # time.monotonic() when the export in progress began
-
-    def export(self, spans: Any) -> Any:
-        self.busy_since = time.monotonic()
-        try:
-            return self.inner.export(spans)
-        finally:
-            self.busy_since = None
-
-    def stuck(self) -> bool:
-        t = self.busy_since
-        return t is not None and time.monotonic() - t > STUCK_S
-
-    def shutdown(self) -> None:
-        self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return bool(self.inner.force_flush(timeout_millis))
+#: the span attributes that carry the conversation (otel.content_attributes)
+CONTENT_KEYS = ("gen_ai.system_instructions", "gen_ai.input.messages", "gen_ai.output.messages")
 
 
-def make_provider(endpoint: str, service: str) -> tuple[Any, Watched]:
-    """A tracer provider sending to ``endpoint`` through a :class:`BoundedSession`, and its timed
-    exporter (raises ImportError without the extra ``proxai-mitm[otel]``)."""
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+def _size(attrs: Mapping[str, Any]) -> int:
+    return sum(sys.getsizeof(attrs[k]) for k in CONTENT_KEYS if k in attrs)
 
+
+class Budget:
+    """Bytes shared by threads: :meth:`take` what fits (the first always fits), :meth:`give` it back."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        self._lock = threading.Lock()
+
+    def take(self, n: int) -> bool:
+        with self._lock:
+            if self.held and self.held + n > self.limit:
+                return False
+            self.held += n
+            return True
+
+    def give(self, n: int) -> None:
+        with self._lock:
+            self.held -= n
+
+
+class ContentBudget(Budget, SpanProcessor):
+    """Bytes of conversation (``proxai_otel_content``) held by spans not yet sent: the batch queue
+    keeps a span until the collector took it, so a slow or hanging collector would otherwise hold
+    every flow's prompts. Beyond :data:`CONTENT_BUDGET`, spans go without the conversation.
+
+    The span builder :meth:`reserve` s a conversation before setting it on a span; as a span
+    processor this gives it back when the ended span (the object the batch queue holds) is freed:
+    sent, or dropped from a full queue."""
+
+    def __init__(self, limit: int = CONTENT_BUDGET) -> None:
+        Budget.__init__(self, limit)
+
+    def reserve(self, attrs: Mapping[str, Any]) -> bool:
+        """Count the conversation ``attrs``; False (nothing counted) when it does not fit."""
+        return self.take(_size(attrs))
+
+    def on_end(self, span: ReadableSpan) -> None:
+        n = _size(span.attributes or {})
+        if n:
+            weakref.finalize(span, self.give, n)
+
+
+def make_provider(endpoint: str, service: str) -> tuple[Any, ContentBudget]:
+    """A tracer provider sending to ``endpoint`` through a :class:`BoundedSession`, and the budget of
+    the conversations its spans hold."""
     provider = TracerProvider(resource=Resource.create({"service.name": service}), shutdown_on_exit=False)
-    exporter = Watched(OTLPSpanExporter(endpoint=endpoint, session=BoundedSession()))
-    provider.add_span_processor(BatchSpanProcessor(exporter,  # type: ignore[arg-type]  # a SpanExporter by its methods
-                                                   schedule_delay_millis=1000, max_queue_size=MAX_QUEUE,
+    budget = ContentBudget()
+    provider.add_span_processor(budget)
+    exporter = OTLPSpanExporter(endpoint=endpoint, session=BoundedSession())
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=1000, max_queue_size=MAX_QUEUE,
                                                    max_export_batch_size=MAX_BATCH))
-    return provider, exporter
+    return provider, budget
 
 
 def retire(pool: ThreadPoolExecutor | None, provider: Any) -> threading.Thread:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 import time
@@ -242,19 +243,22 @@ def test_content_not_redacted_when_recordings_are_not(addon, receiver):
 
 @needs_codecs
 def test_content_omitted_while_the_collector_is_backed_up(addon, receiver):
-    """An export running for longer than STUCK_S (a hanging collector; test_otel_hostile runs the
-    real one): the flows ending meanwhile are sent without their conversation, marked."""
-    from proxai_mitm.otel_export import STUCK_S
-
+    """The conversations held by spans not yet sent are capped (test_otel_hostile runs a real
+    hanging collector): beyond the budget a span goes without its conversation, marked; a sent span
+    gives its share back."""
     addon.configure(proxai_otel_endpoint=receiver.url, proxai_otel_content=True)
     otel = _otel(addon)
-    otel._exporter.busy_since = time.monotonic() - STUCK_S - 1  # an export began long ago, unanswered
-    f = make_flow(ANTH)
-    _through(addon, f, "x")
-    otel._exporter.busy_since = None
-    g = make_flow(ANTH)
-    _through(addon, g, "y")
+    budget = otel._budget
+    budget.held = budget.limit  # spans not yet taken by the collector fill the budget
+    _through(addon, make_flow(ANTH), "x")
     otel.flush()
+    budget.held = 0  # they were taken
+    _through(addon, make_flow(ANTH), "y")
+    otel._pool.submit(lambda: None).result(10)
+    assert budget.held > 0  # the second span holds its conversation until it is sent
+    otel.flush()
+    gc.collect()
+    assert budget.held == 0
     first, second = (_attrs(s.attributes) for s in receiver.spans())
-    assert first["proxai.content_omitted"] == "collector_backlog" and "gen_ai.input.messages" not in first
+    assert first["proxai.content_omitted"] == "backlog" and "gen_ai.input.messages" not in first
     assert "gen_ai.input.messages" in second and "proxai.content_omitted" not in second

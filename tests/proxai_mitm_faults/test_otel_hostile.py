@@ -222,11 +222,11 @@ def test_collector_answer_read_within_a_bound(mode: str):
 
 def test_conversations_not_piled_up_for_a_hanging_collector():
     """With ``proxai_otel_content`` a hanging collector would hold every flow's conversation in the
-    span queue (512 spans of 1 MB prompts): once an export is stuck, spans go without the
-    conversation and the proxy's peak memory grows by less than 64 MB over 100 flows."""
+    span queue (+228 MB over these 150 flows of 512 KB prompts before the caps): beyond 8 MB held,
+    spans go without the conversation, and the proxy's peak memory grows by less than 64 MB."""
     col = Collector("ok")
     rig = Rig(options={"proxai_otel_endpoint": col.url, "proxai_otel_content": True})
-    pad = " lorem" * (MB // 6)  # a 1 MB prompt
+    pad = " lorem" * (MB // 12)  # a 512 KB prompt
 
     def big(token: str) -> int:
         b = request_body(CHAT, token, False)
@@ -244,14 +244,14 @@ def test_conversations_not_piled_up_for_a_hanging_collector():
         base = proc_stat(rig.pid)["hwm_mb"]
         col.mode = "hang"
         t = time.monotonic()
-        for i in range(100):
+        for i in range(150):
             assert big(f"flow{i}") == 200
         took = time.monotonic() - t
         time.sleep(1.0)
         st = proc_stat(rig.pid)
         grew = st["hwm_mb"] - base
-        print(f"100 flows of 1 MB in {took:.1f} s to a hanging collector: VmHWM {base:.0f} -> {st['hwm_mb']:.0f} MB "
-              f"(+{grew:.1f}), VmRSS {st['rss_mb']:.0f} MB")
+        print(f"150 flows of 512 KB in {took:.1f} s to a hanging collector: VmHWM {base:.0f} -> "
+              f"{st['hwm_mb']:.0f} MB (+{grew:.1f}), VmRSS {st['rss_mb']:.0f} MB")
         assert grew < 64
     finally:
         rig.close()
