@@ -4,7 +4,9 @@ Off unless ``proxai_otel_endpoint`` is set (e.g. ``http://127.0.0.1:4318/v1/trac
 optional extra ``proxai-mitm[otel]``. On the event loop the addon only copies a few values of the
 finished flow; the span is built (and, with ``proxai_otel_content``, the conversation decoded) in one
 worker thread, and the SDK's batch processor sends spans from its own thread: the proxy never waits
-for the collector. Prompt and completion text leave the proxy only with ``proxai_otel_content``.
+for the collector (otel_export.py bounds what a misbehaving one can cost). Prompt and completion
+text leave the proxy only with ``proxai_otel_content``; every string sent is redacted as recordings
+are (``proxai_redact``: the flow's own secrets and the known key shapes, redact.py).
 """
 
 from __future__ import annotations
@@ -294,7 +296,7 @@ class OTelExport:
             span = tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs, start_time=start_ns)
             if conv and budget.reserve(conv):
                 span.set_attributes(conv)
-            elif conv or omitted:  # the collector has not taken the earlier conversations yet
+            elif conv or omitted:  # the collector, or this worker, is behind: no more conversations
                 span.set_attribute("proxai.content_omitted", "backlog")
             if "error.type" in attrs:
                 span.set_status(Status(StatusCode.ERROR, str(attrs["error.type"])))

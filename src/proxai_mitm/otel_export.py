@@ -9,7 +9,7 @@ The collector is not trusted to be well-behaved:
   the status and headers; a longer body closes the connection instead);
 * a collector that hangs holds only the SDK's export thread (for its timeout, 10 s by default),
   never the event loop: an old provider is shut down in a daemon thread, and at exit the proxy waits
-  at most :data:`EXIT_WAIT_S` for the last spans.
+  at most :data:`EXIT_WAIT_S` for the last spans;
 * the conversations the waiting spans hold are capped (:class:`ContentBudget`), and so are the
   flows waiting for their conversation to be decoded (:data:`FLOW_BACKLOG`): a collector that does
   not take spans, or more traffic than the span builder keeps up with, makes the next spans go
