@@ -4,13 +4,16 @@ Off unless ``proxai_otel_endpoint`` is set (e.g. ``http://127.0.0.1:4318/v1/trac
 optional extra ``proxai-mitm[otel]``. On the event loop the addon only copies a few values of the
 finished flow; the span is built (and, with ``proxai_otel_content``, the conversation decoded) in one
 worker thread, and the SDK's batch processor sends spans from its own thread: the proxy never waits
-for the collector. Prompt and completion text leave the proxy only with ``proxai_otel_content``.
+for the collector (otel_export.py bounds what a misbehaving one can cost). Prompt and completion
+text leave the proxy only with ``proxai_otel_content``; every string sent is redacted as recordings
+are (``proxai_redact``: the flow's own secrets and the known key shapes, redact.py).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -19,6 +22,8 @@ from mitmproxy import ctx, exceptions
 from proxai_core.codecs import get
 
 from .record import FlowRecord
+from .redact import Redactor, flow_secrets, redact_value
+from .state import get_state
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +84,9 @@ def span_facts(flow: Any, rec: FlowRecord) -> dict[str, Any]:
         "cost_usd": m.cost_usd if m else None,
         "cost_provider": m.cost_provider if m else None,
         "stream": rec.stream,
+        # the flow's own secrets (credential headers and query keys, the client's key a route
+        # replaced, the injected key): what recordings redact, read here while the flow is whole
+        "secrets": flow_secrets(flow, st.secrets if (st := get_state(flow)) is not None else ()),
     }
 
 
@@ -134,6 +142,13 @@ def _error_type(f: dict[str, Any]) -> str | None:
 
 
 # ----------------------------------------------------------------------------- content (opt-in)
+def _weight(flow: Any, rec: FlowRecord) -> int:
+    """About the bytes the conversation of a flow is decoded from (its bodies, the record's copies)."""
+    resp = getattr(flow, "response", None)
+    return sum(len(x) for x in (flow.request.raw_content, resp.raw_content if resp is not None else None,
+                                rec.client_request, rec.upstream_response) if x)
+
+
 def _parts(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for p in content or []:
@@ -153,24 +168,29 @@ def _parts(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def content_attributes(flow: Any, stop: dict[str, Any] | None) -> dict[str, str]:
-    """``gen_ai.system_instructions`` / ``gen_ai.input.messages`` / ``gen_ai.output.messages`` (JSON)."""
+def content_attributes(flow: Any, stop: dict[str, Any] | None, r: Redactor | None = None) -> dict[str, str]:
+    """``gen_ai.system_instructions`` / ``gen_ai.input.messages`` / ``gen_ai.output.messages`` (JSON).
+    With ``r``, redacted as recordings are, value by value before JSON encoding (an escape added by
+    the encoding cannot hide a secret)."""
     from .report import exchange
+
+    def dumps(obj: Any) -> str:
+        return json.dumps(redact_value(obj, None, r) if r is not None else obj, ensure_ascii=False)
 
     ex = exchange(flow) or {}
     a: dict[str, str] = {}
     req = ex.get("request") or {}
     if req.get("system"):
-        a["gen_ai.system_instructions"] = json.dumps([{"type": "text", "content": req["system"]}])
+        a["gen_ai.system_instructions"] = dumps([{"type": "text", "content": req["system"]}])
     msgs = [{"role": m.get("role"), "parts": _parts(m.get("content"))} for m in req.get("messages") or []]
     if msgs:
-        a["gen_ai.input.messages"] = json.dumps(msgs, ensure_ascii=False)
+        a["gen_ai.input.messages"] = dumps(msgs)
     resp = ex.get("response") or {}
     if resp.get("parts") is not None:
         out = {"role": "assistant", "parts": _parts(resp["parts"])}
         if stop and stop.get("reason"):
             out["finish_reason"] = stop.get("raw") or stop["reason"]
-        a["gen_ai.output.messages"] = json.dumps([out], ensure_ascii=False)
+        a["gen_ai.output.messages"] = dumps([out])
     return a
 
 
@@ -181,8 +201,11 @@ class OTelExport:
     def __init__(self) -> None:
         self._provider: Any = None
         self._tracer: Any = None
+        self._budget: Any = None
+        self._backlog: Any = None
         self._pool: ThreadPoolExecutor | None = None
         self._content = False
+        self._redact = True
         self._hooks(False)
 
     def _hooks(self, on: bool) -> None:
@@ -206,26 +229,24 @@ class OTelExport:
     def configure(self, updated: set[str]) -> None:
         if "proxai_otel_content" in updated:
             self._content = bool(ctx.options.proxai_otel_content)
+        if "proxai_redact" in updated:  # spans are redacted as recordings are (Recorder's option)
+            self._redact = bool(getattr(ctx.options, "proxai_redact", True))
         if not updated & {"proxai_otel_endpoint", "proxai_otel_service"}:
             return
-        self._shutdown()
+        self._retire()  # the old exporter may be stuck on its collector: never waited for here
         endpoint = ctx.options.proxai_otel_endpoint.strip()
         if not endpoint:
             return
         if not endpoint.startswith(("http://", "https://")):
             raise exceptions.OptionsError(f"proxai_otel_endpoint: an http(s) URL, got {endpoint!r}")
         try:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-            from opentelemetry.sdk.resources import Resource
-            from opentelemetry.sdk.trace import TracerProvider
-            from opentelemetry.sdk.trace.export import BatchSpanProcessor
+            from .otel_export import FLOW_BACKLOG, Budget, make_provider
+
+            provider, budget = make_provider(endpoint, ctx.options.proxai_otel_service)
         except ImportError as e:
             raise exceptions.OptionsError(
                 f"proxai_otel_endpoint: OpenTelemetry is not installed ({e}); install proxai-mitm[otel]") from e
-        provider = TracerProvider(resource=Resource.create({"service.name": ctx.options.proxai_otel_service}),
-                                  shutdown_on_exit=False)
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint), schedule_delay_millis=1000))
-        self._provider = provider
+        self._provider, self._budget, self._backlog = provider, budget, Budget(FLOW_BACKLOG)
         self._tracer = provider.get_tracer("proxai_mitm")
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proxai-otel")
         self._hooks(True)
@@ -249,18 +270,34 @@ class OTelExport:
         except Exception:  # noqa: BLE001 - telemetry must never break a flow
             logger.debug("proxai: no span for this flow", exc_info=True)
             return
-        self._pool.submit(self._emit, facts, self._content)
+        weight = _weight(flow, rec) if self._content else 0
+        content = self._content and self._backlog.take(weight)
+        if not content:
+            facts["flow"] = None  # the worker does not need the flow: not kept alive for it
+        self._pool.submit(self._emit, facts, self._tracer, self._redact, self._budget if content else None,
+                          self._content and not content)
+        if content:  # the flow's bodies are free again once the worker built its conversation
+            self._pool.submit(self._backlog.give, weight)
 
-    def _emit(self, f: dict[str, Any], content: bool) -> None:
+    def _emit(self, f: dict[str, Any], tracer: Any, redact: bool, budget: Any, omitted: bool) -> None:
+        """Build and end the span (worker thread). ``budget``: send the conversation, within it;
+        ``omitted``: the conversation was asked for but the span builder is behind."""
         try:
             from opentelemetry.trace import SpanKind, Status, StatusCode
 
+            r = Redactor(f["secrets"]) if redact else None
             attrs = attributes(f)
-            if content:
-                attrs.update(content_attributes(f["flow"], f["stop"]))
-            name = f"chat {f['request_model']}" if f["request_model"] else "chat"
+            if r is not None:  # models, route: client-chosen strings
+                attrs = {k: redact_value(v, None, r) for k, v in attrs.items()}
+            conv = content_attributes(f["flow"], f["stop"], r) if budget is not None else {}
+            model = attrs.get("gen_ai.request.model")
+            name = f"chat {model}" if model else "chat"
             start_ns = int(f["start"] * 1e9) if f["start"] else None
-            span = self._tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs, start_time=start_ns)
+            span = tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs, start_time=start_ns)
+            if conv and budget.reserve(conv):
+                span.set_attributes(conv)
+            elif conv or omitted:  # the collector, or this worker, is behind: no more conversations
+                span.set_attribute("proxai.content_omitted", "backlog")
             if "error.type" in attrs:
                 span.set_status(Status(StatusCode.ERROR, str(attrs["error.type"])))
             span.end(end_time=int(f["end"] * 1e9) if f["end"] else None)
@@ -274,14 +311,20 @@ class OTelExport:
         if self._provider is not None:
             self._provider.force_flush(int(timeout_s * 1000))
 
-    def _shutdown(self) -> None:
+    def _retire(self) -> threading.Thread | None:
+        """Stop exporting now; the old pool and provider shut down in a daemon thread (returned)."""
         pool, provider = self._pool, self._provider
-        self._pool = self._provider = self._tracer = None
+        self._pool = self._provider = self._tracer = self._budget = self._backlog = None
         self._hooks(False)
-        if pool is not None:
-            pool.shutdown(wait=True)
-        if provider is not None:
-            provider.shutdown()
+        if pool is None and provider is None:
+            return None
+        from .otel_export import retire
+
+        return retire(pool, provider)
 
     def done(self) -> None:
-        self._shutdown()
+        t = self._retire()
+        if t is not None:
+            from .otel_export import EXIT_WAIT_S
+
+            t.join(EXIT_WAIT_S)  # the last spans, if the collector answers at once; a hanging one is left behind

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 import time
@@ -166,3 +167,98 @@ def test_provider_names():
     assert provider_name("x.openai.azure.com", "openai_chat_completions") == "azure.ai.openai"
     assert provider_name("127.0.0.1", "anthropic_messages") == "anthropic"
     assert provider_name("127.0.0.1", "openai_responses", "openai") == "openai"
+
+
+# ----------------------------------------------------------------------------- row 4: redaction
+CLIENT_BEARER = "client-bearer-7781-qwertyuiop"  # no known key shape: only the flow's own secret rule finds it
+GEMINI_KEY = "client-gemini-key-0123456789"
+VERTEX_TOKEN = "ya29.vertex-access-token-5566"
+CONFIGURED_KEY = "configured-upstream-key-0042xyz"
+SHAPED = ("sk-proj-AbCdEf0123456789abcdef0123", "AKIAIOSFODNN7EXAMPLE", "sk-ant-api03-Zz9Yy8Xx7Ww6Vv5Uu4Tt3")
+
+
+def _anth_echo(text: str) -> bytes:
+    return json.dumps({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x",
+                       "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+                       "usage": {"input_tokens": 5, "output_tokens": 3}}).encode()
+
+
+def _through(addon, f, echoed: str) -> None:
+    f.request.timestamp_start = time.time()
+    addon.request(f)
+    respond(f, 200, _anth_echo(f"you said {echoed}; my key is {CONFIGURED_KEY}"), "application/json")
+    addon.responseheaders(f)
+    addon.response(f)
+
+
+@needs_codecs
+def test_content_redacted_like_recordings(addon, receiver, monkeypatch):
+    """Prompts and answers carrying the client's own key (Bearer, Gemini ?key=, Vertex bearer), the
+    configured (injected) key and known key shapes reach the collector redacted."""
+    monkeypatch.setenv("PROXAI_OTEL_TEST_KEY", CONFIGURED_KEY)
+    addon.configure(proxai_target=ANTH, proxai_key_env="PROXAI_OTEL_TEST_KEY", proxai_otel_endpoint=receiver.url,
+                    proxai_otel_content=True)
+    shaped = " ".join(SHAPED)
+    chat = make_flow(CHAT,
+                     body={"model": "gpt-4o", "messages": [{"role": "system", "content": f"key {CLIENT_BEARER}"},
+                                                           {"role": "user", "content": f"use {shaped}"}]})
+
+    def gem(own: str) -> dict:
+        return {"contents": [{"role": "user", "parts": [{"text": f"my key {own} and {shaped}"}]}]}
+
+    gemini = make_flow(CHAT, body=gem(GEMINI_KEY),
+                       path=f"/v1beta/models/gemini-2.5-flash:generateContent?key={GEMINI_KEY}")
+    gemini.request.headers.pop("authorization")
+    vertex = make_flow(CHAT, body=gem(VERTEX_TOKEN),
+                       path="/v1/projects/p/locations/l/publishers/google/models/gemini-2.5-flash:generateContent")
+    chat.request.headers["authorization"] = f"Bearer {CLIENT_BEARER}"
+    vertex.request.headers["authorization"] = f"Bearer {VERTEX_TOKEN}"
+    owns = {id(chat): CLIENT_BEARER, id(gemini): GEMINI_KEY, id(vertex): VERTEX_TOKEN}
+    for f in (chat, gemini, vertex):
+        _through(addon, f, f"{owns[id(f)]} {shaped}")
+    _otel(addon).flush()
+    spans = receiver.spans()
+    assert len(spans) == 3
+    texts = [json.dumps(_attrs(s.attributes)) for s in spans]
+    for text in texts:
+        a = json.loads(text)
+        assert "gen_ai.input.messages" in a and "gen_ai.output.messages" in a, a.keys()
+        assert "<redacted>" in a["gen_ai.input.messages"] and "<redacted>" in a["gen_ai.output.messages"]
+        assert "you said" in a["gen_ai.output.messages"]  # the conversation itself is still there
+        leaked = [s for s in (*owns.values(), CONFIGURED_KEY, *SHAPED) if s in text or s[8:] in text]
+        assert not leaked, (leaked, text)
+
+
+@needs_codecs
+def test_content_not_redacted_when_recordings_are_not(addon, receiver):
+    """proxai_redact=false (recordings keep credentials) keeps the spans' content as it was."""
+    addon.configure(proxai_otel_endpoint=receiver.url, proxai_otel_content=True, proxai_redact=False)
+    f = make_flow(ANTH, body={"model": "claude-x", "max_tokens": 8,
+                              "messages": [{"role": "user", "content": f"use {SHAPED[0]}"}]})
+    _through(addon, f, SHAPED[0])
+    _otel(addon).flush()
+    (s,) = receiver.spans()
+    assert SHAPED[0] in _attrs(s.attributes)["gen_ai.input.messages"]
+
+
+@needs_codecs
+def test_content_omitted_while_the_collector_is_backed_up(addon, receiver):
+    """The conversations held by spans not yet sent are capped (test_otel_hostile runs a real
+    hanging collector): beyond the budget a span goes without its conversation, marked; a sent span
+    gives its share back."""
+    addon.configure(proxai_otel_endpoint=receiver.url, proxai_otel_content=True)
+    otel = _otel(addon)
+    budget = otel._budget
+    budget.held = budget.limit  # spans not yet taken by the collector fill the budget
+    _through(addon, make_flow(ANTH), "x")
+    otel.flush()
+    budget.held = 0  # they were taken
+    _through(addon, make_flow(ANTH), "y")
+    otel._pool.submit(lambda: None).result(10)
+    assert budget.held > 0  # the second span holds its conversation until it is sent
+    otel.flush()
+    gc.collect()
+    assert budget.held == 0
+    first, second = (_attrs(s.attributes) for s in receiver.spans())
+    assert first["proxai.content_omitted"] == "backlog" and "gen_ai.input.messages" not in first
+    assert "gen_ai.input.messages" in second and "proxai.content_omitted" not in second
