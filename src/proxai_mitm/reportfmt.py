@@ -2,7 +2,8 @@
 
 Works on the row dicts of :func:`proxai_mitm.report.rows` (it never imports report.py). Everything
 meant for a terminal (table) has its control characters escaped; JSON and CSV carry the values as
-recorded, JSON as ASCII escapes, CSV with control characters escaped.
+recorded, JSON as ASCII escapes, CSV with control characters escaped and text cells that a spreadsheet
+would run as a formula prefixed with ``'``; Markdown cells have ``& < > |`` escaped as well.
 """
 
 from __future__ import annotations
@@ -193,8 +194,12 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+#: HTML in a Markdown table cell is rendered as HTML: ``<script>`` would run, ``&lt;`` would be read as ``<``
+_MD_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|"})
+
+
 def _md(v: str) -> str:
-    return escape(v).replace("|", "\\|")
+    return escape(v).translate(_MD_ESCAPES)
 
 
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
@@ -217,12 +222,25 @@ def to_json(rows: Sequence[dict[str, Any]]) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=True, default=str)
 
 
+#: a spreadsheet reads a cell starting with one of these as a formula (``=HYPERLINK(…)``, ``@SUM(…)``)
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_text(v: str) -> str:
+    """A CSV text cell that a spreadsheet shows as text: a leading ``'`` before a formula start (the
+    check is on the raw value, so a TAB / CR start counts too), then control characters escaped."""
+    if v.lstrip(" ").startswith(_FORMULA_START):
+        v = "'" + v
+    return escape(v)
+
+
 def to_csv(rows: Sequence[dict[str, Any]]) -> str:
+    """CSV of the rows; text cells neutralised for spreadsheets (numbers stay numbers)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(FIELDS)
     for r in rows:
-        w.writerow(["" if r.get(k) is None else escape(r[k]) if isinstance(r.get(k), str) else r.get(k)
+        w.writerow(["" if r.get(k) is None else _csv_text(r[k]) if isinstance(r.get(k), str) else r.get(k)
                     for k in FIELDS])
     return buf.getvalue()
 

@@ -217,3 +217,49 @@ def test_documented_filters_work():
         flt = flowfilter.parse(expr)
         assert flt is not None, expr
         assert [i for i, f in enumerate(flows) if flt(f)] == want, expr
+
+
+# ----------------------------------------------------------------------------- hostile values
+def _hostile_recording(tmp_path, model, message):
+    """A recording whose model name and stop message come from a hostile upstream."""
+    body = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "refusal": message},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
+    f = flow("/v1/chat/completions", {"model": model, "messages": [{"role": "user", "content": "x"}]},
+             orjson.dumps(body))
+    path = tmp_path / "hostile.mitm"
+    with open(path, "wb") as fh:
+        mio.FlowWriter(fh).add(f)
+    return path
+
+
+def test_csv_cells_never_run_as_spreadsheet_formulas(tmp_path, capsys):
+    import csv
+    import io
+
+    starts = ["=HYPERLINK(\"http://x\",\"y\")", "@SUM(A1:A9)", "+cmd|' /C calc'!A0", "-2+3", "\t=1+1",
+              "\r=1+1", "  =1+1"]
+    for model in starts:
+        path = _hostile_recording(tmp_path, model, "=cmd|' /C calc'!A0")
+        assert main(["report", str(path), "-f", "csv"]) == 0
+        row = next(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+        for key in ("model", "message"):
+            cell = row[key]
+            assert cell.startswith("'"), (key, cell)
+        assert row["input_tokens"] == "3" and row["status"] == "200"  # numbers stay numbers
+    from proxai_mitm.reportfmt import to_csv
+
+    out = to_csv([{"model": "gpt-4o", "message": "-", "input_tokens": -1, "route": "a=b"}])
+    row = next(csv.DictReader(io.StringIO(out)))
+    assert row["model"] == "gpt-4o" and row["route"] == "a=b" and row["input_tokens"] == "-1"
+    assert row["message"] == "'-"
+
+
+def test_markdown_escapes_html(tmp_path, capsys):
+    path = _hostile_recording(tmp_path, "<script>alert(1)</script>&amp;", "<img src=x onerror=alert(1)>")
+    assert main(["report", str(path), "-f", "markdown"]) == 0
+    md = capsys.readouterr().out
+    assert "<" not in md and ">" not in md.replace("→", "")  # no tag can open
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&amp;amp;" in md
+    assert len(md.splitlines()[2].split(" | ")) == 9  # the row keeps its 9 cells
