@@ -56,12 +56,25 @@ def run_argv(tool: str, passthrough: Sequence[str]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- reading
+class BadInput(Exception):
+    """A path the report cannot read as flows at all (exit code 2, like a usage error)."""
+
+
 def _read(paths: Sequence[str]) -> list[Any]:
+    """The flows of every path; a damaged file gives a warning and its intact flows, but a file that is
+    not a flow file, or a folder without one, is an error (else the report would say 'no LLM flows')."""
+    from .flowfile import flow_files
     from .report import read_flows
 
     damaged: list[Any] = []
-    flows = [f for p in paths for f in read_flows(p, damaged)]
+    flows = []
+    for p in paths:
+        if Path(p).expanduser().is_dir() and not flow_files(p):
+            raise BadInput(f"{p}: no *.mitm flow file in this folder")
+        flows += read_flows(p, damaged)
     for d in damaged:
+        if d.whole_file:
+            raise BadInput(str(d))
         print(f"warning: {escape(d)}", file=sys.stderr)
     return flows
 
@@ -72,21 +85,40 @@ def _open_out(target: str | None) -> tuple[TextIO, bool]:
     return open(Path(target).expanduser(), "w", encoding="utf-8", newline=""), True
 
 
+def _why_empty(args: argparse.Namespace, read: int, selected: int, exchanges: int) -> str:
+    """Why a report has no row: nothing read, the filter, no LLM flow, or the row filters."""
+    if not read:
+        return "no flows in " + ", ".join(args.paths)
+    if not selected:
+        return f"no flow matches --filter {args.filter} ({read} flow(s) read)"
+    if not exchanges:
+        return f"no LLM flows among the {read} flow(s) read"
+    chosen = [f"--{k} {','.join(v) if isinstance(v, list) else v}"
+              for k in ("stop", "model", "route") if (v := getattr(args, k, None))]
+    return f"no LLM exchange matches {' '.join(chosen)} ({exchanges} exchange(s) read)"
+
+
 # ----------------------------------------------------------------------------- commands
 def _report(args: argparse.Namespace) -> int:
     from .report import rows
     from .reportfmt import filter_rows, format_rows, select_flows
 
-    flows = select_flows(_read(args.paths), args.filter)
-    table = filter_rows(rows(flows), stop=args.stop, model=args.model, route=args.route)
+    read = _read(args.paths)
+    flows = select_flows(read, args.filter)
+    every = rows(flows)
+    table = filter_rows(every, stop=args.stop, model=args.model, route=args.route)
     if args.html:
         from .htmlreport import write_html
 
         ids = {r["id"] for r in table}
         n = write_html([f for f in flows if f.id in ids], table, args.html)
         print(f"wrote {n} exchange(s) to {escape(args.html)}", file=sys.stderr)
-        if args.output is None and args.format == "table":
+    if not table:
+        why = escape(_why_empty(args, len(read), len(flows), len(every)))
+        if args.format == "table" and args.output in (None, "-"):
+            print(why)
             return 0
+        print(why, file=sys.stderr)
     out, close = _open_out(args.output)
     try:
         text = format_rows(table, args.format)
@@ -132,11 +164,21 @@ def _run(args: argparse.Namespace, rest: list[str]) -> int:
     return 0  # not reached
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("proxai-mitm")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
 def parser() -> argparse.ArgumentParser:
     from .reportfmt import FORMATS
 
     ap = argparse.ArgumentParser(prog="proxai", description="ProxAI: LLM traffic through mitmproxy — run the proxy, "
                                  "report and export recorded exchanges.")
+    ap.add_argument("--version", action="version", version=f"proxai {_version()}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     rn = sub.add_parser("run", allow_abbrev=False, help="start mitmdump (or --web / --console) with the ProxAI addon on 127.0.0.1; "
                         "other options go to mitmproxy",
@@ -187,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
         return _export(args)
     except BrokenPipeError:  # `proxai report ... | head`
         return 0
+    except BadInput as e:
+        print(f"error: {escape(e)}", file=sys.stderr)
+        return 2
     except (OSError, ValueError) as e:
         print(f"error: {escape(e)}", file=sys.stderr)
         return 1

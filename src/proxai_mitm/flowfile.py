@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-__all__ = ["Damage", "FileRead", "read_file", "read_path", "iter_records"]
+__all__ = ["Damage", "FileRead", "flow_files", "read_file", "read_path", "iter_records"]
 
 _MAX_DIGITS = 12
 
@@ -30,7 +30,14 @@ class Damage:
     reason: str
     intact: int  # flows read before the damage
 
+    @property
+    def whole_file(self) -> bool:
+        """Nothing of the file could be read: it is not a flow file (or broken from its first byte)."""
+        return self.offset == 0 and self.intact == 0
+
     def __str__(self) -> str:
+        if self.whole_file:
+            return f"{self.path} is not a readable mitmproxy flow file ({self.reason})"
         return (f"{self.path}: damaged at byte {self.offset}: {self.reason}; "
                 f"{self.intact} intact flow(s) before it were read")
 
@@ -123,10 +130,15 @@ def _read_har(p: Path, fh: BinaryIO, http_only: bool) -> FileRead:
     return res
 
 
+def flow_files(folder: str | Path) -> list[Path]:
+    """The flow files of a folder: every ``*.mitm`` file under it, sorted by path (file-name order)."""
+    return sorted(p for p in Path(folder).expanduser().rglob("*.mitm") if p.is_file())
+
+
 def read_path(path: str | Path, *, http_only: bool = True) -> tuple[list[Any], list[Damage]]:
     """Flows of a file, or of every ``*.mitm`` file under a folder (sorted), and the damages found."""
     p = Path(path).expanduser()
-    files = sorted(p.rglob("*.mitm")) if p.is_dir() else [p]
+    files = flow_files(p) if p.is_dir() else [p]
     flows: list[Any] = []
     damages: list[Damage] = []
     for fp in files:

@@ -177,3 +177,63 @@ def test_python_m_still_works():
     out = subprocess.run([sys.executable, "-m", "proxai_mitm", "report", str(FLOWS / "max-output.mitm")],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "max_output" in out.stdout
+
+
+# ----------------------------------------------------------------------------- UX: version, html, empty reports
+def test_version_from_package_metadata(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"proxai {version('proxai-mitm')}"
+    out = subprocess.run([sys.executable, "-m", "proxai_mitm", "--version"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("proxai ") and out.stdout.strip() != "proxai unknown"
+
+
+def test_html_also_prints_the_table(capsys, tmp_path):
+    """``--html FILE`` writes the page *and* prints the table, as ``--help`` says ("also write")."""
+    page = tmp_path / "r.html"
+    rc, out, err = _run(capsys, "report", str(FLOWS), "--html", str(page))
+    assert rc == 0 and page.read_text().startswith("<!DOCTYPE html>")
+    assert "9 exchange(s)" in out and "totals per model" in out and f"wrote 9 exchange(s) to {page}" in err
+    with pytest.raises(SystemExit):
+        cli.main(["report", "--help"])
+    assert "also write" in capsys.readouterr().out
+
+
+def test_not_a_flow_file_is_an_error_naming_it(capsys, tmp_path):
+    junk = tmp_path / "notes.txt"
+    junk.write_text("hello, not a flow file\n")
+    for cmd in (["report", str(junk)], ["report", str(FLOWS), str(junk)], ["export", str(junk), "-"]):
+        rc, out, err = _run(capsys, *cmd)
+        assert rc == 2 and out == "" and err == f"error: {junk} is not a readable mitmproxy flow file " \
+            "(not a flow record (no length prefix))\n", cmd
+    har = tmp_path / "x.json"
+    har.write_text('{"not": "a har"}')
+    rc, _, err = _run(capsys, "report", str(har))
+    assert rc == 2 and f"{har} is not a readable mitmproxy flow file" in err
+    (tmp_path / "empty").mkdir()
+    rc, _, err = _run(capsys, "report", str(tmp_path / "empty"))
+    assert rc == 2 and err == f"error: {tmp_path / 'empty'}: no *.mitm flow file in this folder\n"
+
+
+def test_empty_report_says_why(capsys, tmp_path):
+    from mitmproxy import io as mio
+    from mitmproxy.test import tflow
+
+    rc, out, _ = _run(capsys, "report", str(FLOWS), "--filter", "~u /nothing")
+    assert rc == 0 and out == "no flow matches --filter ~u /nothing (9 flow(s) read)\n"
+    rc, out, _ = _run(capsys, "report", str(FLOWS), "--stop", "paused", "--model", "gpt")
+    assert rc == 0 and out == "no LLM exchange matches --stop paused --model gpt (9 exchange(s) read)\n"
+    rc, out, err = _run(capsys, "report", str(FLOWS), "--model", "nope", "-f", "json")
+    assert rc == 0 and json.loads(out)["exchanges"] == [] and "no LLM exchange matches --model nope" in err
+    plain = tmp_path / "web.mitm"
+    with open(plain, "wb") as fh:
+        mio.FlowWriter(fh).add(tflow.tflow(resp=True))  # GET http://address:22/path: not an LLM flow
+    rc, out, _ = _run(capsys, "report", str(plain))
+    assert rc == 0 and out == "no LLM flows among the 1 flow(s) read\n"
+    empty = tmp_path / "empty.mitm"
+    empty.write_bytes(b"")  # what `mitmdump -w` leaves when nothing was captured
+    rc, out, _ = _run(capsys, "report", str(empty))
+    assert rc == 0 and out == f"no flows in {empty}\n"
