@@ -263,3 +263,24 @@ def test_markdown_escapes_html(tmp_path, capsys):
     assert "<" not in md and ">" not in md.replace("→", "")  # no tag can open
     assert "&lt;script&gt;alert(1)&lt;/script&gt;&amp;amp;" in md
     assert len(md.splitlines()[2].split(" | ")) == 9  # the row keeps its 9 cells
+
+
+def test_export_upstream_model_is_the_answered_model(tmp_path):
+    """``upstream_model``: the model the upstream answered with, else the one sent to it; never null
+    when either is known (it was null whenever no route mapped the model)."""
+    from pathlib import Path
+
+    flows_dir = Path(__file__).resolve().parents[2] / "flows"
+    out = tmp_path / "x.jsonl"
+    assert export_jsonl(read_flows(flows_dir), out) == 9
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    for ex in recs:
+        answered = ex["metrics"]["response_model"] or (ex["response"] or {}).get("model")
+        assert ex["upstream_model"] == (answered or ex["model"]), ex["id"]
+    assert {ex["upstream_model"] for ex in recs} >= {"gpt-4o-2024-08-06", "claude-sonnet-4-5-20250929"}
+    export_jsonl(sample_flows(), out)
+    a, s, c, r, cut, _missing = [json.loads(line) for line in out.read_text().splitlines()]
+    assert a["model"] == "gpt-5" and a["upstream_model"] == "claude-x"  # asked gpt-5, sent sonnet, answered x
+    assert c["upstream_model"] == "gpt-4o-2024" and r["upstream_model"] == "gpt-5"
+    assert cut["upstream_model"] == "gpt-4o"
+    assert [x["model"] for x in rows(sample_flows()) if x["route"]] == ["gpt-5 → claude-sonnet-4-5"]
