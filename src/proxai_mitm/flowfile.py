@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-__all__ = ["Damage", "FileRead", "flow_files", "read_file", "read_path", "iter_records"]
+__all__ = ["Damage", "FileRead", "flow_files", "iter_flows", "read_file", "read_path", "iter_records"]
 
 _MAX_DIGITS = 12
 
@@ -87,19 +87,32 @@ def iter_records(fh: BinaryIO, size: int) -> Iterator[tuple[int, Any]]:
 
 def read_file(path: str | Path, *, http_only: bool = True) -> FileRead:
     """Every intact flow of one file, and the damage if any (never raises for bad content)."""
+    res = FileRead()
+    damages: list[Damage] = []
+    res.flows.extend(iter_flows(path, damages, http_only=http_only))
+    res.damage = damages[0] if damages else None
+    return res
+
+
+def iter_flows(path: str | Path, damages: list[Damage], *, http_only: bool = True) -> Iterator[Any]:
+    """The intact flows of one file, one at a time (a big file is never held whole); at the first damaged
+    record the iteration ends and the damage is appended to ``damages``."""
     from mitmproxy import flow as mflow
     from mitmproxy import http
     from mitmproxy.io import compat
 
     p = Path(path)
-    res = FileRead()
     with open(p, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         head = fh.read(4)
         fh.seek(0)
         if head.startswith(b"{") or head.startswith(b"\xef\xbb\xbf{"):
-            return _read_har(p, fh, http_only)
-        offset = 0
+            har = _read_har(p, fh, http_only)
+            yield from har.flows
+            if har.damage is not None:
+                damages.append(har.damage)
+            return
+        offset, intact = 0, 0
         try:
             for offset, state in iter_records(fh, size):
                 if not isinstance(state, dict):
@@ -109,11 +122,11 @@ def read_file(path: str | Path, *, http_only: bool = True) -> FileRead:
                 except Exception as e:  # noqa: BLE001 - any malformed state is damage, not a crash
                     raise _Bad(offset, f"not a readable flow: {type(e).__name__}: {e}") from None
                 if not http_only or isinstance(f, http.HTTPFlow):
-                    res.flows.append(f)
+                    intact += 1
+                    yield f
         except _Bad as bad:
             at, reason = bad.args
-            res.damage = Damage(str(p), at, reason, len(res.flows))
-    return res
+            damages.append(Damage(str(p), at, reason, intact))
 
 
 def _read_har(p: Path, fh: BinaryIO, http_only: bool) -> FileRead:
