@@ -2,7 +2,7 @@
 
     proxai run [--web | --console] [MITMPROXY OPTIONS...]   # mitmdump (or mitmweb / mitmproxy) with ProxAI
     proxai report FILE_OR_DIR... [--format table|json|csv|markdown] [-o FILE|-] [--html FILE]
-                  [--stop REASONS] [--model TEXT] [--route NAMES] [--filter EXPR]
+                  [--width COLS] [--stop REASONS] [--model TEXT] [--route NAMES] [--filter EXPR]
     proxai export FILE_OR_DIR... OUT.jsonl|-                # one JSON line per exchange
     proxai addon-path                                       # the script to pass to mitmproxy's -s
 
@@ -79,6 +79,18 @@ def _read(paths: Sequence[str]) -> list[Any]:
     return flows
 
 
+def _width(chosen: int | None, out: TextIO) -> int:
+    """The table's width: as chosen, else 120 columns, or the terminal's width when it is narrower."""
+    if chosen is not None:
+        return chosen
+    from .reportfmt import WIDTH
+
+    try:
+        return min(WIDTH, os.get_terminal_size(out.fileno()).columns) if out.isatty() else WIDTH
+    except (OSError, ValueError):  # not a real file (a test's capture)
+        return WIDTH
+
+
 def _open_out(target: str | None) -> tuple[TextIO, bool]:
     if target in (None, "-"):
         return sys.stdout, False
@@ -121,7 +133,7 @@ def _report(args: argparse.Namespace) -> int:
         print(why, file=sys.stderr)
     out, close = _open_out(args.output)
     try:
-        text = format_rows(table, args.format)
+        text = format_rows(table, args.format, width=_width(args.width, out))
         out.write(text if text.endswith("\n") else text + "\n")
     finally:
         if close:
@@ -198,6 +210,9 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default and '-': stdout)")
     rp.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report (table, timeline, "
                     "conversations)")
+    rp.add_argument("--width", type=int, metavar="COLS", help="the table's width (default: 120, or the "
+                    "terminal's if narrower; 0: no limit); long model names and stop texts are shortened with …, "
+                    "down to about 100 columns")
     rp.add_argument("--stop", action="append", metavar="REASONS",
                     help="only these stop reasons (comma-separated, e.g. refusal,max_output)")
     rp.add_argument("--model", metavar="TEXT", help="only models whose name contains TEXT")

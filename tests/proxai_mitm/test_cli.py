@@ -237,3 +237,72 @@ def test_empty_report_says_why(capsys, tmp_path):
     empty.write_bytes(b"")  # what `mitmdump -w` leaves when nothing was captured
     rc, out, _ = _run(capsys, "report", str(empty))
     assert rc == 0 and out == f"no flows in {empty}\n"
+
+
+# ----------------------------------------------------------------------------- table width, hostile bytes
+LONG = {"time": "2026-12-02 14:06:08", "client_protocol": "openai_responses",
+        "upstream_protocol": "gemini_generate_content", "model": "my-long-model-alias → gemini-2.5-pro-preview",
+        "response_model": "gemini-2.5-pro-preview-05-06-experimental", "reason": "context_full",
+        "category": "input-too-long-for-the-window", "status": 200, "input_tokens": 1234567,
+        "output_tokens": 65536, "cache_read_tokens": 1000, "ttft_ms": 12345.0, "duration_ms": 123456.0,
+        "cost_usd": 12.3456}
+
+
+def test_table_fits_120_columns_and_shows_the_answered_model(capsys):
+    rc, out, _ = _run(capsys, "report", str(FLOWS))
+    lines = out.splitlines()
+    assert rc == 0 and max(map(len, lines)) <= 120
+    assert lines[0].split() == ["time", "api", "model", "HTTP", "stop", "in→out", "TTFT", "duration", "cost"]
+    for answered in ("claude-sonnet-4-5-20250929", "gpt-4o-2024-08-06", "gpt-5-2025-08-07"):
+        assert f"  {answered}  " in lines[2] + lines[5] + lines[6]
+    assert "12-02 14:06:08  chat→anth" in lines[2] and "resp→anth" in out  # the data stays in json/csv:
+    rc, out, _ = _run(capsys, "report", str(FLOWS), "-f", "json")
+    ex = json.loads(out)["exchanges"][0]
+    assert ex["time"] == "2026-12-02 14:06:08" and ex["client_protocol"] == "openai_chat_completions"
+
+    text = format_rows([LONG, dict(LONG, model="gpt-5", response_model="claude-sonnet-4-5-20250929")])
+    assert max(map(len, text.splitlines())) <= 120
+    assert "…review-05-06-experimental " in text and "…laude-sonnet-4-5-20250929 " in text  # the ends stay
+    assert "input-too-long" not in text.split("\n\n")[0]  # the stop text gave room first
+    wide = format_rows([LONG], width=0)
+    assert "my-long-model-alias → gemini-2.5-pro-preview-05-06-experimental" in wide
+    assert "context_full (input-too-long-for-the-window)" in wide
+    rc, out, _ = _run(capsys, "report", str(FLOWS), "--width", "100")
+    assert rc == 0 and max(map(len, out.splitlines())) <= 100
+    rc, out, _ = _run(capsys, "report", str(FLOWS), "--width", "60")  # narrower than the columns allow:
+    assert rc == 0 and max(map(len, out.splitlines())) == 99  # as narrow as they go, and readable
+    assert "…nnet-4-5-20250929 " in out and "refusal (o… " in out
+
+
+HOSTILE = "\x1b[2J\r\n\t\x00\x07\x7f\x9b\u202e|<b>&amp;`*_[x](y)\\"
+
+
+def test_hostile_bytes_never_break_table_markdown_or_html(tmp_path):
+    from html.parser import HTMLParser
+
+    from proxai_mitm.htmlreport import render_html
+
+    row = {k: (HOSTILE if isinstance(v, str) and k != "time" else v) for k, v in LONG.items()}
+    row.update(message=HOSTILE, route=HOSTILE, id=HOSTILE, client_protocol=HOSTILE, time=HOSTILE)
+    rows_ = [row, dict(row, reason=HOSTILE + "2")]
+    controls = {chr(c) for c in (*range(0x20), 0x7F, *range(0x80, 0xA0), 0x202E)} - {"\n"}
+    for fmt in ("table", "markdown", "csv", "json"):
+        out = format_rows(rows_, fmt)
+        assert not set(out) & controls, fmt
+    table = format_rows(rows_).splitlines()
+    assert len(table) == 2 + 2 + 1 + 1 + 1 + 2 + 1  # heads, rule, 2 rows, summary, blank, title, totals, 1 model
+    md = format_rows(rows_, "markdown").splitlines()
+    unescaped = [len([i for i, ch in enumerate(line) if ch == "|" and line[i - 1] != "\\"]) for line in md if line]
+    assert unescaped[:4] == [10, 10, 10, 10] and "<" not in "".join(md)
+
+    class Tags(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.tags = set()
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.add(tag)
+
+    page = Tags()
+    page.feed(render_html([], rows_))
+    assert "b" not in page.tags and not set(render_html([], rows_)) & (controls - {"\t"})

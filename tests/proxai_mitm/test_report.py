@@ -122,10 +122,9 @@ def test_rows_from_metadata_and_derived():
 def test_format_table_is_aligned():
     table = format_table(rows(sample_flows()))
     lines = table.splitlines()
-    assert lines[0].split() == ["time", "client", "→", "upstream", "model", "status", "stop", "tokens", "in→out",
-                                "TTFT", "duration", "cost"]
+    assert lines[0].split() == ["time", "api", "model", "HTTP", "stop", "in→out", "TTFT", "duration", "cost"]
     assert set(lines[1]) <= {"-", " "}
-    assert "chat → anthropic" in table and "refusal" in table and "max_output" in table
+    assert "chat→anth" in table and "refusal" in table and "max_output" in table
     col = lines[0].index("stop")
     assert all(ln[col:].startswith(("refusal", "max_output", "interrupted", "?", "stop"))
                for ln in lines[2:8])
