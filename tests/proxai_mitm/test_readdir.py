@@ -139,3 +139,63 @@ def test_documented_folder_filter_line():
         assert len(got) == 3 and all(" · refusal" in f.comment for f in got), [f.comment for f in got]
     finally:
         m.cleanup()
+
+
+def _peak_rss_mb(m: Mitmdump) -> float:
+    """mitmdump's peak RSS (VmHWM), read from /proc until the process exits."""
+    assert m.proc is not None
+    peak = 0.0
+    status = Path(f"/proc/{m.proc.pid}/status")
+    while m.proc.poll() is None:
+        try:
+            for line in status.read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]) / 1024)
+        except (OSError, ValueError):
+            break
+        time.sleep(0.05)
+    return peak
+
+
+def _write_big_flows(path: Path, count: int, size: int) -> None:
+    import os
+
+    import orjson
+    from mitmproxy import http
+    from mitmproxy import io as mio
+    from mitmproxy.test import tflow, tutils
+
+    with open(path, "wb") as fh:
+        w = mio.FlowWriter(fh)
+        for _ in range(count):
+            body = {"model": "gpt-4o", "messages": [{"role": "user", "content": os.urandom(size // 2).hex()}]}
+            req = tutils.treq(method=b"POST", host="api.openai.com", port=443, scheme=b"https",
+                              path=b"/v1/chat/completions", content=orjson.dumps(body),
+                              headers=http.Headers([(b"content-type", b"application/json")]))
+            w.add(tflow.tflow(req=req, resp=tutils.tresp(content=b'{"choices":[]}')))
+
+
+@pytest.mark.e2e
+def test_mitmdump_nr_folder_memory_as_for_one_file(tmp_path):
+    """A folder of 96 MB of flows (3 files) peaks < 64 MB above mitmproxy's own reading of the same flows
+    as one file: the folder is read one flow at a time, never held whole."""
+    folder = tmp_path / "big"
+    folder.mkdir()
+    for name in ("a", "b", "c"):
+        _write_big_flows(folder / f"{name}.mitm", 32, 1 << 20)
+    whole = tmp_path / "whole.mitm"
+    whole.write_bytes(b"".join(p.read_bytes() for p in flow_files(folder)))
+    peaks = {}
+    for label, rfile in (("one file", whole), ("folder", folder)):
+        m = Mitmdump(save=False, extra_args=["-n", "-r", str(rfile)])
+        try:
+            m.start(wait=False)
+            peaks[label] = _peak_rss_mb(m)
+            assert m.wait_exit(timeout=300) == 0, m.log
+            assert "Traceback" not in m.log
+        finally:
+            m.cleanup()
+    growth = peaks["folder"] - peaks["one file"]
+    print(f"peak RSS reading 96 x 1 MB flows: one file {peaks['one file']:.0f} MB, "
+          f"a folder of 3 files {peaks['folder']:.0f} MB, difference {growth:.1f} MB")
+    assert growth < 64, peaks
