@@ -145,7 +145,8 @@ def _export(args: argparse.Namespace) -> int:
     from .report import exchange
     from .reportfmt import select_flows
 
-    flows = select_flows(_read(args.paths), args.filter)
+    read = _read(args.paths)
+    flows = select_flows(read, args.filter)
     out, close = _open_out(args.out)
     count = 0
     try:
@@ -163,7 +164,8 @@ def _export(args: argparse.Namespace) -> int:
         if close:
             out.close()
     dest = "stdout" if args.out == "-" else args.out
-    print(f"exported {count} LLM exchange(s) to {escape(dest)}", file=sys.stderr)
+    why = f" ({_why_empty(args, len(read), len(flows), 0)})" if not count else ""
+    print(f"exported {count} LLM exchange(s) to {escape(dest)}{escape(why)}", file=sys.stderr)
     return 0
 
 

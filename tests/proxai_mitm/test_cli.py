@@ -233,6 +233,10 @@ def test_empty_report_says_why(capsys, tmp_path):
         mio.FlowWriter(fh).add(tflow.tflow(resp=True))  # GET http://address:22/path: not an LLM flow
     rc, out, _ = _run(capsys, "report", str(plain))
     assert rc == 0 and out == "no LLM flows among the 1 flow(s) read\n"
+    rc, out, err = _run(capsys, "export", str(plain), "-")
+    assert rc == 0 and out == "" and err == "exported 0 LLM exchange(s) to stdout (no LLM flows among the 1 flow(s) read)\n"
+    rc, out, err = _run(capsys, "export", str(FLOWS), "-", "--filter", "~u /nothing")
+    assert rc == 0 and "(no flow matches --filter ~u /nothing (9 flow(s) read))" in err
     empty = tmp_path / "empty.mitm"
     empty.write_bytes(b"")  # what `mitmdump -w` leaves when nothing was captured
     rc, out, _ = _run(capsys, "report", str(empty))
