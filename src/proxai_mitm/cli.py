@@ -5,10 +5,12 @@
                   [--width COLS] [--stop REASONS] [--model TEXT] [--route NAMES] [--filter EXPR]
     proxai export FILE_OR_DIR... OUT.jsonl|-                # one JSON line per exchange
     proxai addon-path                                       # the script to pass to mitmproxy's -s
+    proxai --version
 
 ``run`` binds the proxy to 127.0.0.1 unless ``--listen-host`` (or ``--set listen_host=``) says otherwise;
-every other option goes to mitmproxy unchanged. FILE_OR_DIR is a mitmproxy flow file (``-w``) or a
-folder of ``*.mitm`` files; flows recorded without the addon are annotated on the fly.
+every other option goes to mitmproxy unchanged (``-r`` may name a folder: readdir.py). FILE_OR_DIR is
+a mitmproxy flow file (``-w``) or a folder of ``*.mitm`` files; flows recorded without the addon are
+annotated on the fly. A path that holds no flow file is an error (exit code 2).
 """
 
 from __future__ import annotations
