@@ -21,6 +21,7 @@ from .measure import Measure, Summary
 from .options import RouteOptions
 from .otel import OTelExport
 from .probe import Probe
+from .readdir import ReadDir
 from .recordcap import RecordLimit
 from .recorder import Recorder
 from .redact_ahead import RedactAhead
@@ -58,6 +59,7 @@ def make_addons() -> list[Any]:
         RedactAhead(),  # big flows: the redacted copy prepared off the event loop, before Save writes it
         Commands(),  # contentview, proxai.report, proxai.export
         WebColumns(),  # mitmweb: the comment column (the flow summary) on unless the user chose columns
+        ReadDir(),  # -r FOLDER: mitmproxy's file reader reads every *.mitm file in it
     ]
 
 

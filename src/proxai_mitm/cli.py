@@ -2,13 +2,15 @@
 
     proxai run [--web | --console] [MITMPROXY OPTIONS...]   # mitmdump (or mitmweb / mitmproxy) with ProxAI
     proxai report FILE_OR_DIR... [--format table|json|csv|markdown] [-o FILE|-] [--html FILE]
-                  [--stop REASONS] [--model TEXT] [--route NAMES] [--filter EXPR]
+                  [--width COLS] [--stop REASONS] [--model TEXT] [--route NAMES] [--filter EXPR]
     proxai export FILE_OR_DIR... OUT.jsonl|-                # one JSON line per exchange
     proxai addon-path                                       # the script to pass to mitmproxy's -s
+    proxai --version
 
 ``run`` binds the proxy to 127.0.0.1 unless ``--listen-host`` (or ``--set listen_host=``) says otherwise;
-every other option goes to mitmproxy unchanged. FILE_OR_DIR is a mitmproxy flow file (``-w``) or a
-folder of ``*.mitm`` files; flows recorded without the addon are annotated on the fly.
+every other option goes to mitmproxy unchanged (``-r`` may name a folder: readdir.py). FILE_OR_DIR is
+a mitmproxy flow file (``-w``) or a folder of ``*.mitm`` files; flows recorded without the addon are
+annotated on the fly. A path that holds no flow file is an error (exit code 2).
 """
 
 from __future__ import annotations
@@ -56,14 +58,39 @@ def run_argv(tool: str, passthrough: Sequence[str]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- reading
+class BadInput(Exception):
+    """A path the report cannot read as flows at all (exit code 2, like a usage error)."""
+
+
 def _read(paths: Sequence[str]) -> list[Any]:
+    """The flows of every path; a damaged file gives a warning and its intact flows, but a file that is
+    not a flow file, or a folder without one, is an error (else the report would say 'no LLM flows')."""
+    from .flowfile import flow_files
     from .report import read_flows
 
     damaged: list[Any] = []
-    flows = [f for p in paths for f in read_flows(p, damaged)]
+    flows = []
+    for p in paths:
+        if Path(p).expanduser().is_dir() and not flow_files(p):
+            raise BadInput(f"{p}: no *.mitm flow file in this folder")
+        flows += read_flows(p, damaged)
     for d in damaged:
+        if d.whole_file:
+            raise BadInput(str(d))
         print(f"warning: {escape(d)}", file=sys.stderr)
     return flows
+
+
+def _width(chosen: int | None, out: TextIO) -> int:
+    """The table's width: as chosen, else 120 columns, or the terminal's width when it is narrower."""
+    if chosen is not None:
+        return chosen
+    from .reportfmt import WIDTH
+
+    try:
+        return min(WIDTH, os.get_terminal_size(out.fileno()).columns) if out.isatty() else WIDTH
+    except (OSError, ValueError):  # not a real file (a test's capture)
+        return WIDTH
 
 
 def _open_out(target: str | None) -> tuple[TextIO, bool]:
@@ -72,24 +99,43 @@ def _open_out(target: str | None) -> tuple[TextIO, bool]:
     return open(Path(target).expanduser(), "w", encoding="utf-8", newline=""), True
 
 
+def _why_empty(args: argparse.Namespace, read: int, selected: int, exchanges: int) -> str:
+    """Why a report has no row: nothing read, the filter, no LLM flow, or the row filters."""
+    if not read:
+        return "no flows in " + ", ".join(args.paths)
+    if not selected:
+        return f"no flow matches --filter {args.filter} ({read} flow(s) read)"
+    if not exchanges:
+        return f"no LLM flows among the {read} flow(s) read"
+    chosen = [f"--{k} {','.join(v) if isinstance(v, list) else v}"
+              for k in ("stop", "model", "route") if (v := getattr(args, k, None))]
+    return f"no LLM exchange matches {' '.join(chosen)} ({exchanges} exchange(s) read)"
+
+
 # ----------------------------------------------------------------------------- commands
 def _report(args: argparse.Namespace) -> int:
     from .report import rows
     from .reportfmt import filter_rows, format_rows, select_flows
 
-    flows = select_flows(_read(args.paths), args.filter)
-    table = filter_rows(rows(flows), stop=args.stop, model=args.model, route=args.route)
+    read = _read(args.paths)
+    flows = select_flows(read, args.filter)
+    every = rows(flows)
+    table = filter_rows(every, stop=args.stop, model=args.model, route=args.route)
     if args.html:
         from .htmlreport import write_html
 
         ids = {r["id"] for r in table}
         n = write_html([f for f in flows if f.id in ids], table, args.html)
         print(f"wrote {n} exchange(s) to {escape(args.html)}", file=sys.stderr)
-        if args.output is None and args.format == "table":
+    if not table:
+        why = escape(_why_empty(args, len(read), len(flows), len(every)))
+        if args.format == "table" and args.output in (None, "-"):
+            print(why)
             return 0
+        print(why, file=sys.stderr)
     out, close = _open_out(args.output)
     try:
-        text = format_rows(table, args.format)
+        text = format_rows(table, args.format, width=_width(args.width, out))
         out.write(text if text.endswith("\n") else text + "\n")
     finally:
         if close:
@@ -101,7 +147,8 @@ def _export(args: argparse.Namespace) -> int:
     from .report import exchange
     from .reportfmt import select_flows
 
-    flows = select_flows(_read(args.paths), args.filter)
+    read = _read(args.paths)
+    flows = select_flows(read, args.filter)
     out, close = _open_out(args.out)
     count = 0
     try:
@@ -119,7 +166,8 @@ def _export(args: argparse.Namespace) -> int:
         if close:
             out.close()
     dest = "stdout" if args.out == "-" else args.out
-    print(f"exported {count} LLM exchange(s) to {escape(dest)}", file=sys.stderr)
+    why = f" ({_why_empty(args, len(read), len(flows), 0)})" if not count else ""
+    print(f"exported {count} LLM exchange(s) to {escape(dest)}{escape(why)}", file=sys.stderr)
     return 0
 
 
@@ -132,11 +180,21 @@ def _run(args: argparse.Namespace, rest: list[str]) -> int:
     return 0  # not reached
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("proxai-mitm")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
 def parser() -> argparse.ArgumentParser:
     from .reportfmt import FORMATS
 
     ap = argparse.ArgumentParser(prog="proxai", description="ProxAI: LLM traffic through mitmproxy — run the proxy, "
                                  "report and export recorded exchanges.")
+    ap.add_argument("--version", action="version", version=f"proxai {_version()}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     rn = sub.add_parser("run", allow_abbrev=False, help="start mitmdump (or --web / --console) with the ProxAI addon on 127.0.0.1; "
                         "other options go to mitmproxy",
@@ -156,6 +214,9 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default and '-': stdout)")
     rp.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report (table, timeline, "
                     "conversations)")
+    rp.add_argument("--width", type=int, metavar="COLS", help="the table's width (default: 120, or the "
+                    "terminal's if narrower; 0: no limit); long model names and stop texts are shortened with …, "
+                    "down to about 100 columns")
     rp.add_argument("--stop", action="append", metavar="REASONS",
                     help="only these stop reasons (comma-separated, e.g. refusal,max_output)")
     rp.add_argument("--model", metavar="TEXT", help="only models whose name contains TEXT")
@@ -187,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
         return _export(args)
     except BrokenPipeError:  # `proxai report ... | head`
         return 0
+    except BadInput as e:
+        print(f"error: {escape(e)}", file=sys.stderr)
+        return 2
     except (OSError, ValueError) as e:
         print(f"error: {escape(e)}", file=sys.stderr)
         return 1

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-__all__ = ["Damage", "FileRead", "read_file", "read_path", "iter_records"]
+__all__ = ["Damage", "FileRead", "flow_files", "iter_flows", "read_file", "read_path", "iter_records"]
 
 _MAX_DIGITS = 12
 
@@ -30,7 +30,14 @@ class Damage:
     reason: str
     intact: int  # flows read before the damage
 
+    @property
+    def whole_file(self) -> bool:
+        """Nothing of the file could be read: it is not a flow file (or broken from its first byte)."""
+        return self.offset == 0 and self.intact == 0
+
     def __str__(self) -> str:
+        if self.whole_file:
+            return f"{self.path} is not a readable mitmproxy flow file ({self.reason})"
         return (f"{self.path}: damaged at byte {self.offset}: {self.reason}; "
                 f"{self.intact} intact flow(s) before it were read")
 
@@ -80,19 +87,32 @@ def iter_records(fh: BinaryIO, size: int) -> Iterator[tuple[int, Any]]:
 
 def read_file(path: str | Path, *, http_only: bool = True) -> FileRead:
     """Every intact flow of one file, and the damage if any (never raises for bad content)."""
+    res = FileRead()
+    damages: list[Damage] = []
+    res.flows.extend(iter_flows(path, damages, http_only=http_only))
+    res.damage = damages[0] if damages else None
+    return res
+
+
+def iter_flows(path: str | Path, damages: list[Damage], *, http_only: bool = True) -> Iterator[Any]:
+    """The intact flows of one file, one at a time (a big file is never held whole); at the first damaged
+    record the iteration ends and the damage is appended to ``damages``."""
     from mitmproxy import flow as mflow
     from mitmproxy import http
     from mitmproxy.io import compat
 
     p = Path(path)
-    res = FileRead()
     with open(p, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         head = fh.read(4)
         fh.seek(0)
         if head.startswith(b"{") or head.startswith(b"\xef\xbb\xbf{"):
-            return _read_har(p, fh, http_only)
-        offset = 0
+            har = _read_har(p, fh, http_only)
+            yield from har.flows
+            if har.damage is not None:
+                damages.append(har.damage)
+            return
+        offset, intact = 0, 0
         try:
             for offset, state in iter_records(fh, size):
                 if not isinstance(state, dict):
@@ -102,11 +122,11 @@ def read_file(path: str | Path, *, http_only: bool = True) -> FileRead:
                 except Exception as e:  # noqa: BLE001 - any malformed state is damage, not a crash
                     raise _Bad(offset, f"not a readable flow: {type(e).__name__}: {e}") from None
                 if not http_only or isinstance(f, http.HTTPFlow):
-                    res.flows.append(f)
+                    intact += 1
+                    yield f
         except _Bad as bad:
             at, reason = bad.args
-            res.damage = Damage(str(p), at, reason, len(res.flows))
-    return res
+            damages.append(Damage(str(p), at, reason, intact))
 
 
 def _read_har(p: Path, fh: BinaryIO, http_only: bool) -> FileRead:
@@ -123,10 +143,15 @@ def _read_har(p: Path, fh: BinaryIO, http_only: bool) -> FileRead:
     return res
 
 
+def flow_files(folder: str | Path) -> list[Path]:
+    """The flow files of a folder: every ``*.mitm`` file under it, sorted by path (file-name order)."""
+    return sorted(p for p in Path(folder).expanduser().rglob("*.mitm") if p.is_file())
+
+
 def read_path(path: str | Path, *, http_only: bool = True) -> tuple[list[Any], list[Damage]]:
     """Flows of a file, or of every ``*.mitm`` file under a folder (sorted), and the damages found."""
     p = Path(path).expanduser()
-    files = sorted(p.rglob("*.mitm")) if p.is_dir() else [p]
+    files = flow_files(p) if p.is_dir() else [p]
     flows: list[Any] = []
     damages: list[Damage] = []
     for fp in files:

@@ -118,7 +118,7 @@ def _summary(flow: Any, *, full: bool) -> dict[str, Any] | None:
         "upstream_protocol": upstream.value if upstream else None,
         "route": rec.route if rec else None,
         "model": model,
-        "upstream_model": upstream_model if upstream_model != model else None,
+        "upstream_model": upstream_model,  # as sent; exchange() puts the answered one first
         "stream": stream,
         "status": status,
         "stop": stop,
@@ -181,6 +181,9 @@ def exchange(flow: Any) -> dict[str, Any] | None:
     ex = _summary(flow, full=True)
     if ex is not None:
         ex["metrics"] = _measures(flow, ex)
+        # the model the upstream answered with (a dated version, say), else the one it was asked for
+        answered = ex["metrics"].get("response_model") or (ex.get("response") or {}).get("model")
+        ex["upstream_model"] = answered or ex["upstream_model"]
     return ex
 
 
@@ -209,8 +212,9 @@ def rows(flows: Iterable[Any]) -> list[dict[str, Any]]:
         if inp is None:
             inp = usage.get("input")
         model = s.get("model")
-        if s.get("upstream_model"):
-            model = f"{model} → {s['upstream_model']}" if model else s["upstream_model"]
+        sent = s.get("upstream_model")
+        if sent and sent != model:  # a route mapped the model
+            model = f"{model} → {sent}" if model else sent
         out.append({
             "time": s.get("time"),
             "client_protocol": s.get("client_protocol"),

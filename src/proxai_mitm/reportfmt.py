@@ -2,7 +2,8 @@
 
 Works on the row dicts of :func:`proxai_mitm.report.rows` (it never imports report.py). Everything
 meant for a terminal (table) has its control characters escaped; JSON and CSV carry the values as
-recorded, JSON as ASCII escapes, CSV with control characters escaped.
+recorded, JSON as ASCII escapes, CSV with control characters escaped and text cells that a spreadsheet
+would run as a formula prefixed with ``'``; Markdown cells have ``& < > |`` escaped as well.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ __all__ = ["FORMATS", "filter_rows", "format_rows", "select_flows", "table", "to
 
 FORMATS = ("table", "json", "csv", "markdown")
 
-#: (key, heading) of the table / Markdown columns
+#: (key, heading) of the HTML / Markdown columns
 COLUMNS = (
     ("time", "time"),
     ("protocols", "client → upstream"),
@@ -33,7 +34,14 @@ COLUMNS = (
     ("duration", "duration"),
     ("cost", "cost"),
 )
+#: the terminal table's shorter headings (same columns)
+_TABLE_HEADS = {"protocols": "api", "status": "HTTP", "tokens": "in→out"}
 _RIGHT = {"status", "tokens", "ttft", "duration", "cost"}
+#: protocol names in the terminal table (chat→anth)
+_ABBREV = {"responses": "resp", "anthropic": "anth", "gemini": "gem"}
+#: the default width of the terminal table, and the narrowest a shortened column gets
+WIDTH = 120
+_MIN_MODEL, _MID_STOP, _MIN_STOP = 18, 18, 11
 #: the fields of a JSON / CSV row, in order
 FIELDS = ("time", "timestamp", "id", "client_protocol", "upstream_protocol", "route", "model", "response_model",
           "status", "reason", "category", "message", "input_tokens", "output_tokens", "cache_read_tokens",
@@ -120,22 +128,37 @@ def _tok(v: Any) -> str:
     return "?" if v is None else str(v)
 
 
-def cells(r: dict[str, Any]) -> dict[str, str]:
-    """The display text of one row's columns (not escaped)."""
+def model_label(r: dict[str, Any]) -> str:
+    """The model asked for, then the one that answered: ``gpt-4o-2024-08-06`` when the answer names a
+    version of the asked model, ``gpt-5 → claude-x`` when it is another one."""
+    asked, answered = r.get("model") or "", r.get("response_model") or ""
+    if not answered or answered in asked:
+        return asked or "?"
+    head, sep, last = asked.rpartition(" → ")  # a route's mapping: the model sent is the last one
+    if last and answered.startswith(last):
+        return head + sep + answered
+    return f"{asked} → {answered}" if asked else answered
+
+
+def cells(r: dict[str, Any], *, compact: bool = False) -> dict[str, str]:
+    """The display text of one row's columns (not escaped). ``compact``: for the terminal table (time
+    without the year, abbreviated protocols, no cache count)."""
     a, b = _short(r.get("client_protocol")), _short(r.get("upstream_protocol"))
+    if compact:
+        a, b = _ABBREV.get(a, a), _ABBREV.get(b, b)
     stop = r.get("reason") or "?"
     if r.get("category") and r["category"] != r.get("reason"):
         stop += f" ({r['category']})"
-    model = r.get("model") or "?"
-    if r.get("response_model") and r["response_model"] not in model:
-        model += f" [{r['response_model']}]"
     tokens = f"{_tok(r.get('input_tokens'))}→{_tok(r.get('output_tokens'))}"
-    if r.get("cache_read_tokens"):
+    if r.get("cache_read_tokens") and not compact:
         tokens += f" (cached {r['cache_read_tokens']})"
+    time = r.get("time") or "?"
+    if compact and len(time) == 19 and time[4] == "-":
+        time = time[5:]  # 2026-12-02 14:06:08 -> 12-02 14:06:08
     return {
-        "time": r.get("time") or "?",
-        "protocols": a if a == b else f"{a} → {b}",
-        "model": model,
+        "time": time,
+        "protocols": a if a == b else f"{a}→{b}" if compact else f"{a} → {b}",
+        "model": model_label(r),
         "status": "-" if r.get("status") is None else str(r["status"]),
         "stop": stop,
         "tokens": tokens,
@@ -167,21 +190,36 @@ def _aligned(heads: list[str], body: list[list[str]], right: set[int]) -> list[s
     return [fmt(heads), "  ".join("-" * w for w in widths), *(fmt(c) for c in body)]
 
 
-def table(rows: Sequence[dict[str, Any]]) -> str:
-    """An aligned plain-text table, a line of stop reasons and the totals per model (escaped)."""
+def _fit(heads: list[str], body: list[list[str]], width: int, shrink: Sequence[tuple[int, int, bool]]) -> None:
+    """Shorten columns in place until a line fits ``width``: each (column, narrowest, keep_end) in turn;
+    a cut cell shows ``…`` where text was dropped (``keep_end``: its end stays, as a model's version)."""
+    if width <= 0 or not body:
+        return
+    widths = [max(len(heads[i]), *(len(c[i]) for c in body)) for i in range(len(heads))]
+    over = sum(widths) + 2 * (len(widths) - 1) - width
+    for col, narrowest, keep_end in shrink:
+        if over <= 0:
+            return
+        w = min(widths[col], max(narrowest, len(heads[col]), widths[col] - over))
+        over -= widths[col] - w
+        widths[col] = w
+        for c in body:
+            if len(c[col]) > w:
+                c[col] = "…" + c[col][len(c[col]) - w + 1:] if keep_end else c[col][:w - 1] + "…"
+
+
+def table(rows: Sequence[dict[str, Any]], *, width: int = WIDTH) -> str:
+    """An aligned plain-text table, a line of stop reasons and the totals per model (escaped), at most
+    ``width`` columns wide when it can be (0: no limit): the stop and model columns are shortened."""
     if not rows:
         return "no LLM flows"
-    heads = [h for _, h in COLUMNS]
-    body = []
-    for r in rows:
-        c = cells(r)
-        vals = [escape(c[k]) for k, _ in COLUMNS]
-        i = heads.index("model")
-        if len(vals[i]) > 48:
-            vals[i] = vals[i][:47] + "…"
-        body.append(vals)
-    right = {i for i, (k, _) in enumerate(COLUMNS) if k in _RIGHT}
-    lines = _aligned(heads, body, right)
+    keys = [k for k, _ in COLUMNS]
+    heads = [_TABLE_HEADS.get(k, h) for k, h in COLUMNS]
+    body = [[escape(c[k]) for k in keys] for c in (cells(r, compact=True) for r in rows)]
+    model, stop = keys.index("model"), keys.index("stop")
+    # the stop column gives some room first: the model that answered should stay readable
+    _fit(heads, body, width, [(stop, _MID_STOP, False), (model, _MIN_MODEL, True), (stop, _MIN_STOP, False)])
+    lines = _aligned(heads, body, {i for i, k in enumerate(keys) if k in _RIGHT})
     reasons: dict[str, int] = {}
     for r in rows:
         reasons[r.get("reason") or "?"] = reasons.get(r.get("reason") or "?", 0) + 1
@@ -189,12 +227,18 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     lines.append(f"{len(rows)} exchange(s): {escape(summary)}")
     lines.append("")
     lines.append("totals per model")
-    lines += _aligned(_TOTAL_HEADS, [[escape(v) for v in _total_cells(t)] for t in totals(rows)], {1, 2, 3, 4, 5})
+    total_body = [[escape(v) for v in _total_cells(t)] for t in totals(rows)]
+    _fit(_TOTAL_HEADS, total_body, width, [(0, _MIN_MODEL, True)])
+    lines += _aligned(_TOTAL_HEADS, total_body, {1, 2, 3, 4, 5})
     return "\n".join(lines)
 
 
+#: HTML in a Markdown table cell is rendered as HTML: ``<script>`` would run, ``&lt;`` would be read as ``<``
+_MD_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|"})
+
+
 def _md(v: str) -> str:
-    return escape(v).replace("|", "\\|")
+    return escape(v).translate(_MD_ESCAPES)
 
 
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
@@ -217,19 +261,33 @@ def to_json(rows: Sequence[dict[str, Any]]) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=True, default=str)
 
 
+#: a spreadsheet reads a cell starting with one of these as a formula (``=HYPERLINK(…)``, ``@SUM(…)``)
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_text(v: str) -> str:
+    """A CSV text cell that a spreadsheet shows as text: a leading ``'`` before a formula start (the
+    check is on the raw value, so a TAB / CR start counts too), then control characters escaped."""
+    if v.lstrip(" ").startswith(_FORMULA_START):
+        v = "'" + v
+    return escape(v)
+
+
 def to_csv(rows: Sequence[dict[str, Any]]) -> str:
+    """CSV of the rows; text cells neutralised for spreadsheets (numbers stay numbers)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(FIELDS)
     for r in rows:
-        w.writerow(["" if r.get(k) is None else escape(r[k]) if isinstance(r.get(k), str) else r.get(k)
+        w.writerow(["" if r.get(k) is None else _csv_text(r[k]) if isinstance(r.get(k), str) else r.get(k)
                     for k in FIELDS])
     return buf.getvalue()
 
 
-def format_rows(rows: Sequence[dict[str, Any]], fmt: str = "table") -> str:
+def format_rows(rows: Sequence[dict[str, Any]], fmt: str = "table", *, width: int = WIDTH) -> str:
+    """The rows in one of :data:`FORMATS`; ``width`` applies to the table only."""
     if fmt == "table":
-        return table(rows)
+        return table(rows, width=width)
     if fmt == "json":
         return to_json(rows)
     if fmt == "csv":

@@ -177,3 +177,136 @@ def test_python_m_still_works():
     out = subprocess.run([sys.executable, "-m", "proxai_mitm", "report", str(FLOWS / "max-output.mitm")],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "max_output" in out.stdout
+
+
+# ----------------------------------------------------------------------------- UX: version, html, empty reports
+def test_version_from_package_metadata(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"proxai {version('proxai-mitm')}"
+    out = subprocess.run([sys.executable, "-m", "proxai_mitm", "--version"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("proxai ") and out.stdout.strip() != "proxai unknown"
+
+
+def test_html_also_prints_the_table(capsys, tmp_path):
+    """``--html FILE`` writes the page *and* prints the table, as ``--help`` says ("also write")."""
+    page = tmp_path / "r.html"
+    rc, out, err = _run(capsys, "report", str(FLOWS), "--html", str(page))
+    assert rc == 0 and page.read_text().startswith("<!DOCTYPE html>")
+    assert "9 exchange(s)" in out and "totals per model" in out and f"wrote 9 exchange(s) to {page}" in err
+    with pytest.raises(SystemExit):
+        cli.main(["report", "--help"])
+    assert "also write" in capsys.readouterr().out
+
+
+def test_not_a_flow_file_is_an_error_naming_it(capsys, tmp_path):
+    junk = tmp_path / "notes.txt"
+    junk.write_text("hello, not a flow file\n")
+    for cmd in (["report", str(junk)], ["report", str(FLOWS), str(junk)], ["export", str(junk), "-"]):
+        rc, out, err = _run(capsys, *cmd)
+        assert rc == 2 and out == "" and err == f"error: {junk} is not a readable mitmproxy flow file " \
+            "(not a flow record (no length prefix))\n", cmd
+    har = tmp_path / "x.json"
+    har.write_text('{"not": "a har"}')
+    rc, _, err = _run(capsys, "report", str(har))
+    assert rc == 2 and f"{har} is not a readable mitmproxy flow file" in err
+    (tmp_path / "empty").mkdir()
+    rc, _, err = _run(capsys, "report", str(tmp_path / "empty"))
+    assert rc == 2 and err == f"error: {tmp_path / 'empty'}: no *.mitm flow file in this folder\n"
+
+
+def test_empty_report_says_why(capsys, tmp_path):
+    from mitmproxy import io as mio
+    from mitmproxy.test import tflow
+
+    rc, out, _ = _run(capsys, "report", str(FLOWS), "--filter", "~u /nothing")
+    assert rc == 0 and out == "no flow matches --filter ~u /nothing (9 flow(s) read)\n"
+    rc, out, _ = _run(capsys, "report", str(FLOWS), "--stop", "paused", "--model", "gpt")
+    assert rc == 0 and out == "no LLM exchange matches --stop paused --model gpt (9 exchange(s) read)\n"
+    rc, out, err = _run(capsys, "report", str(FLOWS), "--model", "nope", "-f", "json")
+    assert rc == 0 and json.loads(out)["exchanges"] == [] and "no LLM exchange matches --model nope" in err
+    plain = tmp_path / "web.mitm"
+    with open(plain, "wb") as fh:
+        mio.FlowWriter(fh).add(tflow.tflow(resp=True))  # GET http://address:22/path: not an LLM flow
+    rc, out, _ = _run(capsys, "report", str(plain))
+    assert rc == 0 and out == "no LLM flows among the 1 flow(s) read\n"
+    rc, out, err = _run(capsys, "export", str(plain), "-")
+    assert rc == 0 and out == "" and err == "exported 0 LLM exchange(s) to stdout (no LLM flows among the 1 flow(s) read)\n"
+    rc, out, err = _run(capsys, "export", str(FLOWS), "-", "--filter", "~u /nothing")
+    assert rc == 0 and "(no flow matches --filter ~u /nothing (9 flow(s) read))" in err
+    empty = tmp_path / "empty.mitm"
+    empty.write_bytes(b"")  # what `mitmdump -w` leaves when nothing was captured
+    rc, out, _ = _run(capsys, "report", str(empty))
+    assert rc == 0 and out == f"no flows in {empty}\n"
+
+
+# ----------------------------------------------------------------------------- table width, hostile bytes
+LONG = {"time": "2026-12-02 14:06:08", "client_protocol": "openai_responses",
+        "upstream_protocol": "gemini_generate_content", "model": "my-long-model-alias → gemini-2.5-pro-preview",
+        "response_model": "gemini-2.5-pro-preview-05-06-experimental", "reason": "context_full",
+        "category": "input-too-long-for-the-window", "status": 200, "input_tokens": 1234567,
+        "output_tokens": 65536, "cache_read_tokens": 1000, "ttft_ms": 12345.0, "duration_ms": 123456.0,
+        "cost_usd": 12.3456}
+
+
+def test_table_fits_120_columns_and_shows_the_answered_model(capsys):
+    rc, out, _ = _run(capsys, "report", str(FLOWS))
+    lines = out.splitlines()
+    assert rc == 0 and max(map(len, lines)) <= 120
+    assert lines[0].split() == ["time", "api", "model", "HTTP", "stop", "in→out", "TTFT", "duration", "cost"]
+    for answered in ("claude-sonnet-4-5-20250929", "gpt-4o-2024-08-06", "gpt-5-2025-08-07"):
+        assert f"  {answered}  " in lines[2] + lines[5] + lines[6]
+    assert "12-02 14:06:08  chat→anth" in lines[2] and "resp→anth" in out  # the data stays in json/csv:
+    rc, out, _ = _run(capsys, "report", str(FLOWS), "-f", "json")
+    ex = json.loads(out)["exchanges"][0]
+    assert ex["time"] == "2026-12-02 14:06:08" and ex["client_protocol"] == "openai_chat_completions"
+
+    text = format_rows([LONG, dict(LONG, model="gpt-5", response_model="claude-sonnet-4-5-20250929")])
+    assert max(map(len, text.splitlines())) <= 120
+    assert "…review-05-06-experimental " in text and "…laude-sonnet-4-5-20250929 " in text  # the ends stay
+    assert "input-too-long" not in text.split("\n\n")[0]  # the stop text gave room first
+    wide = format_rows([LONG], width=0)
+    assert "my-long-model-alias → gemini-2.5-pro-preview-05-06-experimental" in wide
+    assert "context_full (input-too-long-for-the-window)" in wide
+    rc, out, _ = _run(capsys, "report", str(FLOWS), "--width", "100")
+    assert rc == 0 and max(map(len, out.splitlines())) <= 100
+    rc, out, _ = _run(capsys, "report", str(FLOWS), "--width", "60")  # narrower than the columns allow:
+    assert rc == 0 and max(map(len, out.splitlines())) == 99  # as narrow as they go, and readable
+    assert "…nnet-4-5-20250929 " in out and "refusal (o… " in out
+
+
+HOSTILE = "\x1b[2J\r\n\t\x00\x07\x7f\x9b\u202e|<b>&amp;`*_[x](y)\\"
+
+
+def test_hostile_bytes_never_break_table_markdown_or_html(tmp_path):
+    from html.parser import HTMLParser
+
+    from proxai_mitm.htmlreport import render_html
+
+    row = {k: (HOSTILE if isinstance(v, str) and k != "time" else v) for k, v in LONG.items()}
+    row.update(message=HOSTILE, route=HOSTILE, id=HOSTILE, client_protocol=HOSTILE, time=HOSTILE)
+    rows_ = [row, dict(row, reason=HOSTILE + "2")]
+    controls = {chr(c) for c in (*range(0x20), 0x7F, *range(0x80, 0xA0), 0x202E)} - {"\n"}
+    for fmt in ("table", "markdown", "csv", "json"):
+        out = format_rows(rows_, fmt)
+        assert not set(out) & controls, fmt
+    table = format_rows(rows_).splitlines()
+    assert len(table) == 2 + 2 + 1 + 1 + 1 + 2 + 1  # heads, rule, 2 rows, summary, blank, title, totals, 1 model
+    md = format_rows(rows_, "markdown").splitlines()
+    unescaped = [len([i for i, ch in enumerate(line) if ch == "|" and line[i - 1] != "\\"]) for line in md if line]
+    assert unescaped[:4] == [10, 10, 10, 10] and "<" not in "".join(md)
+
+    class Tags(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.tags = set()
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.add(tag)
+
+    page = Tags()
+    page.feed(render_html([], rows_))
+    assert "b" not in page.tags and not set(render_html([], rows_)) & (controls - {"\t"})

@@ -28,7 +28,7 @@ def _commands(addon: Chain, v: Any, tctx: Any, tmp_path: Any) -> None:
     v.add([f1, f2, other])
     lines = tctx.command(addon.commands.report, "@all")
     assert isinstance(lines, list)  # the console shows one row per line
-    assert lines[0].split()[:3] == ["time", "client", "→"]
+    assert lines[0].split()[:3] == ["time", "api", "model"]
     assert "refusal" in lines[2] and "cyber" in lines[2] and "max_output" in lines[3]
     assert "2 exchange(s): max_output 1, refusal 1" in lines and "totals per model" in lines
     out = tmp_path / "x.jsonl"

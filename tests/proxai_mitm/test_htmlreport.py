@@ -110,6 +110,7 @@ def test_cli_html(tmp_path, capsys):
     page = _page(out.read_text())
     sections = [a["id"] for t, a in page.tags if t == "section"]
     assert len(sections) == 3
-    assert capsys.readouterr().out == ""  # only the HTML was asked for
+    printed = capsys.readouterr().out  # the table too: --help says the HTML is "also" written
+    assert printed.count("refusal") >= 3 and "3 exchange(s)" in printed
     assert cli.main(["report", str(FLOWS), "--html", str(out), "-f", "json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["exchanges"]) == 9

@@ -122,10 +122,9 @@ def test_rows_from_metadata_and_derived():
 def test_format_table_is_aligned():
     table = format_table(rows(sample_flows()))
     lines = table.splitlines()
-    assert lines[0].split() == ["time", "client", "→", "upstream", "model", "status", "stop", "tokens", "in→out",
-                                "TTFT", "duration", "cost"]
+    assert lines[0].split() == ["time", "api", "model", "HTTP", "stop", "in→out", "TTFT", "duration", "cost"]
     assert set(lines[1]) <= {"-", " "}
-    assert "chat → anthropic" in table and "refusal" in table and "max_output" in table
+    assert "chat→anth" in table and "refusal" in table and "max_output" in table
     col = lines[0].index("stop")
     assert all(ln[col:].startswith(("refusal", "max_output", "interrupted", "?", "stop"))
                for ln in lines[2:8])
@@ -217,3 +216,70 @@ def test_documented_filters_work():
         flt = flowfilter.parse(expr)
         assert flt is not None, expr
         assert [i for i, f in enumerate(flows) if flt(f)] == want, expr
+
+
+# ----------------------------------------------------------------------------- hostile values
+def _hostile_recording(tmp_path, model, message):
+    """A recording whose model name and stop message come from a hostile upstream."""
+    body = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "refusal": message},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
+    f = flow("/v1/chat/completions", {"model": model, "messages": [{"role": "user", "content": "x"}]},
+             orjson.dumps(body))
+    path = tmp_path / "hostile.mitm"
+    with open(path, "wb") as fh:
+        mio.FlowWriter(fh).add(f)
+    return path
+
+
+def test_csv_cells_never_run_as_spreadsheet_formulas(tmp_path, capsys):
+    import csv
+    import io
+
+    starts = ["=HYPERLINK(\"http://x\",\"y\")", "@SUM(A1:A9)", "+cmd|' /C calc'!A0", "-2+3", "\t=1+1",
+              "\r=1+1", "  =1+1"]
+    for model in starts:
+        path = _hostile_recording(tmp_path, model, "=cmd|' /C calc'!A0")
+        assert main(["report", str(path), "-f", "csv"]) == 0
+        row = next(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+        for key in ("model", "message"):
+            cell = row[key]
+            assert cell.startswith("'"), (key, cell)
+        assert row["input_tokens"] == "3" and row["status"] == "200"  # numbers stay numbers
+    from proxai_mitm.reportfmt import to_csv
+
+    out = to_csv([{"model": "gpt-4o", "message": "-", "input_tokens": -1, "route": "a=b"}])
+    row = next(csv.DictReader(io.StringIO(out)))
+    assert row["model"] == "gpt-4o" and row["route"] == "a=b" and row["input_tokens"] == "-1"
+    assert row["message"] == "'-"
+
+
+def test_markdown_escapes_html(tmp_path, capsys):
+    path = _hostile_recording(tmp_path, "<script>alert(1)</script>&amp;", "<img src=x onerror=alert(1)>")
+    assert main(["report", str(path), "-f", "markdown"]) == 0
+    md = capsys.readouterr().out
+    assert "<" not in md and ">" not in md.replace("→", "")  # no tag can open
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&amp;amp;" in md
+    assert len(md.splitlines()[2].split(" | ")) == 9  # the row keeps its 9 cells
+
+
+def test_export_upstream_model_is_the_answered_model(tmp_path):
+    """``upstream_model``: the model the upstream answered with, else the one sent to it; never null
+    when either is known (it was null whenever no route mapped the model)."""
+    from pathlib import Path
+
+    flows_dir = Path(__file__).resolve().parents[2] / "flows"
+    out = tmp_path / "x.jsonl"
+    assert export_jsonl(read_flows(flows_dir), out) == 9
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    for ex in recs:
+        answered = ex["metrics"]["response_model"] or (ex["response"] or {}).get("model")
+        assert ex["upstream_model"] == (answered or ex["model"]), ex["id"]
+    assert {ex["upstream_model"] for ex in recs} >= {"gpt-4o-2024-08-06", "claude-sonnet-4-5-20250929"}
+    export_jsonl(sample_flows(), out)
+    a, s, c, r, cut, _missing = [json.loads(line) for line in out.read_text().splitlines()]
+    assert a["model"] == "gpt-5" and a["upstream_model"] == "claude-x"  # asked gpt-5, sent sonnet, answered x
+    assert c["upstream_model"] == "gpt-4o-2024" and r["upstream_model"] == "gpt-5"
+    assert cut["upstream_model"] == "gpt-4o"
+    assert [x["model"] for x in rows(sample_flows()) if x["route"]] == ["gpt-5 → claude-sonnet-4-5"]
