@@ -6,7 +6,9 @@ pacing; a recording of a cut stream ends the same way (no chunked terminator, co
 
 Any local process can connect to it, so it holds nothing open for long: a connection that sends
 nothing (between requests, or in the middle of one) or reads nothing for IDLE_TIMEOUT seconds is
-closed, and beyond MAX_CONNECTIONS open at once a new connection gets a 503 and is closed.
+closed. At MAX_CONNECTIONS open at once, a new connection closes the one that has waited longest
+for a request (mitmproxy opens a new one when it needs it); when none is waiting, the new
+connection gets a 503 and is closed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 
 import h11
 import orjson
@@ -39,8 +42,7 @@ MAX_REQUEST_BODY = 64 * 1024 * 1024
 #: seconds a connection may send nothing (idle keep-alive, a stalled request) or read nothing
 #: (a stalled response) before it is closed; mitmproxy opens a new one for its next request
 IDLE_TIMEOUT = 30.0
-#: connections open at once; one more is answered 503 and closed (mitmproxy needs one per client
-#: connection that is waiting for an answer)
+#: connections open at once (mitmproxy needs one per client connection waiting for an answer)
 MAX_CONNECTIONS = 256
 _READ = 65536
 _BUSY_BODY = orjson.dumps({"error": {"message": "proxai replay: too many connections, try again"}})
@@ -78,6 +80,8 @@ class ReplayServer:
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task] = set()
         self._writers: set[asyncio.StreamWriter] = set()
+        # connections waiting for the first byte of a request, and since when (monotonic)
+        self._waiting: dict[asyncio.StreamWriter, float] = {}
 
     @property
     def url(self) -> str:
@@ -120,8 +124,8 @@ class ReplayServer:
 
     # ------------------------------------------------------------------------- connections
     async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self._writers) >= self.max_connections:
-            logger.warning("proxai replay server: %d connections open; refusing one more", len(self._writers))
+        if len(self._writers) >= self.max_connections and not self._evict_one():
+            logger.warning("proxai replay server: %d connections busy; refusing one more", len(self._writers))
             writer.write(_BUSY)
             writer.close()
             return
@@ -154,6 +158,7 @@ class ReplayServer:
             logger.exception("proxai replay server: connection failed")
         finally:
             self._writers.discard(writer)
+            self._waiting.pop(writer, None)
             if task is not None:
                 self._tasks.discard(task)
             with contextlib.suppress(Exception):
@@ -164,12 +169,15 @@ class ReplayServer:
         request: h11.Request | None = None
         body: list[bytes] = []
         size = 0
+        self._waiting[writer] = time.monotonic()
         while True:
             event = conn.next_event()
             if event is h11.NEED_DATA:
                 if conn.they_are_waiting_for_100_continue:
                     writer.write(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
-                conn.receive_data(await asyncio.wait_for(reader.read(_READ), self.idle_timeout))
+                data = await asyncio.wait_for(reader.read(_READ), self.idle_timeout)
+                self._waiting.pop(writer, None)
+                conn.receive_data(data)
                 continue
             if isinstance(event, h11.Request):
                 request = event
@@ -232,6 +240,15 @@ class ReplayServer:
         writer.write(conn.send(h11.Data(data=body)) or b"")
         writer.write(conn.send(h11.EndOfMessage()) or b"")
         await self._drain(writer)
+
+    def _evict_one(self) -> bool:
+        """Close the connection that has waited longest for a request; False if none is waiting."""
+        if not self._waiting:
+            return False
+        victim = min(self._waiting, key=self._waiting.__getitem__)
+        del self._waiting[victim]
+        victim.transport.abort()
+        return True
 
     async def _drain(self, writer: asyncio.StreamWriter) -> None:
         """Wait for the client to take what was written, at most idle_timeout seconds."""

@@ -220,22 +220,44 @@ def test_idle_and_stalled_connections_are_closed_after_the_timeout():
         assert 0.2 < waited < 2.0
 
 
-def test_connections_beyond_the_cap_get_503_and_the_cap_frees_up():
+def test_at_the_cap_the_longest_idle_connection_makes_room():
     idx = RecordingIndex.from_flows([make_flow(REQ, JSON_BODY)])
 
     async def go(server):
-        held = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(3)]
-        await asyncio.sleep(0.1)
+        held = []
+        for _ in range(3):  # idle: waiting for a request
+            held.append(await asyncio.open_connection("127.0.0.1", server.port))
+            await asyncio.sleep(0.05)
+        status, _h, chunks, _c = await fetch(server.port, "/v1/messages", orjson.dumps(REQ))
+        oldest = await asyncio.wait_for(held[0][0].read(), 5)  # evicted: closed without a word
+        alive = [not r.at_eof() for r, _w in held[1:]]
+        return status, b"".join(c for _, c in chunks), oldest, alive
+
+    status, body, oldest, alive = serve(idx, go, max_connections=3)
+    assert status == 200 and body == JSON_BODY
+    assert oldest == b"" and alive == [True, True]
+
+
+def test_at_the_cap_with_none_idle_a_new_connection_gets_503():
+    idx = RecordingIndex.from_flows([make_flow(REQ, JSON_BODY)])
+
+    async def go(server):
+        held = []
+        for _ in range(3):  # each in the middle of a request: none may be dropped for a newcomer
+            r, w = await asyncio.open_connection("127.0.0.1", server.port)
+            w.write(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-length: 500\r\n\r\n{")
+            held.append((r, w))
+        await asyncio.sleep(0.2)
         r, _w = await asyncio.open_connection("127.0.0.1", server.port)
         refused = await asyncio.wait_for(r.read(), 5)  # answered and closed at once
         held[0][1].close()
-        await asyncio.sleep(0.1)
-        status, _h, chunks, _c = await fetch(server.port, "/v1/messages", orjson.dumps(REQ))
-        return refused, status, b"".join(c for _, c in chunks)
+        await asyncio.sleep(0.2)
+        status, _h, _chunks, _c = await fetch(server.port, "/v1/messages", orjson.dumps(REQ))
+        return refused, status
 
-    refused, status, body = serve(idx, go, max_connections=3)
+    refused, status = serve(idx, go, max_connections=3)
     assert refused.startswith(b"HTTP/1.1 503 ") and b"too many connections" in refused
-    assert status == 200 and body == JSON_BODY
+    assert status == 200  # room again once one closed
 
 
 def test_a_client_that_reads_nothing_is_dropped_after_the_timeout():
