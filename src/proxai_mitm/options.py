@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
@@ -50,10 +51,12 @@ def refuse_start(e: exceptions.OptionsError) -> NoReturn:
     mitmproxy loads scripts after its own option errors are handled: an OptionsError raised by a
     script is printed with a traceback and mitmdump starts listening before it exits. SystemExit is
     not caught by the script loader, so it ends mitmdump here."""
+    # "proxai_x must be ..." -> "proxai_x: must be ...", as options_error words it
+    line = "proxai: invalid option " + re.sub(r"^(proxai_\w+):? ", r"\1: ", str(e).removeprefix("proxai: "))
     if not getattr(e, "proxai_logged", False):
-        # "proxai_x must be ..." -> "proxai_x: must be ...", as options_error words it
-        message = re.sub(r"^(proxai_\w+):? ", r"\1: ", str(e).removeprefix("proxai: "))
-        logger.error("proxai: invalid option %s", message)
+        logger.error("%s", line)
+    if getattr(ctx.master.addons.get("errorcheck"), "repeat_errors_on_stderr", False):
+        print(line, file=sys.stderr)  # the console UI keeps its log to itself, as mitmproxy's errorcheck knows
     raise SystemExit(1)
 
 
