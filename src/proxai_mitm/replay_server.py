@@ -5,8 +5,8 @@ keep-alive, chunked or length-framed answers. Streams are written event by event
 pacing; a recording of a cut stream ends the same way (no chunked terminator, connection dropped).
 
 Any local process can connect to it, so it holds nothing open for long: a connection that sends
-nothing (between requests, or in the middle of one) or reads nothing for IDLE_TIMEOUT seconds is
-closed. At MAX_CONNECTIONS open at once, a new connection closes the one that has waited longest
+nothing (between requests) or reads nothing for IDLE_TIMEOUT seconds is closed, and so is one whose
+request is not complete IDLE_TIMEOUT seconds after its first byte. At MAX_CONNECTIONS open at once, a new connection closes the one that has waited longest
 for a request (mitmproxy opens a new one when it needs it); when none is waiting, the new
 connection gets a 503 and is closed.
 """
@@ -82,6 +82,7 @@ class ReplayServer:
         self._writers: set[asyncio.StreamWriter] = set()
         # connections waiting for the first byte of a request, and since when (monotonic)
         self._waiting: dict[asyncio.StreamWriter, float] = {}
+        self._warned = float("-inf")
 
     @property
     def url(self) -> str:
@@ -125,7 +126,9 @@ class ReplayServer:
     # ------------------------------------------------------------------------- connections
     async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if len(self._writers) >= self.max_connections and not self._evict_one():
-            logger.warning("proxai replay server: %d connections busy; refusing one more", len(self._writers))
+            if time.monotonic() - self._warned > 10:  # one line per 10 s, not one per connection of a flood
+                self._warned = time.monotonic()
+                logger.warning("proxai replay server: %d connections busy; refusing more", len(self._writers))
             writer.write(_BUSY)
             writer.close()
             return
@@ -170,13 +173,17 @@ class ReplayServer:
         body: list[bytes] = []
         size = 0
         self._waiting[writer] = time.monotonic()
+        started: float | None = None  # the first byte: the whole request must follow within idle_timeout
         while True:
             event = conn.next_event()
             if event is h11.NEED_DATA:
                 if conn.they_are_waiting_for_100_continue:
                     writer.write(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
-                data = await asyncio.wait_for(reader.read(_READ), self.idle_timeout)
-                self._waiting.pop(writer, None)
+                left = self.idle_timeout if started is None else started + self.idle_timeout - time.monotonic()
+                data = await asyncio.wait_for(reader.read(_READ), max(left, 0.0))
+                if started is None:
+                    started = time.monotonic()
+                    self._waiting.pop(writer, None)
                 conn.receive_data(data)
                 continue
             if isinstance(event, h11.Request):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 
@@ -275,3 +276,23 @@ def test_a_client_that_reads_nothing_is_dropped_after_the_timeout():
         return busy, len(server._writers)
 
     assert serve(idx, go, idle_timeout=0.3) == (1, 0)
+
+
+def test_a_request_trickling_in_is_cut_at_the_timeout():
+    idx = RecordingIndex.from_flows([make_flow(REQ, JSON_BODY)])
+
+    async def go(server):
+        r, w = await asyncio.open_connection("127.0.0.1", server.port)
+        w.write(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-length: 500\r\n\r\n")
+        t = time.monotonic()
+        with contextlib.suppress(ConnectionError):
+            while not r.at_eof() and time.monotonic() - t < 5:
+                w.write(b" ")  # a byte every 0.05 s: never idle, never complete
+                await w.drain()
+                await asyncio.sleep(0.05)
+        waited = time.monotonic() - t
+        await asyncio.sleep(0.1)
+        return waited, len(server._writers)
+
+    waited, open_on_server = serve(idx, go, idle_timeout=0.5)
+    assert 0.3 < waited < 2.0 and open_on_server == 0
