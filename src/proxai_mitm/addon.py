@@ -11,6 +11,8 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from mitmproxy import exceptions
+
 from .annotate import Annotator
 from .bodies import BodyLimit
 from .commands import Commands
@@ -18,7 +20,7 @@ from .har import HarExport
 from .idle import HeaderTimeout
 from .listenguard import ListenGuard
 from .measure import Measure, Summary
-from .options import RouteOptions
+from .options import RouteOptions, preflight, refuse_start, starting
 from .otel import OTelExport
 from .probe import Probe
 from .readdir import ReadDir
@@ -91,6 +93,7 @@ class ProxAI:
                 if (fn := getattr(a, "load", None)) is not None:
                     fn(loader)
                 loader.master.commands.collect_commands(a)  # what mitmproxy does for each addon it registers
+            preflight()  # bad --set proxai_* values: refused now, not a silently unloaded script
         finally:
             self._rebuild()
 
@@ -108,6 +111,10 @@ class ProxAI:
             for a in self.concerns:
                 if (fn := getattr(a, name, None)) is not None:
                     fn(*args)
+        except exceptions.OptionsError as e:
+            if name == "configure" and starting():
+                refuse_start(e)  # one line and exit, not a traceback and a proxy that listens first
+            raise
         finally:  # an OptionsError is re-raised; mitmproxy then configures again with the old values
             self._rebuild()
 

@@ -22,6 +22,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from proxai_core import Protocol
 
+from .smallfile import SmallFileError, nesting_depth, read_small_file
+
 __all__ = [
     "ConfigError",
     "ModelMap",
@@ -289,13 +291,19 @@ def _loc(loc: tuple) -> str:
     return ".".join(str(x) for x in loc)
 
 
+#: a routes file is a few routes; anything larger is a mistake (or not a routes file at all)
+MAX_ROUTES_FILE = 1024 * 1024
+#: tables and arrays nested deeper than this are refused (a route needs 3 levels)
+MAX_ROUTES_DEPTH = 16
+
+
 def routes_from_toml(path: str | os.PathLike) -> RouteSet:
     """Read and validate a routes file. Errors name the file, the route (name and index) and field."""
     p = Path(path).expanduser()
     try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise ConfigError(f"proxai_config: cannot read {str(p)!r}: {e.strerror or e}") from None
+        raw = read_small_file(p, MAX_ROUTES_FILE, "proxai_config")
+    except SmallFileError as e:
+        raise ConfigError(str(e)) from None
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
@@ -304,6 +312,10 @@ def routes_from_toml(path: str | os.PathLike) -> RouteSet:
             hint = (" (inline tables { ... } must be on one line in TOML 1.0; "
                     "for longer ones write a [routes.target] table)")
         raise ConfigError(f"proxai_config: {p}: invalid TOML: {e}{hint}") from None
+    except RecursionError:  # the TOML parser recurses once per nested array / inline table
+        raise ConfigError(f"proxai_config: {p}: nested more than {MAX_ROUTES_DEPTH} levels deep") from None
+    if nesting_depth(data, MAX_ROUTES_DEPTH) > MAX_ROUTES_DEPTH:
+        raise ConfigError(f"proxai_config: {p}: nested more than {MAX_ROUTES_DEPTH} levels deep")
     extra = sorted(set(data) - {"routes"})
     if extra:
         raise ConfigError(f"proxai_config: {p}: unknown top-level key(s) {', '.join(extra)}; expected [[routes]]")

@@ -2,10 +2,13 @@
 
 mitmproxy listens on every interface unless told otherwise (``--listen-host``, or a mode spec's
 ``@host:port``). When a route injects an API key (``proxai_key_env`` / ``api_key_env``), a proxy
-reachable from other machines without ``proxyauth`` lends that key to anyone who can connect. This
-addon says so loudly at start, and, unless ``proxai_allow_remote`` is set, answers LLM requests from
-clients that are not on this machine's loopback with a 403 in their own protocol instead of
-injecting the key.
+reachable from other machines without ``proxyauth`` (or with ``proxyauth=any``, which accepts every
+user:password) lends that key to anyone who can connect. This addon says so loudly at start, and,
+unless ``proxai_allow_remote`` is set, answers LLM requests from clients that are not on this
+machine's loopback with a 403 in their own protocol instead of injecting the key.
+
+mitmweb shows every flow's request headers, the injected key included, to whoever opens its UI: a
+``web_host`` beyond loopback is warned about too.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["ListenGuard", "exposed_listen_hosts", "is_loopback"]
 
 _WATCHED = {"mode", "listen_host", "proxyauth", "proxai_allow_remote", "proxai_config", "proxai_key_env",
-            "proxai_target", "proxai_upstream"}
+            "proxai_target", "proxai_upstream", "web_host"}
 
 
 def is_loopback(host: str | None) -> bool:
@@ -82,7 +85,8 @@ class ListenGuard:
         routes = getattr(getattr(self.route_options, "routes", None), "routes", ()) or ()
         injecting = [r.name for r in routes if getattr(r, "api_key_env", None)]
         exposed = exposed_listen_hosts(getattr(opts, "mode", ()), getattr(opts, "listen_host", ""))
-        guarded = bool(getattr(opts, "proxyauth", None))
+        auth = str(getattr(opts, "proxyauth", "") or "")
+        guarded = bool(auth) and auth != "any"  # "any" accepts every user:password: it guards nothing
         allowed = bool(getattr(opts, "proxai_allow_remote", False))
         self.refuse = bool(injecting and exposed and not guarded and not allowed)
         # nothing to refuse: the hook is switched off (mitmproxy skips a hook that is None), so an
@@ -91,13 +95,21 @@ class ListenGuard:
             self.__dict__.pop("request", None)
         else:
             self.request = None  # type: ignore[assignment]
+        names = ", ".join(repr(n) for n in injecting)
         if injecting and exposed and not guarded:
             logger.warning(
-                "proxai: WARNING: route(s) %s inject an API key and mitmproxy listens on %s without proxyauth: "
+                "proxai: WARNING: route(s) %s inject an API key and mitmproxy listens on %s %s: "
                 "anyone who can reach this port could use the key. Start with --listen-host 127.0.0.1 (or set "
-                "proxyauth). %s", ", ".join(repr(n) for n in injecting), ", ".join(exposed),
+                "proxyauth to real credentials). %s", names, ", ".join(exposed),
+                "with proxyauth=any, which accepts any user:password" if auth else "without proxyauth",
                 "proxai_allow_remote is set: remote clients are served." if allowed else
                 "Until then LLM requests from other machines get 403 (proxai_allow_remote=true serves them).")
+        web_host = getattr(opts, "web_host", None)  # declared by mitmweb only
+        if injecting and web_host is not None and not is_loopback(web_host):
+            logger.warning(
+                "proxai: WARNING: route(s) %s inject an API key and mitmweb's UI listens on %s (web_host): "
+                "whoever reaches it with its token or web_password sees the key in the request headers of "
+                "every routed flow. Start with --set web_host=127.0.0.1.", names, web_host or "all interfaces")
 
     def request(self, flow: http.HTTPFlow) -> None:
         if not self.refuse or not flow.live or flow.response is not None:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 from mitmproxy import ctx, exceptions
 
@@ -19,36 +21,92 @@ from .config import ConfigError, RouteSet, routes_from_options, routes_from_toml
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RouteOptions", "check_deferred", "options_error"]
+__all__ = ["RouteOptions", "check_deferred", "options_error", "preflight", "refuse_start", "starting"]
 
 _ROUTE_OPTIONS = ("proxai_target", "proxai_upstream", "proxai_key_env", "proxai_model", "proxai_config")
-_BOOL_WORDS = {"true", "false", "1", "0", "yes", "no", "on", "off", ""}
 
 
 def options_error(message: str) -> exceptions.OptionsError:
     """Log an ERROR line naming the option (mitmdump shows no other trace of a script option refused at
     start) and return the OptionsError to raise."""
     logger.error("proxai: invalid option %s", message)
-    return exceptions.OptionsError(f"proxai: {message}")
+    e = exceptions.OptionsError(f"proxai: {message}")
+    e.proxai_logged = True  # type: ignore[attr-defined]
+    return e
+
+
+def starting() -> bool:
+    """True while mitmproxy loads its scripts at start, before it runs; False once running, and
+    outside a real mitmproxy (no script loader)."""
+    try:
+        loader = ctx.master.addons.get("scriptloader")
+    except Exception:  # noqa: BLE001 - no master
+        return False
+    return loader is not None and not getattr(loader, "is_running", True)
+
+
+def refuse_start(e: exceptions.OptionsError) -> NoReturn:
+    """A bad option value at start: one error line and exit 1, before the proxy listens.
+
+    mitmproxy loads scripts after its own option errors are handled: an OptionsError raised by a
+    script is printed with a traceback and mitmdump starts listening before it exits. SystemExit is
+    not caught by the script loader, so it ends mitmdump here."""
+    # "proxai_x must be ..." -> "proxai_x: must be ...", as options_error words it
+    line = "proxai: invalid option " + re.sub(r"^(proxai_\w+):? ", r"\1: ", str(e).removeprefix("proxai: "))
+    if not getattr(e, "proxai_logged", False):
+        logger.error("%s", line)
+    if getattr(ctx.master.addons.get("errorcheck"), "repeat_errors_on_stderr", False):
+        print(line, file=sys.stderr)  # the console UI keeps its log to itself, as mitmproxy's errorcheck knows
+    raise SystemExit(1)
 
 
 def check_deferred(bools: Iterable[str] = (), ints: Iterable[str] = ()) -> None:
-    """mitmproxy parses ``--set`` values of script options after ``load``; a bad bool or int makes the
-    script silently not load. Say so loudly, naming the option."""
-    try:
-        deferred = ctx.options.deferred
-    except Exception:  # noqa: BLE001 - not available outside a master
-        return
-    for name in bools:
-        raw = getattr(deferred.get(name), "val", None)
-        if isinstance(raw, list) and raw and str(raw[-1]).strip().lower() not in _BOOL_WORDS:
-            logger.error("proxai: invalid option %s=%r: expected true or false. "
-                         "mitmproxy will not load the ProxAI addon until this is fixed.", name, raw[-1])
-    for name in ints:
-        raw = getattr(deferred.get(name), "val", None)
-        if isinstance(raw, list) and raw and not str(raw[-1]).strip().lstrip("-").isdigit():
-            logger.error("proxai: invalid option %s=%r: expected a whole number of seconds. "
-                         "mitmproxy will not load the ProxAI addon until this is fixed.", name, raw[-1])
+    """Check the ``--set`` values of the named (just declared) options now; see :func:`preflight`."""
+    _check_values([*bools, *ints])
+
+
+def preflight() -> None:
+    """Check every ``--set proxai_*`` value once all ProxAI options are declared (end of ``load``).
+
+    mitmproxy parses the values of script options right after ``load``; a bad bool or int raises
+    there and the script silently does not load (the proxy runs without it). A name no ProxAI addon
+    declares stays deferred forever, silently. Both are refused here, naming the option."""
+    opts = ctx.options
+    unknown = sorted(n for n in opts.deferred if n.startswith("proxai_") and n not in opts)
+    if unknown:
+        _refuse(options_error(f"{', '.join(unknown)}: no such option (mitmdump --options lists them)"))
+    _check_values([n for n in opts.deferred if n.startswith("proxai_")])
+
+
+def _check_values(names: Iterable[str]) -> None:
+    opts = ctx.options
+    for name in names:
+        raw = getattr(opts.deferred.get(name), "val", None)
+        if raw is None or name not in opts:
+            continue
+        opt = opts._options[name]
+        shown = f"={raw[-1]!r}" if len(raw) == 1 else f"={raw!r}" if raw else ""
+        try:
+            opts._parse_setval(opt, raw)  # what mitmproxy will do with it
+        except exceptions.OptionsError as e:
+            _refuse(options_error(f"{name}{shown}: {_expected(opt, raw, e)}"))
+        # choices are checked by the addons' configure, with their own message
+
+
+def _expected(opt: Any, raw: list[str], e: exceptions.OptionsError) -> str:
+    if len(raw) != 1:
+        return str(e)
+    if opt.typespec is bool:
+        return "expected true or false"
+    if opt.typespec is int:
+        return "expected a whole number"
+    return str(e)
+
+
+def _refuse(e: exceptions.OptionsError) -> None:
+    if starting():
+        refuse_start(e)
+    raise e
 
 
 class RouteOptions:

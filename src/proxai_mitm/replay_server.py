@@ -3,6 +3,12 @@
 h11 (installed with mitmproxy) does the HTTP/1.1 framing: request parsing, ``Expect: 100-continue``,
 keep-alive, chunked or length-framed answers. Streams are written event by event with the recorded
 pacing; a recording of a cut stream ends the same way (no chunked terminator, connection dropped).
+
+Any local process can connect to it, so it holds nothing open for long: a connection that sends
+nothing (between requests) or reads nothing for IDLE_TIMEOUT seconds is closed, and so is one whose
+request is not complete IDLE_TIMEOUT seconds after its first byte. At MAX_CONNECTIONS open at once, a new connection closes the one that has waited longest
+for a request (mitmproxy opens a new one when it needs it); when none is waiting, the new
+connection gets a 503 and is closed.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 
 import h11
 import orjson
@@ -28,11 +35,19 @@ from .replay import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MAX_REQUEST_BODY", "ReplayServer"]
+__all__ = ["IDLE_TIMEOUT", "MAX_CONNECTIONS", "MAX_REQUEST_BODY", "ReplayServer"]
 
 #: a request body beyond this is answered 413 (replayed requests are LLM requests, not uploads)
 MAX_REQUEST_BODY = 64 * 1024 * 1024
+#: seconds a connection may send nothing (idle keep-alive, a stalled request) or read nothing
+#: (a stalled response) before it is closed; mitmproxy opens a new one for its next request
+IDLE_TIMEOUT = 30.0
+#: connections open at once (mitmproxy needs one per client connection waiting for an answer)
+MAX_CONNECTIONS = 256
 _READ = 65536
+_BUSY_BODY = orjson.dumps({"error": {"message": "proxai replay: too many connections, try again"}})
+_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\n"
+         b"content-length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY))
 
 
 class _TooLarge(Exception):
@@ -46,12 +61,15 @@ class ReplayServer:
     closes it and every connection (``close()``: the same without waiting). ``fast=True`` drops the
     recorded pacing. ``adapt_stream=False`` serves recordings as recorded even when the request's
     ``stream`` flag asks for the other kind. Counters: ``hits``, ``misses``; ``log`` holds
-    ``(key, hit, flow_id)`` per request.
+    ``(key, hit, flow_id)`` per request. ``idle_timeout`` and ``max_connections``: see the module.
     """
 
     def __init__(self, index: RecordingIndex, *, fast: bool = False, host: str = "127.0.0.1", port: int = 0,
-                 adapt_stream: bool = True):
+                 adapt_stream: bool = True, idle_timeout: float = IDLE_TIMEOUT,
+                 max_connections: int = MAX_CONNECTIONS):
         self.index = index
+        self.idle_timeout = idle_timeout
+        self.max_connections = max_connections
         self.fast = fast
         self.host = host
         self.port = port
@@ -62,6 +80,9 @@ class ReplayServer:
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task] = set()
         self._writers: set[asyncio.StreamWriter] = set()
+        # connections waiting for the first byte of a request, and since when (monotonic)
+        self._waiting: dict[asyncio.StreamWriter, float] = {}
+        self._warned = float("-inf")
 
     @property
     def url(self) -> str:
@@ -104,6 +125,13 @@ class ReplayServer:
 
     # ------------------------------------------------------------------------- connections
     async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._writers) >= self.max_connections and not self._evict_one():
+            if time.monotonic() - self._warned > 10:  # one line per 10 s, not one per connection of a flood
+                self._warned = time.monotonic()
+                logger.warning("proxai replay server: %d connections busy; refusing more", len(self._writers))
+            writer.write(_BUSY)
+            writer.close()
+            return
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
@@ -124,29 +152,39 @@ class ReplayServer:
                 if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
                     break
                 conn.start_next_cycle()
+        except TimeoutError:
+            logger.debug("proxai replay server: connection idle for %ss; closed", self.idle_timeout)
+            writer.transport.abort()  # a client that reads nothing would keep a graceful close pending
         except (ConnectionError, h11.ProtocolError, asyncio.CancelledError) as e:
             logger.debug("proxai replay server: connection ended: %r", e)
         except Exception:
             logger.exception("proxai replay server: connection failed")
         finally:
             self._writers.discard(writer)
+            self._waiting.pop(writer, None)
             if task is not None:
                 self._tasks.discard(task)
             with contextlib.suppress(Exception):
                 writer.close()
 
-    @staticmethod
-    async def _read_request(conn: h11.Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    async def _read_request(self, conn: h11.Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
                             ) -> tuple[str, str, dict[str, str], bytes] | None:
         request: h11.Request | None = None
         body: list[bytes] = []
         size = 0
+        self._waiting[writer] = time.monotonic()
+        started: float | None = None  # the first byte: the whole request must follow within idle_timeout
         while True:
             event = conn.next_event()
             if event is h11.NEED_DATA:
                 if conn.they_are_waiting_for_100_continue:
                     writer.write(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
-                conn.receive_data(await reader.read(_READ))
+                left = self.idle_timeout if started is None else started + self.idle_timeout - time.monotonic()
+                data = await asyncio.wait_for(reader.read(_READ), max(left, 0.0))
+                if started is None:
+                    started = time.monotonic()
+                    self._waiting.pop(writer, None)
+                conn.receive_data(data)
                 continue
             if isinstance(event, h11.Request):
                 request = event
@@ -187,29 +225,41 @@ class ReplayServer:
             await self._send(conn, writer, rec.status, hdrs, rbody)
             return True
         writer.write(_head(conn, rec.status, hdrs, None))
-        await writer.drain()
+        await self._drain(writer)
         for delay_ms, chunk in chunks:
             if delay_ms > 0 and not self.fast:
                 await asyncio.sleep(delay_ms / 1000.0)
             if chunk:
                 writer.write(conn.send(h11.Data(data=chunk)))
-                await writer.drain()
+                await self._drain(writer)
         if rec.cut:
             # the upstream died mid-stream: so does the replay (no chunked terminator)
             await asyncio.sleep(0)
             writer.transport.abort()
             return False
         writer.write(conn.send(h11.EndOfMessage()))
-        await writer.drain()
+        await self._drain(writer)
         return True
 
-    @staticmethod
-    async def _send(conn: h11.Connection, writer: asyncio.StreamWriter, status: int,
+    async def _send(self, conn: h11.Connection, writer: asyncio.StreamWriter, status: int,
                     headers: list[tuple[str, str]], body: bytes) -> None:
         writer.write(_head(conn, status, headers, len(body)))
         writer.write(conn.send(h11.Data(data=body)) or b"")
         writer.write(conn.send(h11.EndOfMessage()) or b"")
-        await writer.drain()
+        await self._drain(writer)
+
+    def _evict_one(self) -> bool:
+        """Close the connection that has waited longest for a request; False if none is waiting."""
+        if not self._waiting:
+            return False
+        victim = min(self._waiting, key=self._waiting.__getitem__)
+        del self._waiting[victim]
+        victim.transport.abort()
+        return True
+
+    async def _drain(self, writer: asyncio.StreamWriter) -> None:
+        """Wait for the client to take what was written, at most idle_timeout seconds."""
+        await asyncio.wait_for(writer.drain(), self.idle_timeout)
 
 
 def _head(conn: h11.Connection, status: int, headers: list[tuple[str, str]], length: int | None) -> bytes:

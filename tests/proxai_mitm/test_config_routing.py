@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+
 import pytest
 from mitmproxy import http
 
@@ -317,3 +321,44 @@ def test_route_patterns_match_as_shell_globs():
     assert r.matches("api.example.com", "/v1/models", None, alt_paths=("/x", "/v1/messages"))
     assert not r.matches("api.example.com", "/v1/models", None, alt_paths=("/x",))
     assert Route("p", Protocol.CHAT, match_path="/a[bc]/[!x]").matches("h", "/ab/y", None)
+
+
+# ----------------------------------------------------------------------------- routes file: hostile paths
+def _refused(path, match):
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match=match) as e:
+        routes_from_toml(path)
+    assert time.monotonic() - start < 2  # never blocks, never reads without end
+    assert str(e.value).startswith("proxai_config: ") and str(path) in str(e.value)
+
+
+def test_routes_file_fifo_is_refused_without_opening(tmp_path):
+    fifo = tmp_path / "routes.fifo"
+    os.mkfifo(fifo)  # no writer: opening it for reading would block
+    _refused(fifo, "is not a regular file")
+
+
+def test_routes_file_device_and_directory_are_refused(tmp_path):
+    _refused(Path("/dev/zero"), "is not a regular file")
+    _refused(tmp_path, "is not a regular file")
+
+
+def test_routes_file_size_is_capped(tmp_path):
+    from proxai_mitm.config import MAX_ROUTES_FILE
+
+    p = tmp_path / "big.toml"
+    with open(p, "wb") as f:
+        f.truncate(MAX_ROUTES_FILE + 1)  # sparse: no disk used
+    _refused(p, f"is larger than {MAX_ROUTES_FILE} bytes")
+    p.write_bytes(b"# " + b"x" * (MAX_ROUTES_FILE - 200) + b'\n[[routes]]\nname = "a"\ntarget = { protocol = "openai_responses" }\n')
+    assert [r.name for r in routes_from_toml(p)] == ["a"]  # up to the cap is fine
+
+
+@pytest.mark.parametrize("levels", [20, 400, 5000])
+def test_routes_file_nesting_depth_is_capped(tmp_path, levels):
+    p = tmp_path / "deep.toml"
+    p.write_text('[[routes]]\nname = "a"\ntarget = { protocol = "openai_responses" }\nmatch = { host = '
+                 + "[" * levels + "]" * levels + " }\n")
+    _refused(p, "nested more than 16 levels deep")
+    p.write_text("x = " + "{ a = " * levels + "1" + " }" * levels + "\n")
+    _refused(p, "nested more than 16 levels deep")

@@ -97,3 +97,41 @@ def test_no_key_injected_no_warning(monkeypatch, caplog):
     with context as tctx:
         tctx.options.update(listen_host="", proxai_target="openai_chat_completions")
         assert "inject an API key" not in caplog.text and not guard.refuse
+
+
+def test_proxyauth_any_guards_nothing(monkeypatch, caplog):
+    """Issue 21 row 10: proxyauth=any accepts every user:password, so it counts as no proxyauth."""
+    routes, guard, context = _ctx(monkeypatch)
+    caplog.set_level(logging.WARNING)
+    with context as tctx:
+        tctx.options.update(listen_host="0.0.0.0", proxyauth="any", proxai_target="openai_chat_completions",
+                            proxai_upstream="https://api.example.com", proxai_key_env="PROXAI_LG_KEY")
+        assert "with proxyauth=any, which accepts any user:password" in caplog.text
+        f = _remote_flow()
+        _hook(guard, "request", f)
+        assert f.response is not None and f.response.status_code == 403
+        caplog.clear()
+        tctx.options.update(proxyauth="user:secret")  # real credentials guard the port
+        assert "inject an API key" not in caplog.text and guard.request is None
+
+
+def test_web_host_beyond_loopback_warns(monkeypatch, caplog):
+    """Issue 21 row 11: mitmweb shows the injected key in request headers to whoever opens its UI."""
+    from mitmproxy.tools.web.webaddons import WebAddon
+
+    monkeypatch.setenv("PROXAI_LG_KEY", "k-123456789")
+    routes = RouteOptions()
+    guard = ListenGuard(routes)
+    caplog.set_level(logging.WARNING)
+    with taddons.context(Proxyserver(), WebAddon(), routes, guard) as tctx:
+        tctx.options.update(listen_host="127.0.0.1", proxai_target="openai_chat_completions",
+                            proxai_upstream="https://api.example.com", proxai_key_env="PROXAI_LG_KEY")
+        assert "mitmweb" not in caplog.text  # web_host defaults to 127.0.0.1
+        for host, shown in (("0.0.0.0", "0.0.0.0"), ("", "all interfaces")):
+            caplog.clear()
+            tctx.options.update(web_host=host)
+            assert f"mitmweb's UI listens on {shown} (web_host)" in caplog.text
+            assert "--set web_host=127.0.0.1" in caplog.text
+        caplog.clear()
+        tctx.options.update(proxai_key_env="")  # no key injected: nothing to show
+        assert "mitmweb" not in caplog.text

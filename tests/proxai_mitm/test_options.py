@@ -56,3 +56,23 @@ def test_routes_parsed_once_in_configure(addon, monkeypatch):
     monkeypatch.setattr(mod, "routes_from_options", lambda *a: calls.append(a))
     addon.configure(proxai_redact=False)
     assert calls == [] and addon.routeoptions.routes is routes
+
+
+@pytest.mark.parametrize("spec, says", [
+    ("proxai_body_limit=abc", "proxai_body_limit='abc': expected a whole number"),
+    ("proxai_redact=yes", "proxai_redact='yes': expected true or false"),  # mitmproxy's parser refuses it
+    ("proxai_targt=openai_responses", "proxai_targt: no such option"),
+])
+def test_bad_set_values_are_refused_at_load(caplog, spec, says):
+    """What mitmproxy would choke on right after load (silently not loading the script) is refused
+    in load, naming the option; outside a starting mitmproxy that is an OptionsError."""
+    from mitmproxy.test import taddons
+
+    from proxai_mitm.addon import ProxAI
+
+    caplog.set_level(logging.ERROR)
+    with taddons.context() as tctx:
+        tctx.options.set(spec, defer=True)
+        with pytest.raises(exceptions.OptionsError):
+            tctx.master.addons.register(ProxAI())
+    assert f"proxai: invalid option {says}" in caplog.text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 
@@ -193,3 +194,105 @@ def test_compressed_request_matches_and_a_bomb_is_not_inflated():
     finally:
         replay_server.MAX_REQUEST_BODY = old
     assert miss.startswith(b"HTTP/1.1 404")  # hashed as it arrived, never inflated to 8 MB
+
+
+# ----------------------------------------------------------------------------- idle connections, cap
+def test_idle_and_stalled_connections_are_closed_after_the_timeout():
+    """Issue 21 row 12: nothing sent (before a request, or mid-request) or nothing read closes the
+    connection after idle_timeout."""
+    idx = RecordingIndex.from_flows([make_flow(dict(REQ, stream=True), SSE, ctype="text/event-stream",
+                                               t0=1000.0, t1=1060.0)])
+
+    async def closed_after(reader) -> float:
+        t = time.monotonic()
+        while await asyncio.wait_for(reader.read(65536), 5):
+            pass
+        return time.monotonic() - t
+
+    async def go(server):
+        idle_r, _idle_w = await asyncio.open_connection("127.0.0.1", server.port)
+        half_r, half_w = await asyncio.open_connection("127.0.0.1", server.port)
+        half_w.write(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-length: 500\r\n\r\n{")
+        waits = await asyncio.gather(closed_after(idle_r), closed_after(half_r))
+        assert not server._writers  # both gone from the server's side too
+        return waits
+
+    for waited in serve(idx, go, idle_timeout=0.3):
+        assert 0.2 < waited < 2.0
+
+
+def test_at_the_cap_the_longest_idle_connection_makes_room():
+    idx = RecordingIndex.from_flows([make_flow(REQ, JSON_BODY)])
+
+    async def go(server):
+        held = []
+        for _ in range(3):  # idle: waiting for a request
+            held.append(await asyncio.open_connection("127.0.0.1", server.port))
+            await asyncio.sleep(0.05)
+        status, _h, chunks, _c = await fetch(server.port, "/v1/messages", orjson.dumps(REQ))
+        oldest = await asyncio.wait_for(held[0][0].read(), 5)  # evicted: closed without a word
+        alive = [not r.at_eof() for r, _w in held[1:]]
+        return status, b"".join(c for _, c in chunks), oldest, alive
+
+    status, body, oldest, alive = serve(idx, go, max_connections=3)
+    assert status == 200 and body == JSON_BODY
+    assert oldest == b"" and alive == [True, True]
+
+
+def test_at_the_cap_with_none_idle_a_new_connection_gets_503():
+    idx = RecordingIndex.from_flows([make_flow(REQ, JSON_BODY)])
+
+    async def go(server):
+        held = []
+        for _ in range(3):  # each in the middle of a request: none may be dropped for a newcomer
+            r, w = await asyncio.open_connection("127.0.0.1", server.port)
+            w.write(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-length: 500\r\n\r\n{")
+            held.append((r, w))
+        await asyncio.sleep(0.2)
+        r, _w = await asyncio.open_connection("127.0.0.1", server.port)
+        refused = await asyncio.wait_for(r.read(), 5)  # answered and closed at once
+        held[0][1].close()
+        await asyncio.sleep(0.2)
+        status, _h, _chunks, _c = await fetch(server.port, "/v1/messages", orjson.dumps(REQ))
+        return refused, status
+
+    refused, status = serve(idx, go, max_connections=3)
+    assert refused.startswith(b"HTTP/1.1 503 ") and b"too many connections" in refused
+    assert status == 200  # room again once one closed
+
+
+def test_a_client_that_reads_nothing_is_dropped_after_the_timeout():
+    big = b'{"pad": "' + b"x" * (16 * 1024 * 1024) + b'"}'
+    idx = RecordingIndex.from_flows([make_flow(REQ, big)])
+
+    async def go(server):
+        _r, w = await asyncio.open_connection("127.0.0.1", server.port, limit=1024)
+        body = orjson.dumps(REQ)
+        w.write(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+        await w.drain()
+        await asyncio.sleep(0.2)
+        busy = len(server._writers)
+        await asyncio.sleep(1.0)  # the 16 MB answer cannot drain into a client that never reads
+        return busy, len(server._writers)
+
+    assert serve(idx, go, idle_timeout=0.3) == (1, 0)
+
+
+def test_a_request_trickling_in_is_cut_at_the_timeout():
+    idx = RecordingIndex.from_flows([make_flow(REQ, JSON_BODY)])
+
+    async def go(server):
+        r, w = await asyncio.open_connection("127.0.0.1", server.port)
+        w.write(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-length: 500\r\n\r\n")
+        t = time.monotonic()
+        with contextlib.suppress(ConnectionError):
+            while not r.at_eof() and time.monotonic() - t < 5:
+                w.write(b" ")  # a byte every 0.05 s: never idle, never complete
+                await w.drain()
+                await asyncio.sleep(0.05)
+        waited = time.monotonic() - t
+        await asyncio.sleep(0.1)
+        return waited, len(server._writers)
+
+    waited, open_on_server = serve(idx, go, idle_timeout=0.5)
+    assert 0.3 < waited < 2.0 and open_on_server == 0
