@@ -275,10 +275,13 @@ class RecordingIndex:
 
         idx = cls()
         p = Path(path).expanduser()
+        # regular files only: a FIFO would block start-up until a writer comes, a device never ends
         if p.is_dir():
-            files = sorted(p.rglob("*.mitm"))
-        elif p.exists():
+            files = sorted(f for f in p.rglob("*.mitm") if f.is_file())
+        elif p.is_file():
             files = [p]
+        elif p.exists():
+            raise FileNotFoundError(f"proxai replay: {p} is not a regular file or a folder")
         else:
             raise FileNotFoundError(f"proxai replay: {p} does not exist")
         for fp in files:

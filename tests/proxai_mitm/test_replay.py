@@ -142,3 +142,27 @@ def test_same_key_recordings_cycle_in_order():
     assert [idx.take("POST", "/v1/messages", body).status for _ in range(5)] == [429, 200, 429, 200, 429]
     idx.reset()
     assert idx.take("POST", "/v1/messages", body).status == 429
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path):
+    """A FIFO (or a device) as the recording, or inside the folder, is never opened: reading it would
+    block start-up until a writer comes."""
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe.mitm"
+    os.mkfifo(fifo)
+    done: list[object] = []
+
+    def load() -> None:
+        try:
+            done.append(RecordingIndex.load(fifo))
+        except FileNotFoundError as e:
+            done.append(e)
+
+    t = threading.Thread(target=load, daemon=True)
+    t.start()
+    t.join(5)
+    assert done and isinstance(done[0], FileNotFoundError) and "not a regular file" in str(done[0])
+    idx = RecordingIndex.load(tmp_path)  # the folder: the FIFO is skipped, not opened
+    assert idx.sources == []
