@@ -48,8 +48,8 @@ class CutAnswer:
         if state is None or state.synthetic or state.client_protocol is None:
             return None
         server = flow.server_conn
-        if server is None or server.timestamp_tcp_setup is None:
-            return None  # never connected: probe.py's case
+        if server is None or (server.via is None and server.timestamp_tcp_setup is None):
+            return None  # a direct connection never made: probe.py's case (a via connection has no TCP setup)
         found = reach.find(flow)
         # the request was complete (a client error leaves client_state errored) and nothing was sent
         if found is None or found.client_state != "state_done" or found.state not in _NOTHING_SENT:

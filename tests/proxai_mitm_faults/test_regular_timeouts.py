@@ -3,7 +3,7 @@ error within the configured timeout, never a hang or mitmproxy's HTML page.
 
 Modes: reverse, regular with absolute-form plain HTTP (``HTTP_PROXY``), regular with CONNECT + TLS
 (``HTTPS_PROXY``, the client trusts the test CA; the routes send the requests to the loopback
-upstream). Faults, chosen by the token in the prompt: ``nohead`` (the upstream never sends headers:
+upstream), upstream mode (absolute-form, through a second, plain mitmdump). Faults, chosen by the token in the prompt: ``nohead`` (the upstream never sends headers:
 native 504 after ``proxai_header_timeout``), ``stall`` (a stream stops after its first text: an error
 event after ``proxai_idle_timeout`` and a clean end), ``cut`` (a complete body cut mid-way: native
 502, the flow annotated ``interrupted``).
@@ -80,19 +80,27 @@ def upstream():
     up.stop()
 
 
-@pytest.fixture(scope="module", params=["reverse", "absolute", "connect"])
+@pytest.fixture(scope="module", params=["reverse", "absolute", "connect", "upstream"])
 def proxy(request, upstream, tmp_path_factory):
     routes = tmp_path_factory.mktemp("routes") / "routes.toml"
     routes.write_text(routes_toml(upstream.url))
     mode = f"reverse:{upstream.url}" if request.param == "reverse" else None
+    outer = None
+    if request.param == "upstream":  # through a plain mitmdump that streams every body on (cuts included)
+        outer = Mitmdump(addon=None, save=False, options={"stream_large_bodies": "1"}).start()
+        mode = f"upstream:{outer.url}"
     opts = {"proxai_config": str(routes), "proxai_header_timeout": TIMEOUT, "proxai_idle_timeout": TIMEOUT,
             "tcp_timeout": 60}
     m = Mitmdump(mode=mode, options=opts, env={UPSTREAM_KEY_ENV: UPSTREAM_KEY})
     m.start()
     m.kind = request.param  # type: ignore[attr-defined]
     yield m
-    assert "Traceback" not in m.log and "crashed" not in m.log, m.log[-3000:]
-    m.cleanup()
+    try:
+        assert "Traceback" not in m.log and "crashed" not in m.log, m.log[-3000:]
+    finally:
+        m.cleanup()
+        if outer is not None:
+            outer.cleanup()
 
 
 def _client(proxy: Mitmdump, upstream: EchoUpstream, path: str, http2: bool = False) -> tuple[httpx2.Client, str]:
@@ -100,7 +108,7 @@ def _client(proxy: Mitmdump, upstream: EchoUpstream, path: str, http2: bool = Fa
     kind = proxy.kind  # type: ignore[attr-defined]
     if kind == "reverse":
         return httpx2.Client(timeout=30), f"{proxy.url}{path}"
-    if kind == "absolute":
+    if kind in ("absolute", "upstream"):
         return httpx2.Client(proxy=proxy.url, timeout=30), f"{upstream.url}{path}"
     return (httpx2.Client(proxy=proxy.url, verify=str(proxy.ca_path), timeout=30, http2=http2),
             f"https://{HOST}{path}")
