@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx2
@@ -30,6 +31,7 @@ from .echo_upstream import (
     UPSTREAM_KEY_ENV,
     EchoUpstream,
     build_reply,
+    proc_stat,
     request_body,
     routes_toml,
 )
@@ -223,3 +225,32 @@ def test_http2_client_in_the_tunnel(proxy, upstream, fault):
     else:
         assert _native_error(ANTH, body)["message"]
     assert _record(proxy, tok).stop is not None
+
+
+def test_memory_flat_over_many_faults(proxy, upstream):
+    """400 faulty requests through the CONNECT tunnel (cut bodies, every tenth one without headers),
+    8 at a time: each is answered natively, and the proxy's RSS grows by less than 64 MB."""
+    if proxy.kind != "connect":
+        pytest.skip("one mode is enough for the soak")
+    assert proxy.proc is not None
+    pid = proxy.proc.pid
+
+    def one(i: int) -> int:
+        fault = "nohead" if i % 10 == 0 else "cut"
+        status, body, _, err = _post(proxy, upstream, CHAT, ANTH if i % 2 else CHAT, f"{fault}mem{i}", False)
+        assert err is None and b"<html" not in body.lower(), (err, body[:200])
+        return status
+
+    with ThreadPoolExecutor(8) as ex:  # warm-up: imports, certificates, caches
+        list(ex.map(one, range(1, 17)))
+    time.sleep(0.5)
+    base = proc_stat(pid)["rss_mb"]
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(8) as ex:
+        statuses = list(ex.map(one, range(100, 500)))
+    took = time.monotonic() - t0
+    after = proc_stat(pid)
+    print(f"\n400 faults in {took:.1f} s: proxy RSS {base:.0f} -> {after['rss_mb']:.0f} MB "
+          f"(VmHWM {after['hwm_mb']:.0f} MB)")
+    assert statuses.count(504) == 40 and statuses.count(502) == 360, statuses
+    assert after["rss_mb"] - base < 64
