@@ -44,6 +44,8 @@ class CutAnswer:
     def error(self, flow: http.HTTPFlow) -> Any:
         if not flow.live or flow.error is None or flow.error.msg == mflow.Error.KILLED_MESSAGE:
             return None
+        if flow.response is not None and flow.response.stream:
+            return None  # streamed: the client has the headers already
         state = get_state(flow)
         if state is None or state.synthetic or state.client_protocol is None:
             return None
