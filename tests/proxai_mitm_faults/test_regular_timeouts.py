@@ -254,3 +254,14 @@ def test_memory_flat_over_many_faults(proxy, upstream):
           f"(VmHWM {after['hwm_mb']:.0f} MB)")
     assert statuses.count(504) == 40 and statuses.count(502) == 360, statuses
     assert after["rss_mb"] - base < 64
+
+
+def test_reach_finds_nothing_outside_a_live_connection():
+    """No proxy server, or a flow no connection handler holds: None (the callers fall back to
+    mitmproxy's own behaviour), never an exception."""
+    from mitmproxy.test import taddons, tflow
+
+    from proxai_mitm import reach
+
+    with taddons.context():
+        assert reach.find(tflow.tflow()) is None
