@@ -16,6 +16,7 @@ from mitmproxy import exceptions
 from .annotate import Annotator
 from .bodies import BodyLimit
 from .commands import Commands
+from .cutanswer import CutAnswer
 from .har import HarExport
 from .idle import HeaderTimeout
 from .listenguard import ListenGuard
@@ -54,6 +55,7 @@ def make_addons() -> list[Any]:
         Probe(options, replayer.active),  # unreachable upstreams: native 502
         Translator(options),  # decide and run the response translation (streams, bodies, errors)
         HeaderTimeout(),  # proxai_header_timeout: no response headers in time -> native 504
+        CutAnswer(),  # upstream broke off before the client got a byte: native 502, not mitmproxy's page
         Measure(),  # timings and cost of the flow (TTFT, duration, tokens/s, USD), for the record
         Annotator(),  # record, comment, marker, log line (flows read from a file: from record or bodies)
         Summary(),  # the comment becomes 'model · stop · in→out tok · TTFT · cost'

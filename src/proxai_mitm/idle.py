@@ -2,17 +2,13 @@
 
 mitmproxy only calls a ``flow.response.stream`` callable when upstream bytes arrive, and its own
 ``tcp_timeout`` just cuts the client's connection (the client sees a transport error, and the
-recording says "client disconnected"). To end a silent stream properly we ask mitmproxy's HTTP
-layer to treat the upstream response as finished: an injected "end of message" event reaches the
-flow's ``HttpStream`` exactly like a real one, so mitmproxy calls the stream callable with ``b""``
-(our handler answers with the native error frame, StopInfo ``interrupted``), runs the ``response``
-hook and ends the client's body cleanly (chunked terminator / HTTP/2 END_STREAM). An HTTP/1
-upstream connection is then closed so it is never reused mid-body.
-
-This reaches into mitmproxy's proxy layers (``proxyserver.connections``, ``HttpLayer.streams``,
-``MessageInjected`` routing), checked against mitmproxy 12.3. Every step is guarded: when
-something is not where we expect it, the stream is left to mitmproxy's ``tcp_timeout`` and one
-warning is logged.
+recording says "client disconnected"). To end a silent stream properly we hand the flow's
+``HttpStream`` an "end of message" event exactly like a real one (reach.py, in every proxy mode), so
+mitmproxy calls the stream callable with ``b""`` (our handler answers with the native error frame,
+StopInfo ``interrupted``), runs the ``response`` hook and ends the client's body cleanly (chunked
+terminator / HTTP/2 END_STREAM). An HTTP/1 upstream connection is then closed so it is never reused
+mid-body. When the stream cannot be reached (an incompatible mitmproxy) it is left to mitmproxy's
+``tcp_timeout`` and one warning is logged.
 """
 
 from __future__ import annotations
@@ -22,56 +18,11 @@ import logging
 import time
 from typing import Any
 
+from . import reach
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["HEADER_TIMEOUT", "HeaderTimeout", "IdleWatch"]
-
-
-def _injected_end_class() -> Any:
-    """An event that mitmproxy's HttpLayer routes to one stream (it is a ``MessageInjected``) and
-    that the stream handles as the end of the upstream response (it is a ``ResponseEndOfMessage``)."""
-    from mitmproxy.proxy import events
-    from mitmproxy.proxy.layers.http import ResponseEndOfMessage
-
-    class IdleEnd(events.MessageInjected, ResponseEndOfMessage):  # type: ignore[misc]
-        def __init__(self, flow: Any, stream_id: int) -> None:
-            self.flow = flow
-            self.message = None
-            self.stream_id = stream_id
-
-        def __repr__(self) -> str:
-            return f"IdleEnd(stream_id={self.stream_id})"
-
-    return IdleEnd
-
-
-class _Route:
-    """Stands in for the flow in the injected event: HttpLayer looks up
-    ``connections[event.flow.server_conn]``, which we point at the flow's own HttpStream for the
-    duration of the injection (works for HTTP/1 and HTTP/2 upstreams alike)."""
-
-    __slots__ = ("client_conn", "server_conn")
-
-    def __init__(self, client_conn: Any, key: Any) -> None:
-        self.client_conn = client_conn
-        self.server_conn = key
-
-
-def _find_stream(handler: Any, flow: Any) -> tuple[Any, Any] | None:
-    """(HttpLayer, HttpStream) of ``flow`` in a connection handler's layer stack."""
-    from mitmproxy.proxy.layers.http import HttpLayer
-
-    layer = getattr(handler, "layer", None)
-    for _ in range(32):
-        if layer is None:
-            return None
-        if isinstance(layer, HttpLayer):
-            for stream in list(layer.streams.values()):
-                if getattr(stream, "flow", None) is flow:
-                    return layer, stream
-            return None
-        layer = getattr(layer, "child_layer", None) or getattr(layer, "layer", None)
-    return None
 
 
 class IdleWatch:
@@ -122,79 +73,38 @@ class IdleWatch:
         self._task = None
 
     async def _end(self, flow: Any, handler: Any, idle: float) -> None:
+        from mitmproxy.proxy.layers.http import ResponseEndOfMessage
+
         msg = (f"upstream sent nothing for {idle:.0f} s (proxai_idle_timeout={self.timeout:g} s); "
                "the stream was ended before its terminal event")
-        from mitmproxy import ctx
-
-        try:
-            proxyserver = ctx.master.addons.get("proxyserver")
-            conn = proxyserver.connections.get(flow.client_conn.id)
-        except Exception:  # noqa: BLE001
-            conn = None
-        found = _find_stream(conn, flow) if conn is not None and _IDLE_END is not None else None
+        found = reach.find(flow)
         if found is None:
             if not self._warned:
                 self._warned = True
                 logger.warning("proxai: idle timeout: cannot reach mitmproxy's stream for %s; "
                                "leaving it to tcp_timeout", flow.request.pretty_url)
             return
-        http_layer, stream = found
-        if stream.server_state.__name__ != "state_stream_response_body":
+        if found.state != "state_stream_response_body":
             return  # not streaming (any more): nothing to end
-        from mitmproxy.connection import Server
-
         handler.idle_message = msg
-        key = Server(address=None)  # never matches a real connection spec
-        http_layer.connections[key] = stream
-        try:
-            await conn.server_event(_IDLE_END(_Route(flow.client_conn, key), stream.stream_id))
-        finally:
-            http_layer.connections.pop(key, None)
+        await reach.deliver(found, [ResponseEndOfMessage(found.stream.stream_id)])
         logger.info("proxai: %s: %s", flow.request.pretty_url, msg)
-        server = flow.server_conn
-        # an HTTP/1 connection is mid-body: close it so it is not reused (HTTP/2: other streams live on)
-        if server is not None and server.alpn != b"h2" and server in getattr(conn, "transports", {}):
-            conn.close_connection(server)
+        _close_http1_upstream(found, flow)
 
 
-try:
-    _IDLE_END = _injected_end_class()
-except Exception:  # noqa: BLE001 - an incompatible mitmproxy: IdleWatch._end finds no stream
-    _IDLE_END = None
+def _close_http1_upstream(found: reach.Reach, flow: Any) -> None:
+    """An HTTP/1 upstream connection still inside a response must not be reused for another
+    request: close it (HTTP/2: other streams live on)."""
+    server = flow.server_conn
+    conn = found.handler
+    if server is not None and server.alpn != b"h2" and server in getattr(conn, "transports", {}):
+        conn.close_connection(server)
 
 
 # ----------------------------------------------------------------------------- before the headers
 #: default seconds an upstream may take before its response headers (a non-streamed answer sends
 #: them only when it is complete; mitmproxy's own tcp_timeout of 600 s would cut the client instead)
 HEADER_TIMEOUT = 300
-
-
-def _injected_response_classes() -> tuple[Any, Any, Any]:
-    """Injected events the flow's HttpStream handles as a real upstream response (headers, body,
-    end of message): mitmproxy then runs responseheaders / response and answers the client."""
-    from mitmproxy.proxy import events
-    from mitmproxy.proxy.layers.http import ResponseData, ResponseEndOfMessage, ResponseHeaders
-
-    class Head(events.MessageInjected, ResponseHeaders):  # type: ignore[misc]
-        def __init__(self, flow: Any, stream_id: int, response: Any) -> None:
-            self.flow, self.message, self.stream_id = flow, None, stream_id
-            self.response, self.end_stream, self.replay_flow = response, False, None
-
-    class Data(events.MessageInjected, ResponseData):  # type: ignore[misc]
-        def __init__(self, flow: Any, stream_id: int, data: bytes) -> None:
-            self.flow, self.message, self.stream_id, self.data = flow, None, stream_id, data
-
-    class End(events.MessageInjected, ResponseEndOfMessage):  # type: ignore[misc]
-        def __init__(self, flow: Any, stream_id: int) -> None:
-            self.flow, self.message, self.stream_id = flow, None, stream_id
-
-    return Head, Data, End
-
-
-try:
-    _RESPONSE_EVENTS: tuple[Any, Any, Any] | None = _injected_response_classes()
-except Exception:  # noqa: BLE001 - an incompatible mitmproxy: HeaderTimeout only logs
-    _RESPONSE_EVENTS = None
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:
@@ -285,42 +195,25 @@ class HeaderTimeout:
         task.add_done_callback(_log_failure)
 
     async def _answer(self, flow: Any) -> None:
-        from mitmproxy import ctx
+        from mitmproxy.proxy.layers.http import ResponseData, ResponseEndOfMessage, ResponseHeaders
 
         if flow.response is not None or flow.error is not None:
             return
-        try:
-            conn = ctx.master.addons.get("proxyserver").connections.get(flow.client_conn.id)
-        except Exception:  # noqa: BLE001
-            conn = None
-        events = _RESPONSE_EVENTS
-        found = _find_stream(conn, flow) if conn is not None and events is not None else None
-        if found is None or events is None:
+        found = reach.find(flow)
+        if found is None:
             logger.warning("proxai: header timeout: cannot reach mitmproxy's stream for %s",
                            flow.request.pretty_url)
             return
-        http_layer, stream = found
-        if stream.server_state.__name__ != "state_wait_for_response_headers":
+        if found.state != "state_wait_for_response_headers":
             return  # the headers arrived meanwhile
-        from mitmproxy.connection import Server
-
         resp = timeout_response(flow, self.timeout)
         body = resp.raw_content or b""
         resp.content = b""  # the body arrives as data, like a real one
         resp.headers["content-length"] = str(len(body))
-        head, data, end = events
-        server = flow.server_conn
-        key = Server(address=None)  # never matches a real connection spec
-        http_layer.connections[key] = stream
-        try:
-            route = _Route(flow.client_conn, key)
-            await conn.server_event(head(route, stream.stream_id, resp))
-            await conn.server_event(data(route, stream.stream_id, body))
-            await conn.server_event(end(route, stream.stream_id))
-        finally:
-            http_layer.connections.pop(key, None)
+        sid = found.stream.stream_id
+        await reach.deliver(found, [ResponseHeaders(sid, resp, False), ResponseData(sid, body),
+                                    ResponseEndOfMessage(sid)])
         logger.info("proxai: %s: no response headers within %g s: answered 504", flow.request.pretty_url,
                     self.timeout)
         # the upstream may still answer: an HTTP/1 connection must not be reused for another request
-        if server is not None and server.alpn != b"h2" and server in getattr(conn, "transports", {}):
-            conn.close_connection(server)
+        _close_http1_upstream(found, flow)
