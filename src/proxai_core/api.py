@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -263,18 +263,33 @@ def translate_error(
     return native_error(err, as_protocol(target))
 
 
-def error_stop_info(status: int, body: bytes | str | dict | None) -> StopInfo:
-    """StopInfo for an upstream HTTP error (context overflow errors are context_full)."""
+def error_stop_info(status: int, body: bytes | str | dict | None,
+                    headers: Mapping[str, str] | None = None) -> StopInfo:
+    """StopInfo for an upstream HTTP error: context overflow errors are context_full; a request
+    refused before the model ran (a 4xx other than 408 / 429) is rejected, since retrying it
+    unchanged will not help; the rest (5xx, 408, 429, 529) is interrupted. ``headers``: the error
+    response's, whose ``retry-after`` / ``retry-after-ms`` the detail keeps."""
     err = parse_error(status, body)
     raw = err.code or err.kind
     msg = err.message
+    detail: dict[str, Any] = {"status": status, "error_kind": err.kind}
+    if headers is not None:
+        for name in ("retry-after", "retry-after-ms"):
+            value = headers.get(name)
+            if value:
+                detail[name.replace("-", "_")] = value
     # a code the stop vocabulary reads as context_full, or a message that says so
     if (err.code is not None and classify_stop(err.code).reason is StopReason.CONTEXT_FULL) or (
         isinstance(msg, str) and ("prompt is too long" in msg or "context length" in msg.lower())
     ):
-        return StopInfo(StopReason.CONTEXT_FULL, raw=raw, message=msg,
-                        detail={"status": status, "error_kind": err.kind})
-    return classify_stop("error", category=raw, message=msg, detail={"status": status, "error_kind": err.kind})
+        return StopInfo(StopReason.CONTEXT_FULL, raw=raw, message=msg, detail=detail)
+    if 400 <= status < 500 and status not in (408, 429) and err.kind not in _INFRASTRUCTURE_KINDS:
+        return StopInfo(StopReason.REJECTED, raw="error", category=raw, message=msg, detail=detail)
+    return classify_stop("error", category=raw, message=msg, detail=detail)
+
+
+#: error kinds that say infrastructure ended the request whatever 4xx status carried them
+_INFRASTRUCTURE_KINDS = frozenset({"rate_limit", "timeout", "overloaded", "interrupted"})
 
 
 # ----------------------------------------------------------------------------- streams
