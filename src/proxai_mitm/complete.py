@@ -21,6 +21,7 @@ from proxai_core import (
 )
 
 from .bodies import BodyError, decode, too_large_reply
+from .errorhints import note_key_origin
 from .protocols import DEFAULT_PROTOCOL
 from .replies import native_error, set_body
 from .state import FlowState
@@ -55,13 +56,14 @@ def unreadable(flow: http.HTTPFlow, state: FlowState, exc: BodyError) -> None:
 
 def finish_error(state: FlowState, resp: http.Response, content: bytes) -> None:
     client, upstream = state.client_protocol, state.upstream_protocol
-    state.stop = error_stop_info(resp.status_code, content) if state.kind == "generate" else None
+    state.stop = error_stop_info(resp.status_code, content, resp.headers) if state.kind == "generate" else None
     if state.route is not None and (upstream is not client or not _is_json(content)):
         target = client or DEFAULT_PROTOCOL
         st, native = translate_error(resp.status_code, content, upstream or target, target)
         set_body(resp, st, orjson.dumps(native), "application/json")
     elif state.route is None or upstream is client:
         state.translation = "observe"
+    note_key_origin(state, resp)
 
 
 def translate_body(state: FlowState, resp: http.Response, content: bytes, how: str) -> None:

@@ -23,6 +23,7 @@ from proxai_core.codecs import get
 from . import routing
 from .bodies import DEFAULT_LIMIT, BodyError, codings, decode, offload, too_large_reply
 from .config import Route
+from .errorhints import KEY_FROM, key_origin
 from .modellist import estimate_tokens
 from .options import RouteOptions
 from .protocols import (
@@ -274,6 +275,8 @@ class Router:
         key, kerr = self._key(route, same_host, req.headers, host, req.path)
         if kerr:
             return reply(flow, state, 401, "authentication", kerr)
+        if route.api_key_env and key != REPLAY_PLACEHOLDER_KEY:
+            state.extra[KEY_FROM] = key_origin(route)  # named if the upstream refuses the key
         retarget(flow, scheme, host, port, up_path)
         routing.rewrite_headers(req.headers, client=state.client_protocol, target=route.protocol,
                                 same_host=same_host, key=key, upstream_host=host, body=content is not None)
