@@ -70,7 +70,8 @@ def translate_body(state: FlowState, resp: http.Response, content: bytes, how: s
     client, upstream = state.client_protocol, state.upstream_protocol
     assert client is not None and upstream is not None
     if how == "stream_whole":  # a stream that arrived whole (e.g. empty): translated at once, honest ending
-        t = StreamTranslator(upstream, client, state.client_body, path=state.client_path)
+        t = StreamTranslator(upstream, client, state.client_body, path=state.client_path,
+                             refusal_in_content=state.refusal_in_content)
         sse = t.feed(content) + t.close()
         state.stop = t.stop
         state.warnings.extend(t.warnings)
@@ -78,7 +79,8 @@ def translate_body(state: FlowState, resp: http.Response, content: bytes, how: s
         resp.headers["cache-control"] = "no-cache"
         return
     if how == "collect":
-        res = response_from_stream(content, upstream, client, state.client_body, path=state.client_path)
+        res = response_from_stream(content, upstream, client, state.client_body, path=state.client_path,
+                                   refusal_in_content=state.refusal_in_content)
         _take_result(state, res)
         set_body(resp, res.status, dumps(res.body), "application/json")
         return
@@ -96,7 +98,8 @@ def translate_body(state: FlowState, resp: http.Response, content: bytes, how: s
         state.translation = "error"
         return
     if how == "to_stream":
-        sse, stop, warnings = stream_from_response(obj, upstream, client, state.client_body, path=state.client_path)
+        sse, stop, warnings = stream_from_response(obj, upstream, client, state.client_body, path=state.client_path,
+                                                   refusal_in_content=state.refusal_in_content)
         state.stop = stop
         state.warnings.extend(warnings)
         try:
@@ -107,7 +110,7 @@ def translate_body(state: FlowState, resp: http.Response, content: bytes, how: s
         resp.headers["cache-control"] = "no-cache"
     else:
         res = translate_response_result(obj, upstream, client, state.client_body, status=resp.status_code,
-                                        path=state.client_path)
+                                        path=state.client_path, refusal_in_content=state.refusal_in_content)
         _take_result(state, res)
         set_body(resp, res.status, dumps(res.body), "application/json")
 

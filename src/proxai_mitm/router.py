@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-from mitmproxy import http
+from mitmproxy import ctx, http
 
 from proxai_core import TranslationError, dumps, error_response, error_stop_info, translate_request
 from proxai_core.codecs import get
@@ -74,10 +74,14 @@ class Router:
         #: replay answers every upstream request: no key is needed (nothing leaves the machine)
         self.replay_only = replay_only
         self.body_limit = DEFAULT_LIMIT
+        #: proxai_refusal_in_content, for routes that do not say
+        self.refusal_in_content = False
 
     def configure(self, updated: set[str]) -> None:
         if updated & LIMIT_OPTIONS:
             self.body_limit = safe_body_limit()  # read once: an option lookup costs a copy
+        if "proxai_refusal_in_content" in updated:
+            self.refusal_in_content = bool(ctx.options.proxai_refusal_in_content)
         # the WebSocket refusal concerns routed flows only: without routes the hook is off (None is
         # skipped by mitmproxy's dispatch)
         if self.options.routes:
@@ -166,7 +170,9 @@ class Router:
                           client_body=body if is_obj else None,
                           client_stream=_stream(ep, body) if is_obj else bool(ep.stream),
                           client_model=model, translated=route.protocol is not client, endpoint=ep,
-                          secrets=own_secrets(req.headers, route, req.path))
+                          secrets=own_secrets(req.headers, route, req.path),
+                          refusal_in_content=self.refusal_in_content if route.refusal_in_content is None
+                          else route.refusal_in_content)
         set_state(flow, state)
         if body is _INVALID:
             return reply(flow, state, 400, "invalid_request", f"request body is not valid JSON: {jerr}")
