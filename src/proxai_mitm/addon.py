@@ -14,6 +14,7 @@ from typing import Any
 from .annotate import Annotator
 from .bodies import BodyLimit
 from .commands import Commands
+from .consolesummary import ConsoleSummary
 from .har import HarExport
 from .idle import HeaderTimeout
 from .listenguard import ListenGuard
@@ -58,6 +59,7 @@ def make_addons() -> list[Any]:
         RedactAhead(),  # big flows: the redacted copy prepared off the event loop, before Save writes it
         Commands(),  # contentview, proxai.report, proxai.export
         WebColumns(),  # mitmweb: the comment column (the flow summary) on unless the user chose columns
+        ConsoleSummary(),  # console UI: the flow summary as a line under each LLM flow's row
     ]
 
 
