@@ -58,3 +58,33 @@ def test_other_flows_and_the_detail_head_are_untouched(wrapped):
 
 def test_install_is_idempotent(wrapped):
     assert not install()
+
+
+@pytest.mark.e2e
+def test_real_console_under_tmux(tmp_path):
+    """A real ``mitmproxy`` (console UI) reading a recorded refusal shows its summary in the flow list."""
+    import shutil
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    root = Path(__file__).resolve().parents[2]
+    exe = Path(sys.executable).parent / "mitmproxy"
+    sock = f"proxai-test-{tmp_path.name}"
+    cmd = (f"{exe} --listen-host 127.0.0.1 -p 0 --set confdir={tmp_path} -s {root / 'addon' / 'proxai.py'} "
+           f"-r {root / 'flows' / 'refusal-chat.mitm'}")
+    subprocess.run(["tmux", "-L", sock, "new-session", "-d", "-s", "t", "-x", "90", "-y", "12", cmd], check=True)
+    try:
+        screen = ""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "tok · TTFT" not in screen:
+            time.sleep(0.5)
+            screen = subprocess.run(["tmux", "-L", sock, "capture-pane", "-p", "-t", "t"],
+                                    capture_output=True, text=True).stdout
+        lines = [ln.strip() for ln in screen.splitlines()]
+        assert any(ln.startswith("refusal (output-refusal) · 21→9 tok · TTFT ") for ln in lines), screen
+    finally:
+        subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
