@@ -274,7 +274,7 @@ def translate_error(
     return native_error(err, as_protocol(target))
 
 
-def error_stop_info(status: int, body: bytes | str | dict | None,
+def error_stop_info(status: int | None, body: bytes | str | dict | None,
                     headers: Mapping[str, str] | None = None) -> StopInfo:
     """StopInfo for an upstream HTTP error: context overflow errors are context_full; a request
     refused before the model ran (a 4xx other than 408 / 429) is rejected, since retrying it
@@ -294,7 +294,8 @@ def error_stop_info(status: int, body: bytes | str | dict | None,
         isinstance(msg, str) and ("prompt is too long" in msg or "context length" in msg.lower())
     ):
         return StopInfo(StopReason.CONTEXT_FULL, raw=raw, message=msg, detail=detail)
-    if 400 <= status < 500 and status not in (408, 429) and err.kind not in _INFRASTRUCTURE_KINDS:
+    code = err.status if err.status is not None else status  # (a body read without its status: the kind's)
+    if code is not None and 400 <= code < 500 and code not in (408, 429) and err.kind not in _INFRASTRUCTURE_KINDS:
         return StopInfo(StopReason.REJECTED, raw="error", category=raw, message=msg, detail=detail)
     return classify_stop("error", category=raw, message=msg, detail=detail)
 

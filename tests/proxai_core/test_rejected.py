@@ -66,3 +66,10 @@ def test_retry_after_headers_are_kept_in_the_detail():
     assert stop.to_dict()["detail"]["retry_after"] == "30"
     assert "retry_after" not in error_stop_info(529, b"", {}).detail
     assert "retry_after" not in error_stop_info(529, b"").detail
+
+
+def test_a_body_read_without_its_status_is_classified_by_its_kind():
+    rate = b'{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}'
+    assert error_stop_info(None, rate).reason is StopReason.INTERRUPTED
+    auth = b'{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}'
+    assert error_stop_info(None, auth).reason is StopReason.REJECTED
