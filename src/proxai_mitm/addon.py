@@ -54,7 +54,7 @@ def make_addons() -> list[Any]:
         HeaderTimeout(),  # proxai_header_timeout: no response headers in time -> native 504
         Measure(),  # timings and cost of the flow (TTFT, duration, tokens/s, USD), for the record
         Annotator(),  # record, comment, marker, log line (flows read from a file: from record or bodies)
-        Summary(),  # the comment becomes 'model · stop · in→out tok · TTFT · cost'
+        Summary(),  # the comment becomes 'stop · in→out tok · TTFT · cost · model'
         OTelExport(),  # proxai_otel_endpoint: one span per LLM flow (OTLP/HTTP), sent from worker threads
         RedactAhead(),  # big flows: the redacted copy prepared off the event loop, before Save writes it
         Commands(),  # contentview, proxai.report, proxai.export

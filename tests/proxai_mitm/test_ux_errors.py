@@ -87,6 +87,7 @@ def test_retry_after_is_kept_recorded_and_shown(addon):
     _answer(addon, f, 529, b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}',
             [("retry-after", "30"), ("retry-after-ms", "30000")])
     assert f.response.status_code == 503 and f.response.headers["retry-after"] == "30"
+    assert f.response.headers["retry-after-ms"] == "30000"
     stop = f.metadata["proxai"]["stop"]
     assert stop["reason"] == "interrupted" and stop["detail"]["retry_after"] == "30"
     assert stop["detail"]["retry_after_ms"] == "30000"
