@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,8 +156,10 @@ def translate_response_result(
     *,
     status: int = 200,
     path: str | None = None,
+    refusal_in_content: bool = False,
 ) -> ResponseResult:
-    """``path``: the client's request path (model and stream framing of URL-keyed protocols).
+    """``path``: the client's request path (model and stream framing of URL-keyed protocols);
+    ``refusal_in_content``: a Chat client also gets a refusal's text in ``content``.
 
     Whose fault is a failure: reading the upstream body (a shape its decoder did not foresee, or
     nesting too deep to walk anywhere) is the upstream's, the client's native 502; anything else
@@ -172,7 +174,8 @@ def translate_response_result(
     except _UNREADABLE as exc:
         return _unreadable_response(exc, source, target)
     try:
-        return _translate_response_result(body, resp, w, source, target, request, status, path)
+        return _translate_response_result(body, resp, w, source, target, request, status, path,
+                                          refusal_in_content)
     except TranslationError:
         raise
     except RecursionError as exc:  # nesting too deep to walk: the upstream's body, not our bug
@@ -200,13 +203,13 @@ def _unreadable_response(exc: Exception, source: Protocol, target: Protocol) -> 
 
 def _translate_response_result(body: dict[str, Any], resp: n.Response, w: list[str], source: Protocol,
                                target: Protocol, request: dict[str, Any] | None, status: int,
-                               path: str | None = None) -> ResponseResult:
+                               path: str | None = None, refusal_in_content: bool = False) -> ResponseResult:
     if not resp.id:
         resp.id = _content_id(body)
     stop = resp.stop or classify_stop(None)
     if source is target:
         return ResponseResult(status, body, stop, resp.usage, w, resp.model)
-    ctx = build_context(request, target, path)
+    ctx = _context(request, target, path, refusal_in_content)
     err = resp.extra.get("error")
     if (not isinstance(err, n.Error) and stop.reason is StopReason.INTERRUPTED
             and not codec(target).capabilities.interrupted_is_status):
@@ -218,6 +221,14 @@ def _translate_response_result(body: dict[str, Any], resp: n.Response, w: list[s
     _restore_parts(resp.parts, ctx)
     out = codec(target).encode_response(resp, ctx, w)
     return ResponseResult(status, out, stop, resp.usage, w, resp.model)
+
+
+def _context(request: dict[str, Any] | None, target: Protocol, path: str | None,
+             refusal_in_content: bool) -> ClientContext:
+    ctx = build_context(request, target, path)
+    if refusal_in_content:
+        ctx.refusal_in_content = True
+    return ctx
 
 
 def translate_response(
@@ -263,18 +274,34 @@ def translate_error(
     return native_error(err, as_protocol(target))
 
 
-def error_stop_info(status: int, body: bytes | str | dict | None) -> StopInfo:
-    """StopInfo for an upstream HTTP error (context overflow errors are context_full)."""
+def error_stop_info(status: int | None, body: bytes | str | dict | None,
+                    headers: Mapping[str, str] | None = None) -> StopInfo:
+    """StopInfo for an upstream HTTP error: context overflow errors are context_full; a request
+    refused before the model ran (a 4xx other than 408 / 429) is rejected, since retrying it
+    unchanged will not help; the rest (5xx, 408, 429, 529) is interrupted. ``headers``: the error
+    response's, whose ``retry-after`` / ``retry-after-ms`` the detail keeps."""
     err = parse_error(status, body)
     raw = err.code or err.kind
     msg = err.message
+    detail: dict[str, Any] = {"status": status, "error_kind": err.kind}
+    if headers is not None:
+        for name in ("retry-after", "retry-after-ms"):
+            value = headers.get(name)
+            if value:
+                detail[name.replace("-", "_")] = value
     # a code the stop vocabulary reads as context_full, or a message that says so
     if (err.code is not None and classify_stop(err.code).reason is StopReason.CONTEXT_FULL) or (
         isinstance(msg, str) and ("prompt is too long" in msg or "context length" in msg.lower())
     ):
-        return StopInfo(StopReason.CONTEXT_FULL, raw=raw, message=msg,
-                        detail={"status": status, "error_kind": err.kind})
-    return classify_stop("error", category=raw, message=msg, detail={"status": status, "error_kind": err.kind})
+        return StopInfo(StopReason.CONTEXT_FULL, raw=raw, message=msg, detail=detail)
+    code = err.status if err.status is not None else status  # (a body read without its status: the kind's)
+    if code is not None and 400 <= code < 500 and code not in (408, 429) and err.kind not in _INFRASTRUCTURE_KINDS:
+        return StopInfo(StopReason.REJECTED, raw="error", category=raw, message=msg, detail=detail)
+    return classify_stop("error", category=raw, message=msg, detail=detail)
+
+
+#: error kinds that say infrastructure ended the request whatever 4xx status carried them
+_INFRASTRUCTURE_KINDS = frozenset({"rate_limit", "timeout", "overloaded", "interrupted"})
 
 
 # ----------------------------------------------------------------------------- streams
@@ -355,7 +382,8 @@ class StreamTranslator:
     """
 
     def __init__(self, source: Protocol | str, target: Protocol | str,
-                 request: dict[str, Any] | None = None, *, path: str | None = None):
+                 request: dict[str, Any] | None = None, *, path: str | None = None,
+                 refusal_in_content: bool = False):
         try:
             pair = _STREAM_PAIRS[source, target]
         except (KeyError, TypeError):
@@ -387,7 +415,9 @@ class StreamTranslator:
         self._pass = False
         self._read = reader.feed
         ctx = self._ctx = (pair.empty if request is None and (path is None or pair.path_blind)
-                           else context_of(request, pair.client, path))
+                           and not refusal_in_content else context_of(request, pair.client, path))
+        if refusal_in_content:
+            ctx.refusal_in_content = True
         self._enc = e = enc(ctx, self.warnings)
         self._enc_encode = e.encode
         self._restore = restore = bool(ctx.name_map or ctx.custom_tools)
@@ -622,12 +652,12 @@ class StreamTranslator:
 
 
 def stream_from_response(body: dict[str, Any], source: Protocol | str, target: Protocol | str,
-                         request: dict[str, Any] | None = None, *,
-                         path: str | None = None) -> tuple[bytes, StopInfo, list[str]]:
+                         request: dict[str, Any] | None = None, *, path: str | None = None,
+                         refusal_in_content: bool = False) -> tuple[bytes, StopInfo, list[str]]:
     """The client asked to stream but the upstream answered with complete JSON: a correct stream."""
     source, target = as_protocol(source), as_protocol(target)
     try:
-        return _stream_from_response(body, source, target, request, path)
+        return _stream_from_response(body, source, target, request, path, refusal_in_content)
     except MalformedEvent as exc:
         err = n.Error(kind="interrupted", status=502,
                       message=f"the upstream {source.value} response could not be streamed ({str(exc)[:200]})")
@@ -649,13 +679,13 @@ def _internal_error(exc: Exception, what: str) -> n.Error:
 
 
 def _stream_from_response(body: dict[str, Any], source: Protocol, target: Protocol,
-                          request: dict[str, Any] | None,
-                          path: str | None = None) -> tuple[bytes, StopInfo, list[str]]:
+                          request: dict[str, Any] | None, path: str | None = None,
+                          refusal_in_content: bool = False) -> tuple[bytes, StopInfo, list[str]]:
     w: list[str] = []
     resp = codec(source).decode_response(body, w)
     if not resp.id:
         resp.id = _content_id(body)
-    ctx = build_context(request, target, path)
+    ctx = _context(request, target, path, refusal_in_content)
     _restore_parts(resp.parts, ctx)
     enc = codec(target).StreamEncoder(ctx, w)
     events = response_to_events(resp)
@@ -670,11 +700,12 @@ def _stream_from_response(body: dict[str, Any], source: Protocol, target: Protoc
 
 
 def response_from_stream(sse: bytes, source: Protocol | str, target: Protocol | str,
-                         request: dict[str, Any] | None = None, *, path: str | None = None) -> ResponseResult:
+                         request: dict[str, Any] | None = None, *, path: str | None = None,
+                         refusal_in_content: bool = False) -> ResponseResult:
     """The client did not stream but the upstream did: collect it into a complete response."""
     source, target = as_protocol(source), as_protocol(target)
     try:
-        return _response_from_stream(sse, source, target, request, path)
+        return _response_from_stream(sse, source, target, request, path, refusal_in_content)
     except Exception as exc:  # (a malformed upstream event is skipped inside: this one is ours)
         if is_strict():
             raise
@@ -684,7 +715,8 @@ def response_from_stream(sse: bytes, source: Protocol | str, target: Protocol | 
 
 
 def _response_from_stream(sse: bytes, source: Protocol, target: Protocol,
-                          request: dict[str, Any] | None, path: str | None = None) -> ResponseResult:
+                          request: dict[str, Any] | None, path: str | None = None,
+                          refusal_in_content: bool = False) -> ResponseResult:
     w: list[str] = []
     reader = (codec(source).stream_reader or SSEReader)()
     dec = codec(source).StreamDecoder(w)
@@ -709,7 +741,7 @@ def _response_from_stream(sse: bytes, source: Protocol, target: Protocol,
     if col.error is not None:
         st, body = native_error(col.error, target)
         return ResponseResult(st, body, stop_of_error(col.error), resp.usage, w, resp.model)
-    ctx = build_context(request, target, path)
+    ctx = _context(request, target, path, refusal_in_content)
     _restore_parts(resp.parts, ctx)
     body = codec(target).encode_response(resp, ctx, w)
     return ResponseResult(200, body, resp.stop or classify_stop(None), resp.usage, w, resp.model)

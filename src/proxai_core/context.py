@@ -61,6 +61,8 @@ class ClientContext:
     #: a stream goes to the client as SSE (else in the protocol's other framing: a Gemini client
     #: that asked without ``alt=sse`` reads one JSON array)
     sse: bool = True
+    #: a Chat client also gets a refusal's text in ``content`` (clients that ignore ``refusal``)
+    refusal_in_content: bool = False
 
     def original_name(self, name: str) -> str:
         return self.name_map.get(name, name)

@@ -30,6 +30,9 @@ class StopReason(StrEnum):
     REFUSAL = "refusal"
     PAUSED = "paused"
     INTERRUPTED = "interrupted"
+    #: the request was refused before the model ran (an HTTP 4xx other than 408/429, a replay
+    #: miss): nothing was generated; retrying it unchanged will not help
+    REJECTED = "rejected"
     OTHER = "other"
 
 
@@ -239,6 +242,7 @@ class StopKey(StrEnum):
     FILTERED = "filtered"
     PAUSED = "paused"
     INTERRUPTED = "interrupted"
+    REJECTED = "rejected"
     OTHER = "other"
 
 
@@ -278,6 +282,7 @@ _KEY_OF_REASON = {
     StopReason.REFUSAL: StopKey.REFUSAL,
     StopReason.PAUSED: StopKey.PAUSED,
     StopReason.INTERRUPTED: StopKey.INTERRUPTED,
+    StopReason.REJECTED: StopKey.REJECTED,
     StopReason.OTHER: StopKey.OTHER,
 }
 

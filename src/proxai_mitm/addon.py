@@ -16,6 +16,7 @@ from mitmproxy import exceptions
 from .annotate import Annotator
 from .bodies import BodyLimit
 from .commands import Commands
+from .consolesummary import ConsoleSummary
 from .cutanswer import CutAnswer
 from .har import HarExport
 from .idle import HeaderTimeout
@@ -58,12 +59,13 @@ def make_addons() -> list[Any]:
         CutAnswer(),  # upstream broke off before the client got a byte: native 502, not mitmproxy's page
         Measure(),  # timings and cost of the flow (TTFT, duration, tokens/s, USD), for the record
         Annotator(),  # record, comment, marker, log line (flows read from a file: from record or bodies)
-        Summary(),  # the comment becomes 'model · stop · in→out tok · TTFT · cost'
+        Summary(),  # the comment becomes 'stop · in→out tok · TTFT · cost · model'
         OTelExport(),  # proxai_otel_endpoint: one span per LLM flow (OTLP/HTTP), sent from worker threads
         RedactAhead(),  # big flows: the redacted copy prepared off the event loop, before Save writes it
         Commands(),  # contentview, proxai.report, proxai.export
         WebColumns(),  # mitmweb: the comment column (the flow summary) on unless the user chose columns
         ReadDir(),  # -r FOLDER: mitmproxy's file reader reads every *.mitm file in it
+        ConsoleSummary(),  # console UI: the flow summary as a line under each LLM flow's row
     ]
 
 

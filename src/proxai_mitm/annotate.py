@@ -32,6 +32,7 @@ MARKERS: dict[StopReason, str] = {
     StopReason.CONTEXT_FULL: ":package:",
     StopReason.PAUSED: ":pause_button:",
     StopReason.INTERRUPTED: ":electric_plug:",
+    StopReason.REJECTED: ":x:",
     StopReason.OTHER: ":grey_question:",
 }
 _OUR_MARKERS = frozenset(MARKERS.values())

@@ -21,6 +21,7 @@ from proxai_core import (
 )
 
 from .bodies import BodyError, decode, too_large_reply
+from .errorhints import note_key_origin
 from .protocols import DEFAULT_PROTOCOL
 from .replies import native_error, set_body
 from .state import FlowState
@@ -55,20 +56,22 @@ def unreadable(flow: http.HTTPFlow, state: FlowState, exc: BodyError) -> None:
 
 def finish_error(state: FlowState, resp: http.Response, content: bytes) -> None:
     client, upstream = state.client_protocol, state.upstream_protocol
-    state.stop = error_stop_info(resp.status_code, content) if state.kind == "generate" else None
+    state.stop = error_stop_info(resp.status_code, content, resp.headers) if state.kind == "generate" else None
     if state.route is not None and (upstream is not client or not _is_json(content)):
         target = client or DEFAULT_PROTOCOL
         st, native = translate_error(resp.status_code, content, upstream or target, target)
         set_body(resp, st, orjson.dumps(native), "application/json")
     elif state.route is None or upstream is client:
         state.translation = "observe"
+    note_key_origin(state, resp)
 
 
 def translate_body(state: FlowState, resp: http.Response, content: bytes, how: str) -> None:
     client, upstream = state.client_protocol, state.upstream_protocol
     assert client is not None and upstream is not None
     if how == "stream_whole":  # a stream that arrived whole (e.g. empty): translated at once, honest ending
-        t = StreamTranslator(upstream, client, state.client_body, path=state.client_path)
+        t = StreamTranslator(upstream, client, state.client_body, path=state.client_path,
+                             refusal_in_content=state.refusal_in_content)
         sse = t.feed(content) + t.close()
         state.stop = t.stop
         state.warnings.extend(t.warnings)
@@ -76,7 +79,8 @@ def translate_body(state: FlowState, resp: http.Response, content: bytes, how: s
         resp.headers["cache-control"] = "no-cache"
         return
     if how == "collect":
-        res = response_from_stream(content, upstream, client, state.client_body, path=state.client_path)
+        res = response_from_stream(content, upstream, client, state.client_body, path=state.client_path,
+                                   refusal_in_content=state.refusal_in_content)
         _take_result(state, res)
         set_body(resp, res.status, dumps(res.body), "application/json")
         return
@@ -94,7 +98,8 @@ def translate_body(state: FlowState, resp: http.Response, content: bytes, how: s
         state.translation = "error"
         return
     if how == "to_stream":
-        sse, stop, warnings = stream_from_response(obj, upstream, client, state.client_body, path=state.client_path)
+        sse, stop, warnings = stream_from_response(obj, upstream, client, state.client_body, path=state.client_path,
+                                                   refusal_in_content=state.refusal_in_content)
         state.stop = stop
         state.warnings.extend(warnings)
         try:
@@ -105,7 +110,7 @@ def translate_body(state: FlowState, resp: http.Response, content: bytes, how: s
         resp.headers["cache-control"] = "no-cache"
     else:
         res = translate_response_result(obj, upstream, client, state.client_body, status=resp.status_code,
-                                        path=state.client_path)
+                                        path=state.client_path, refusal_in_content=state.refusal_in_content)
         _take_result(state, res)
         set_body(resp, res.status, dumps(res.body), "application/json")
 

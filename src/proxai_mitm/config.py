@@ -202,6 +202,8 @@ class RouteSpec(_Strict):
     name: str
     match: MatchSpec = MatchSpec()
     target: TargetSpec
+    #: Chat clients that ignore ``refusal`` (a translated refusal also in ``content``); unset: the option
+    refusal_in_content: bool | None = None
 
 
 class RoutesFile(_Strict):
@@ -226,6 +228,8 @@ class Route:
     match_host: str | None = None
     match_path: str | None = None
     match_model: str | None = None
+    #: a Chat client also gets a refusal's text in ``content`` (None: the proxai_refusal_in_content option)
+    refusal_in_content: bool | None = None
 
     def matches(self, host: str, path: str, model: str | None, *, alt_paths: tuple[str, ...] = ()) -> bool:
         """``alt_paths``: for auxiliary endpoints (``/models``, ``count_tokens``) the generation paths
@@ -356,6 +360,7 @@ def routes_from_toml(path: str | os.PathLike) -> RouteSet:
                 match_host=spec.match.host,
                 match_path=spec.match.path,
                 match_model=spec.match.model,
+                refusal_in_content=spec.refusal_in_content,
             )
         )
     return RouteSet(tuple(routes))

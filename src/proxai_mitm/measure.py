@@ -22,7 +22,7 @@ from .cost import Cost, price
 from .escape import escape
 from .metrics import first_content_offset, summary_line, timings
 from .record import FlowRecord, MetricsRecord, read_body
-from .state import get_state
+from .state import get_state, scrub
 
 logger = logging.getLogger(__name__)
 
@@ -109,10 +109,11 @@ def state_summary(state: Any) -> str:
     usage = state.usage.to_dict() if isinstance(state.usage, Usage) else (state.usage or {})
     inp = usage.get("input_total")
     stop = state.stop
-    return escape(summary_line(_model_label(state.client_model, m.get("response_model") or state.upstream_model),
-                               _stop_label(stop.reason.value if stop else None, stop.category if stop else None),
-                               inp if inp is not None else usage.get("input"), usage.get("output"),
-                               m.get("ttft_ms"), m.get("cost_usd")))
+    return scrub(escape(summary_line(
+        _model_label(state.client_model, m.get("response_model") or state.upstream_model),
+        _stop_label(stop.reason.value if stop else None, stop.category if stop else None),
+        inp if inp is not None else usage.get("input"), usage.get("output"), m.get("ttft_ms"), m.get("cost_usd"),
+        _notes(stop.reason.value, stop.message, stop.detail) if stop else ())), state.secrets) or ""
 
 
 def _warm() -> None:
@@ -174,8 +175,27 @@ def measure_flow(flow: Any, rec: FlowRecord) -> MetricsRecord:
 
 def _model_label(asked: str | None, answered: str | None) -> str | None:
     if asked and answered and asked != answered:
-        return f"{asked} → {answered}"
+        return f"{asked}→{answered}"
     return answered or asked
+
+
+#: longest error message the comment repeats (the record and the log line keep it whole)
+_NOTE_CHARS = 160
+
+
+def _notes(reason: str, message: str | None, detail: Any) -> tuple[str, ...]:
+    """What the comment adds for an HTTP error: when to retry (the upstream's ``retry-after``), and
+    for a rejected request the provider's message (why it was refused, where the key came from)."""
+    out = []
+    d = detail if isinstance(detail, dict) else {}
+    if d.get("retry_after_ms"):
+        out.append(f"retry after {d['retry_after_ms']} ms")
+    elif d.get("retry_after"):
+        after = str(d["retry_after"])
+        out.append(f"retry after {after} s" if after.isdigit() else f"retry after {after}")
+    if message and (reason == "rejected" or (reason == "interrupted" and "status" in d)):
+        out.append(message if len(message) <= _NOTE_CHARS else message[:_NOTE_CHARS - 1] + "…")
+    return tuple(out)
 
 
 def _stop_label(reason: str | None, category: str | None) -> str | None:
@@ -198,14 +218,16 @@ def _answered_model(body: bytes | None) -> str | None:
 
 
 def flow_summary(rec: FlowRecord) -> str:
-    """``model · stop · in→out tok · TTFT · cost`` for the flow list (control characters escaped)."""
+    """``stop · in→out tok · TTFT · cost · model`` (and the notes of an HTTP error) for the flow list
+    (control characters escaped)."""
     m = rec.metrics or MetricsRecord()
     u = rec.usage
     stop = rec.stop
     inp = (u.input_total if u.input_total is not None else u.input) if u is not None else None
     return escape(summary_line(_model_label(rec.client_model, m.response_model or rec.upstream_model),
                                _stop_label(stop.reason if stop else None, stop.category if stop else None),
-                               inp, u.output if u is not None else None, m.ttft_ms, m.cost_usd))
+                               inp, u.output if u is not None else None, m.ttft_ms, m.cost_usd,
+                               _notes(stop.reason, stop.message, stop.detail) if stop else ()))
 
 
 def measure_row(flow: Any, summary: dict[str, Any]) -> dict[str, Any]:

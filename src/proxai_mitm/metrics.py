@@ -158,12 +158,14 @@ def _tok(v: int | None) -> str:
 
 
 def summary_line(model: str | None, stop: str | None, input_tokens: int | None, output_tokens: int | None,
-                 ttft_ms: float | None, cost_usd: float | None) -> str:
-    """``model · stop · in→out tok · TTFT · cost`` (unknowns shown as such, never as 0)."""
+                 ttft_ms: float | None, cost_usd: float | None, notes: tuple[str, ...] = ()) -> str:
+    """``stop · in→out tok · TTFT · cost · model`` and any ``notes`` (unknowns shown as such, never as
+    0). The stop comes first: a flow list cut at its default width still shows it."""
     return " · ".join((
-        model or "model ?",
         stop or "stop ?",
         f"{_tok(input_tokens)}→{_tok(output_tokens)} tok",
         f"TTFT {fmt_ms(ttft_ms)}",
         fmt_usd(cost_usd),
+        model or "model ?",
+        *notes,
     ))

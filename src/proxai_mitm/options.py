@@ -137,6 +137,12 @@ class RouteOptions:
             "Upstream model: one name, or a map 'client=upstream,...' with globs and '*' as catch-all.",
         )
         loader.add_option(
+            "proxai_refusal_in_content", bool, False,
+            "Chat Completions clients also get a translated refusal's text in message.content / "
+            "delta.content (for clients that show only content, e.g. litellm-based ones); a route's "
+            "refusal_in_content overrides it.",
+        )
+        loader.add_option(
             "proxai_config", str, "",
             "A TOML routes file ([[routes]] with name, match and target). When set it replaces "
             "proxai_target / proxai_upstream / proxai_key_env / proxai_model.",

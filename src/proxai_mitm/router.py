@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-from mitmproxy import http
+from mitmproxy import ctx, http
 
 from proxai_core import TranslationError, dumps, error_response, error_stop_info, translate_request
 from proxai_core.codecs import get
@@ -23,6 +23,7 @@ from proxai_core.codecs import get
 from . import routing
 from .bodies import DEFAULT_LIMIT, BodyError, codings, decode, offload, too_large_reply
 from .config import Route
+from .errorhints import KEY_FROM, key_origin
 from .modellist import estimate_tokens
 from .options import RouteOptions
 from .protocols import (
@@ -73,10 +74,14 @@ class Router:
         #: replay answers every upstream request: no key is needed (nothing leaves the machine)
         self.replay_only = replay_only
         self.body_limit = DEFAULT_LIMIT
+        #: proxai_refusal_in_content, for routes that do not say
+        self.refusal_in_content = False
 
     def configure(self, updated: set[str]) -> None:
         if updated & LIMIT_OPTIONS:
             self.body_limit = safe_body_limit()  # read once: an option lookup costs a copy
+        if "proxai_refusal_in_content" in updated:
+            self.refusal_in_content = bool(ctx.options.proxai_refusal_in_content)
         # the WebSocket refusal concerns routed flows only: without routes the hook is off (None is
         # skipped by mitmproxy's dispatch)
         if self.options.routes:
@@ -165,7 +170,9 @@ class Router:
                           client_body=body if is_obj else None,
                           client_stream=_stream(ep, body) if is_obj else bool(ep.stream),
                           client_model=model, translated=route.protocol is not client, endpoint=ep,
-                          secrets=own_secrets(req.headers, route, req.path))
+                          secrets=own_secrets(req.headers, route, req.path),
+                          refusal_in_content=self.refusal_in_content if route.refusal_in_content is None
+                          else route.refusal_in_content)
         set_state(flow, state)
         if body is _INVALID:
             return reply(flow, state, 400, "invalid_request", f"request body is not valid JSON: {jerr}")
@@ -274,6 +281,8 @@ class Router:
         key, kerr = self._key(route, same_host, req.headers, host, req.path)
         if kerr:
             return reply(flow, state, 401, "authentication", kerr)
+        if route.api_key_env and key != REPLAY_PLACEHOLDER_KEY:
+            state.extra[KEY_FROM] = key_origin(route)  # named if the upstream refuses the key
         retarget(flow, scheme, host, port, up_path)
         routing.rewrite_headers(req.headers, client=state.client_protocol, target=route.protocol,
                                 same_host=same_host, key=key, upstream_host=host, body=content is not None)

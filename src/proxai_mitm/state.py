@@ -61,6 +61,8 @@ class FlowState:
     keep_upstream: bool = False
     #: timings and cost (measure.py; record.MetricsRecord's fields as plain values)
     metrics: dict[str, Any] | None = None
+    #: the client's encoder also puts a refusal's text in content (route option)
+    refusal_in_content: bool = False
 
     @property
     def client_path(self) -> str | None:

@@ -132,7 +132,8 @@ class Translator:
         assert client is not None and upstream is not None
         passthrough = upstream is client
         try:
-            translator = StreamTranslator(upstream, client, state.client_body, path=state.client_path)
+            translator = StreamTranslator(upstream, client, state.client_body, path=state.client_path,
+                                          refusal_in_content=state.refusal_in_content)
         except Exception as exc:  # noqa: BLE001 - a missing codec must not break the flow
             logger.error("proxai: cannot create the stream translator: %s", exc)
             state.warnings.append(f"stream translator unavailable: {exc}")

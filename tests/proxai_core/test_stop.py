@@ -64,7 +64,8 @@ EXTENDED = [
 
 def test_members_are_the_seed_members():
     assert [m.value for m in StopReason] == [
-        "end_turn", "tool_use", "max_output", "context_full", "refusal", "paused", "interrupted", "other",
+        "end_turn", "tool_use", "max_output", "context_full", "refusal", "paused", "interrupted", "rejected",
+        "other",
     ]
 
 

@@ -41,6 +41,7 @@ CASES: list[tuple[str, StopInfo]] = [
     ("refusal_filtered", StopInfo(StopReason.REFUSAL, raw="content_filter", category="content_filter")),
     ("paused", StopInfo(StopReason.PAUSED, raw="pause_turn")),
     ("interrupted", StopInfo(StopReason.INTERRUPTED, raw="network_error", category="network_error")),
+    ("rejected", StopInfo(StopReason.REJECTED, raw="error", category="authentication")),
     ("other", StopInfo(StopReason.OTHER, raw="eos")),
 ]
 

@@ -80,9 +80,9 @@ def test_timings_streamed_and_complete():
 
 def test_summary_line_unknowns_are_unknown():
     line = summary_line("gpt-4o", "end_turn", 21, 9, 512.3, 0.000123)
-    assert line == "gpt-4o · end_turn · 21→9 tok · TTFT 512 ms · $0.0001"
+    assert line == "end_turn · 21→9 tok · TTFT 512 ms · $0.0001 · gpt-4o"
     line = summary_line(None, None, None, None, None, None)
-    assert line == "model ? · stop ? · ?→? tok · TTFT ? · cost unknown"
+    assert line == "stop ? · ?→? tok · TTFT ? · cost unknown · model ?"
     assert "$0" not in line
 
 
@@ -188,7 +188,7 @@ def test_unknown_price_is_unknown_never_zero(addon):
     addon.response(f)
     m = FlowRecord.of(f).metrics
     assert m.cost_usd is None and "acme-private-7b" in m.cost_note
-    assert f.comment.endswith("cost unknown") and "$0" not in f.comment
+    assert " · cost unknown · " in f.comment and "$0" not in f.comment
 
 
 @needs_codecs

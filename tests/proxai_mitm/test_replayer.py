@@ -136,7 +136,7 @@ def test_replay_miss_is_the_clients_native_404(addon, tmp_path, client):
         assert out["type"] == "error"
     m = f.metadata["proxai"]
     assert m["replay"]["result"] == "miss" and m["replay"]["key"] == "POST /v1/messages abc"
-    assert m["stop"]["reason"] == "interrupted"
+    assert m["stop"]["reason"] == "rejected"  # nothing was generated; retrying unchanged misses again
 
 
 @needs_codecs

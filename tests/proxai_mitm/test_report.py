@@ -198,9 +198,9 @@ def test_documented_filters_work():
              annotated("error", "rate_limit", ":electric_plug:", status=429),
              flow("/index.html", b"", b"<html/>")]
     expect = {
-        '~comment "· refusal"': [0],
-        '~comment "· (max_output|context_full)"': [1, 2],
-        '!~comment "· (end_turn|tool_use)" & ~meta proxai': [0, 1, 2, 5],
+        '~comment ^refusal': [0],
+        '~comment "^(max_output|context_full)"': [1, 2],
+        '!~comment "^(end_turn|tool_use)" & ~meta proxai': [0, 1, 2, 5],
         "~comment cyber": [0],
         "~marked": [0, 1, 2, 5],
         "~marker :no_entry:": [0],
@@ -208,7 +208,7 @@ def test_documented_filters_work():
         '~meta "reason.: .max_output"': [1],
         '~meta "category.: .cyber"': [0],
         '~meta "route.: .codex-on-claude"': [0],
-        '~u /v1/messages & ~comment "· refusal"': [0],
+        '~u /v1/messages & ~comment ^refusal': [0],
         '~comment "cost unknown"': [0, 1, 2, 3, 4, 5],
         "~c 429": [5],
     }

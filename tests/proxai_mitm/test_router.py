@@ -90,7 +90,8 @@ def test_missing_key_env_is_native_401_naming_the_variable(addon, monkeypatch):
     assert "PROXAI_MISSING_KEY" in body["error"]["message"]
     addon.responseheaders(f)
     addon.response(f)
-    assert f.metadata["proxai"]["stop"]["reason"] == "interrupted"
+    stop = f.metadata["proxai"]["stop"]
+    assert (stop["reason"], stop["category"]) == ("rejected", "authentication") and f.marked == ":x:"
 
 
 @pytest.mark.parametrize("proto", [CHAT, RESP, ANTH])

@@ -270,6 +270,7 @@ STOP_TABLE = check_stop_table({
     StopKey.FILTERED: WireStop("refusal"),
     StopKey.PAUSED: WireStop("pause_turn"),
     StopKey.INTERRUPTED: WireStop("end_turn", exact=False),
+    StopKey.REJECTED: WireStop("end_turn", exact=False),
     StopKey.OTHER: WireStop("end_turn", exact=False),
 }, "Anthropic Messages")
 

@@ -280,6 +280,7 @@ STOP_TABLE = check_stop_table({
     StopKey.FILTERED: WireStop("content_filter"),
     StopKey.PAUSED: WireStop("stop", exact=False),
     StopKey.INTERRUPTED: WireStop("stop", exact=False),
+    StopKey.REJECTED: WireStop("stop", exact=False),
     StopKey.OTHER: WireStop("stop", exact=False),
 }, "Chat Completions")
 

@@ -213,6 +213,7 @@ STOP_TABLE = check_stop_table({
     StopKey.FILTERED: WireStop("SAFETY"),
     StopKey.PAUSED: WireStop("STOP", exact=False),
     StopKey.INTERRUPTED: WireStop("OTHER", exact=False),
+    StopKey.REJECTED: WireStop("OTHER", exact=False),
     StopKey.OTHER: WireStop("OTHER", exact=False),
 }, "Gemini")
 

@@ -376,6 +376,7 @@ STOP_TABLE = check_stop_table({
     StopKey.FILTERED: WireStop("incomplete", "content_filter"),
     StopKey.PAUSED: WireStop("completed"),
     StopKey.INTERRUPTED: WireStop("failed"),
+    StopKey.REJECTED: WireStop("failed"),
     StopKey.OTHER: WireStop("completed", exact=False),
 }, "Responses")
 

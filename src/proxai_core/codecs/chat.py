@@ -6,14 +6,16 @@ Requests live in :mod:`._chat_request`; complete responses and SSE streams here.
 Response/stream encoder rules owned here (seed 000 / 003, wire-facts §5.2):
 
 * Refusal parts -> ``message.refusal`` (content null when there is no ordinary text); never the
-  same text in both fields.
+  same text in both fields, unless the client's context asks for ``refusal_in_content`` (a route
+  option for clients that show only ``content``): then the refusal text is in ``content`` too,
+  complete (after any ordinary text) and streamed (each ``delta.refusal`` with a ``delta.content``).
 * A REFUSAL stop without a Refusal part (Anthropic ``stop_reason: refusal``): non-streaming, the
   flattened visible text becomes ``message.refusal`` and content is null; with no visible text,
   ``StopInfo.message`` (explanation) is the refusal. Streaming: the explanation goes out as one
   ``delta.refusal`` only if neither content nor refusal was streamed yet.
 * finish_reason: END_TURN stop, TOOL_USE tool_calls, MAX_OUTPUT/CONTEXT_FULL length, stated
-  refusal stop, filter refusal (raw content_filter & co.) content_filter, PAUSED/OTHER/INTERRUPTED
-  stop with a warning.
+  refusal stop, filter refusal (raw content_filter & co.) content_filter,
+  PAUSED/OTHER/INTERRUPTED/REJECTED stop with a warning.
 """
 
 from __future__ import annotations
@@ -332,7 +334,10 @@ def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> 
         elif not text:
             refusal = stop.message or GENERIC_REFUSAL  # never an empty success
     fr = finish_reason(stop, bool(calls), warnings)
-    message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": refusal}
+    content = text
+    if refusal and ctx.refusal_in_content:  # for clients that show only content
+        content = (text or "") + refusal
+    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": refusal}
     if text is not None:
         ann = _annotations(resp.parts, warnings)
         if ann:
@@ -846,6 +851,8 @@ class StreamEncoder:
         self._usages: list[Usage] = []  # (merged only if the client asked for a usage chunk)
         self._finished = False
         self._annotations: list[dict[str, Any]] = []
+        #: a refusal's text also goes out as delta.content (clients that show only content)
+        self._refusal_in_content = ctx.refusal_in_content
 
     # ------------------------------------------------------------------ framing
     def _begin(self, ev: Start | None) -> bytes:
@@ -888,6 +895,9 @@ class StreamEncoder:
             return {"tool_calls": [{"index": b.chat_index, "custom": {"input": value}}]}
         return {"tool_calls": [{"index": b.chat_index, "function": {"arguments": value}}]}
 
+    def _refusal_delta(self, text: str) -> dict[str, Any]:
+        return {"content": text, "refusal": text} if self._refusal_in_content else {"refusal": text}
+
     # ------------------------------------------------------------------ events
     def encode(self, ev: Event) -> bytes:
         if self.done:
@@ -913,6 +923,9 @@ class StreamEncoder:
                 if k != "refusal":
                     return b""
                 self._refusal_sent = True
+                if self._refusal_in_content:
+                    b.args_sent = True
+                    return self._chunk({"content": v, "refusal": v})
             elif k == "reasoning" or k == "summary":
                 b.text.append(v)  # type: ignore[union-attr]
             else:
@@ -959,7 +972,7 @@ class StreamEncoder:
             self._blocks[ev.index] = _Out("refusal")
             if p.text:
                 self._refusal_sent = self._blocks[ev.index].args_sent = True
-                return self._chunk({"refusal": p.text})
+                return self._chunk(self._refusal_delta(p.text))
             return b""
         if isinstance(p, Reasoning):
             b = _Out("reasoning")
@@ -1029,7 +1042,7 @@ class StreamEncoder:
             return self._chunk({"content": final.text})
         if b.kind == "refusal" and isinstance(final, Refusal) and final.text and not b.args_sent:
             self._refusal_sent = True
-            return self._chunk({"refusal": final.text})
+            return self._chunk(self._refusal_delta(final.text))
         return b""
 
     def _stop(self, stop: StopInfo) -> bytes:
@@ -1040,7 +1053,7 @@ class StreamEncoder:
         if stop.reason is StopReason.REFUSAL and not self._content_sent and not self._refusal_sent:
             # seed 000 streaming: the explanation as delta.refusal, only if nothing was said yet
             self._refusal_sent = True
-            out = self._chunk({"refusal": stop.message or GENERIC_REFUSAL})
+            out = self._chunk(self._refusal_delta(stop.message or GENERIC_REFUSAL))
         if self._annotations:  # one chunk: the SDK accumulator cannot merge unindexed lists
             out += self._chunk({"annotations": self._annotations})
         fr = finish_reason(stop, self._had_tools, self.warnings)
