@@ -29,6 +29,7 @@ STOP_COLOURS = {
     "context_full": "#8e44ad",
     "paused": "#7f8c8d",
     "interrupted": "#e74c3c",
+    "rejected": "#a04000",
     "other": "#95a5a6",
 }
 _WAIT, _TTFT = "#cfd6de", "#f2c14e"
