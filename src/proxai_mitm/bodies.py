@@ -130,14 +130,18 @@ class _Stage:
             return  # trailing bytes after the end of the stream are ignored, as mitmproxy does
         if self.coding == "br":
             out = self._z.process(data, output_buffer_limit=STEP)
+            empty = False
             while True:
                 if out:
                     yield out
                 if self._z.is_finished():
                     self.done = True
                     return
-                if self._z.can_accept_more_data():
+                # it may accept input and still have output from input it already took (a highly
+                # compressed body): only an empty answer proves it needs more input
+                if not out and (self._z.can_accept_more_data() or empty):
                     return
+                empty = not out
                 out = self._z.process(b"", output_buffer_limit=STEP)
         elif self.coding == "zstd":
             out = self._z.decompress(data, STEP)
