@@ -25,6 +25,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,37 +182,44 @@ def start_loading() -> None:
 
 
 def load_prices() -> None:
-    """Import the genai-prices database from cached bytecode (see the module docstring). Never
-    raises: on any failure the ordinary import happens at the first lookup."""
+    """Import the genai-prices database from cached bytecode (see the module docstring), else by the
+    ordinary import. Never raises."""
     with _LOAD_LOCK:
         if _READY.is_set():
             return
+        t0 = time.perf_counter()
         try:
-            _install_data_module()
-        except Exception:  # noqa: BLE001 - the price is optional; the ordinary import still works
+            how = _install_data_module()
+        except Exception:  # noqa: BLE001 - the price is optional
             logger.debug("proxai: loading the price database from cached bytecode failed", exc_info=True)
+            try:
+                __import__(_DATA_MODULE)  # the ordinary import, still off the event loop
+            except Exception:  # noqa: BLE001 - _entry reports the missing price
+                logger.debug("proxai: importing the price database failed", exc_info=True)
+        else:
+            logger.debug("proxai: price database loaded in %.0f ms (%s)", (time.perf_counter() - t0) * 1000, how)
         finally:
             _READY.set()
     release_memory()  # the loader's garbage (and its thread's arena) back to the OS
 
 
-def _install_data_module() -> None:
+def _install_data_module() -> str:
+    """Import the database module; returns how (for the log line)."""
     if _DATA_MODULE in sys.modules:
-        return
+        return "already imported"
     try:
         spec = importlib.util.find_spec(_DATA_MODULE)
     except ImportError:
-        return  # genai-prices missing: _entry says so
+        return "genai-prices not installed"  # _entry says so
     origin = spec.origin if spec is not None else None
     if spec is None or not origin or not origin.endswith(".py"):
-        return
+        __import__(_DATA_MODULE)
+        return "ordinary import"
     pyc = importlib.util.cache_from_source(origin)
     if _newer(pyc, origin) or getattr(sys, "frozen", False):
         __import__(_DATA_MODULE)  # Python's own bytecode is there (or no interpreter to spawn)
-        return
-    code = _cached_code(origin)
-    if code is None:
-        return
+        return "Python's bytecode cache"
+    code, how = _cached_code(origin)
     module = importlib.util.module_from_spec(spec)
     sys.modules[_DATA_MODULE] = module
     try:
@@ -219,6 +227,7 @@ def _install_data_module() -> None:
     except BaseException:
         del sys.modules[_DATA_MODULE]
         raise
+    return how
 
 
 def _newer(a: str, b: str) -> bool:
@@ -234,7 +243,7 @@ def cache_dir() -> Path:
     return Path(base) / "proxai"
 
 
-def _cached_code(origin: str) -> Any:
+def _cached_code(origin: str) -> tuple[Any, str]:
     """The compiled database from the cache, compiled by a child process when missing or stale
     (the key covers the interpreter and the source file, as Python's own bytecode cache does)."""
     st = os.stat(origin)
@@ -242,7 +251,7 @@ def _cached_code(origin: str) -> Any:
                          f"{st.st_mtime_ns}".encode()).hexdigest()[:20]
     path = cache_dir() / f"genai-prices-data-{key}.marshal"
     try:
-        return marshal.loads(path.read_bytes())
+        return marshal.loads(path.read_bytes()), f"cached bytecode {path}"
     except (OSError, EOFError, ValueError, TypeError):
         pass
     data = subprocess.run(
@@ -256,7 +265,7 @@ def _cached_code(origin: str) -> Any:
         os.replace(tmp, path)  # atomic: another proxy never reads half a file
     except OSError:
         logger.debug("proxai: cannot cache the compiled price database in %s", path.parent)
-    return marshal.loads(data)
+    return marshal.loads(data), f"compiled by a child process into {path}"
 
 
 #: run by the child: compile the source file given as argument, write the code object to stdout
