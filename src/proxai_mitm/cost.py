@@ -254,8 +254,8 @@ def _cached_code(origin: str) -> tuple[Any, str]:
         return marshal.loads(path.read_bytes()), f"cached bytecode {path}"
     except (OSError, EOFError, ValueError, TypeError):
         pass
-    data = subprocess.run(
-        [sys.executable, "-c", _COMPILE, origin], capture_output=True, timeout=120, check=True,
+    data = subprocess.run(  # -I: the child reads no PYTHON* variable, user site or working directory
+        [sys.executable, "-I", "-c", _COMPILE, origin], capture_output=True, timeout=120, check=True,
         stdin=subprocess.DEVNULL,
     ).stdout
     try:

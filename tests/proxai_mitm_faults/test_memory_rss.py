@@ -163,6 +163,11 @@ def test_price_database_loads_from_cached_bytecode_fast_and_small(tmp_path):
     assert first["hwm"] < 30 and again["hwm"] < 30  # compiling in-process peaks ~80 MB higher
     assert again["rss"] < 15
     assert again["s"] < 2.0  # ~0.15 s on an idle machine (importing genai-prices is most of it)
+    # a damaged cache file is compiled again, not trusted
+    (cached,) = (tmp_path / "cache" / "proxai").iterdir()
+    cached.write_bytes(cached.read_bytes()[:1000])
+    assert _load_in_child(cache)["ok"]
+    assert cached.stat().st_size > 100_000
 
 
 # ----------------------------------------------------------------------------- bombs
