@@ -18,10 +18,11 @@ import orjson
 
 from proxai_core.neutral import Usage
 
+from .bodies import BodyError, decode
 from .cost import Cost, price, prices_ready, start_loading
 from .escape import escape
 from .metrics import first_content_offset, summary_line, timings
-from .record import FlowRecord, MetricsRecord, read_body
+from .record import FlowRecord, MetricsRecord
 from .state import get_state
 
 logger = logging.getLogger(__name__)
@@ -126,14 +127,26 @@ def measure_live(flow: Any, state: Any, *, priced: bool = True) -> dict[str, Any
     elif flow.response is None or flow.response.status_code >= 400:
         facts = _Facts(True, None, None)
     else:
-        text, raw_len = state.upstream_text, len(flow.response.raw_content or b"")
+        text = state.upstream_text
         if text is not None:
             body = text.encode() if len(text) <= _MODEL_SCAN_LIMIT else None
         else:
-            body = read_body(flow.response) if raw_len <= _MODEL_SCAN_LIMIT else None
+            body = _small_body(flow.response)
         facts = _Facts(False, None, _answered_model(body))
     return _measures(flow, facts, usage, state.upstream_model or state.client_model,
                      answered=state.stop is not None or usage is not None, priced=priced)
+
+
+def _small_body(resp: Any) -> bytes | None:
+    """A complete body decoded only up to the scan limit (this runs on the event loop): a small
+    compressed body that inflates further (a bomb passed through) is not read."""
+    raw = resp.raw_content
+    if raw is None or len(raw) > _MODEL_SCAN_LIMIT:
+        return None
+    try:
+        return decode(raw, resp.headers.get("content-encoding"), _MODEL_SCAN_LIMIT)
+    except BodyError:
+        return None
 
 
 def state_summary(state: Any) -> str:

@@ -220,3 +220,35 @@ def test_response_bomb_peak_is_bounded(rig, coding):
     print(f"\n{coding} response bomb: native {r.status} in {took:.2f} s, peak +{grown:.0f} MB over the RSS before")
     assert r.status == 502, r.body[:300]
     assert grown < 64, f"peak grew {grown:.0f} MB"
+
+
+def test_pass_through_response_bomb_is_bounded(rig):
+    """Pass-through: the client gets the compressed bytes. Observing the stop reason decodes it up to
+    the cap once (off the event loop); measuring the flow (the answering model's name, read from
+    bodies under 256 KiB) decodes at most 256 KiB of it, not the cap a second time."""
+    body = bomb("gzip", 256 * MB, b"\0")
+    assert len(body) < 256 * 1024
+    rig.up.on("/v1/chat/completions", Reply(status=200, headers=[("content-type", "application/json"),
+                                                                 ("content-encoding", "gzip")],
+                                            body=body, times=1))
+    grown, took, r = _peak_over_rss(rig, lambda: post(
+        rig.port, client_path(CHAT, None), json.dumps(request_body(CHAT, "pbomb", False)).encode(), KEY))
+    print(f"\npass-through gzip response bomb: {r.status} in {took:.2f} s, peak +{grown:.0f} MB over the RSS before")
+    assert r.status == 200 and r.body == body
+    assert grown < 64, f"peak grew {grown:.0f} MB"
+
+
+def test_model_scan_reads_a_small_prefix_of_a_compressed_body():
+    """The answering model's name is read on the event loop from complete bodies under 256 KiB:
+    decoded within 256 KiB, so a 255 KiB gzip bomb costs ~1 ms there (the cap: ~0.1-0.4 s)."""
+    import gzip
+    from types import SimpleNamespace
+
+    from proxai_mitm.measure import _small_body
+
+    b = bomb("gzip", 256 * MB, b"\0")
+    t0 = time.perf_counter()
+    assert _small_body(SimpleNamespace(raw_content=b, headers={"content-encoding": "gzip"})) is None
+    assert time.perf_counter() - t0 < 0.05
+    ok = json.dumps({"model": "gpt-4o", "x": "y" * 1000}).encode()
+    assert _small_body(SimpleNamespace(raw_content=gzip.compress(ok), headers={"content-encoding": "gzip"})) == ok
