@@ -19,6 +19,8 @@ API (for the hooks):
   ``BodyLimit`` addon below), lowered to mitmproxy's ``body_size_limit`` when that is smaller.
 - ``too_large_reply(exc, protocol, request=True) -> http.Response``: the client's native error:
   413 ``request_too_large`` for a request body, 502 for an upstream body, in the client's protocol.
+- ``release_memory()``: give freed heap memory back to the OS (glibc ``malloc_trim``; a no-op
+  elsewhere). ``decode`` calls it when a body over the cap is dropped.
 
 ``BodyError`` is the common base class of both exceptions.
 """
