@@ -19,6 +19,8 @@ API (for the hooks):
   ``BodyLimit`` addon below), lowered to mitmproxy's ``body_size_limit`` when that is smaller.
 - ``too_large_reply(exc, protocol, request=True) -> http.Response``: the client's native error:
   413 ``request_too_large`` for a request body, 502 for an upstream body, in the client's protocol.
+- ``release_memory()``: give freed heap memory back to the OS (glibc ``malloc_trim``; a no-op
+  elsewhere). ``decode`` calls it when a body over the cap is dropped.
 
 ``BodyError`` is the common base class of both exceptions.
 """
@@ -27,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import ctypes
+import io
 import logging
 import sys
 import zlib
@@ -52,7 +56,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_LIMIT", "BodyError", "BodyTooLarge", "BadEncoding", "Decoder", "decode", "adecode",
-    "body_limit", "too_large_reply", "BodyLimit", "codings", "offload",
+    "body_limit", "too_large_reply", "BodyLimit", "codings", "offload", "release_memory",
 ]
 
 DEFAULT_LIMIT = 32 * 1024 * 1024
@@ -128,14 +132,18 @@ class _Stage:
             return  # trailing bytes after the end of the stream are ignored, as mitmproxy does
         if self.coding == "br":
             out = self._z.process(data, output_buffer_limit=STEP)
+            empty = False
             while True:
                 if out:
                     yield out
                 if self._z.is_finished():
                     self.done = True
                     return
-                if self._z.can_accept_more_data():
+                # it may accept input and still have output from input it already took (a highly
+                # compressed body): only an empty answer proves it needs more input
+                if not out and (self._z.can_accept_more_data() or empty):
                     return
+                empty = not out
                 out = self._z.process(b"", output_buffer_limit=STEP)
         elif self.coding == "zstd":
             out = self._z.decompress(data, STEP)
@@ -230,14 +238,45 @@ class Decoder:
 
 
 def decode(raw: bytes | None, content_encoding: str | None, limit: int = DEFAULT_LIMIT) -> bytes:
-    """Decode a whole body within ``limit`` decoded bytes (see the module docstring)."""
+    """Decode a whole body within ``limit`` decoded bytes (see the module docstring).
+
+    The decoded body exists once: each piece is appended to one growing buffer as it is produced
+    (a list of pieces joined at the end would hold it twice), and the buffer becomes the result
+    without a copy. A body over the cap is dropped as soon as the cap is crossed."""
     raw = raw or b""
     if not codings(content_encoding):
         if len(raw) > limit:
             raise BodyTooLarge(limit, len(raw))
         return raw
     d = Decoder(content_encoding, limit)
-    return d.feed(raw) + d.close()
+    out = io.BytesIO()
+    try:
+        for piece in d.pieces(raw, last=True):
+            out.write(piece)
+    except BodyTooLarge:
+        out = io.BytesIO()  # drop the partial body before giving its memory back
+        if d.seen >= 1 << 20:  # megabytes were decoded for nothing (a bomb reaches the cap)
+            release_memory()
+        raise
+    return out.getvalue()  # BytesIO hands over its buffer when nothing else refers to it
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
+    except (AttributeError, OSError):
+        return None  # not glibc: its allocator returns memory by itself or not at all
+
+
+_TRIM = _malloc_trim()
+
+
+def release_memory() -> None:
+    """Give freed heap memory back to the OS. glibc keeps freed memory mapped for reuse, so a body
+    decoded up to the cap and dropped would stay in the proxy's resident size for good; call it after
+    such a body (in a worker thread: ctypes releases the GIL, and a trim takes a few ms)."""
+    if _TRIM is not None:
+        _TRIM(0)
 
 
 _WORKER: concurrent.futures.ThreadPoolExecutor | None = None
@@ -309,6 +348,9 @@ class BodyLimit:
             "413 (request) or 502 (response); the raw bytes stay as they were. mitmproxy's "
             "body_size_limit lowers it when smaller.",
         )
+
+    def running(self) -> None:
+        release_memory()  # start-up garbage (imports, option parsing) back to the OS: a smaller idle proxy
 
     def configure(self, updated: set[str]) -> None:
         if "proxai_body_limit" in updated and ctx.options.proxai_body_limit <= 0:

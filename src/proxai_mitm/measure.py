@@ -8,8 +8,8 @@ recorded with, or get them from their timestamps and recorded chunk times.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -18,10 +18,11 @@ import orjson
 
 from proxai_core.neutral import Usage
 
-from .cost import Cost, price
+from .bodies import BodyError, decode
+from .cost import Cost, price, prices_ready, start_loading
 from .escape import escape
 from .metrics import first_content_offset, summary_line, timings
-from .record import FlowRecord, MetricsRecord, read_body
+from .record import FlowRecord, MetricsRecord
 from .state import get_state, scrub
 
 logger = logging.getLogger(__name__)
@@ -36,26 +37,58 @@ class Measure:
     """Measures each live LLM flow into its state (``state.metrics``), just before the annotation
     addon writes the record."""
 
-    def running(self) -> None:
-        # the price database loads in ~0.5 s: not on the event loop, not with the first flow
-        threading.Thread(target=_warm, name="proxai-prices", daemon=True).start()
+    def request(self, flow: Any) -> None:
+        # the price database (~4 MB, ~0.2 s) loads in a worker thread when the first LLM flow
+        # arrives, not at start-up: an idle proxy does not hold it
+        if not prices_ready() and get_state(flow) is not None:
+            start_loading()
 
-    def response(self, flow: Any) -> None:
-        self._measure(flow)
+    def response(self, flow: Any) -> Any:
+        return self._measure(flow)
 
-    def error(self, flow: Any) -> None:
-        self._measure(flow)
+    def error(self, flow: Any) -> Any:
+        return self._measure(flow)
 
     @staticmethod
-    def _measure(flow: Any) -> None:
+    def _measure(flow: Any) -> Any:
         state = get_state(flow)
         if state is None or not flow.live or state.kind != "generate" or state.metrics is not None \
                 or state.annotated:
-            return
-        try:
-            state.metrics = measure_live(flow, state)
-        except Exception:  # noqa: BLE001 - measuring must never break a flow
-            logger.debug("proxai: measuring failed", exc_info=True)
+            return None
+        if not prices_ready():
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                pass  # no event loop (a direct call): price() loads the database itself
+            else:  # a flow that ends while the database loads waits for it, not the event loop
+                start_loading()
+                return _measure_when_ready(flow, state)
+        _measure_now(flow, state)
+        return None
+
+
+def _measure_now(flow: Any, state: Any) -> None:
+    try:
+        state.metrics = measure_live(flow, state)
+    except Exception:  # noqa: BLE001 - measuring must never break a flow
+        logger.debug("proxai: measuring failed", exc_info=True)
+
+
+#: how long a flow waits for the price database before it is measured without a price
+PRICE_WAIT_S = 30.0
+
+
+async def _measure_when_ready(flow: Any, state: Any) -> None:
+    deadline = time.monotonic() + PRICE_WAIT_S
+    while not prices_ready() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    if prices_ready():
+        _measure_now(flow, state)
+        return
+    try:
+        state.metrics = measure_live(flow, state, priced=False)
+    except Exception:  # noqa: BLE001
+        logger.debug("proxai: measuring failed", exc_info=True)
 
 
 class Summary:
@@ -85,7 +118,7 @@ class Summary:
             logger.debug("proxai: summary failed", exc_info=True)
 
 
-def measure_live(flow: Any, state: Any) -> dict[str, Any]:
+def measure_live(flow: Any, state: Any, *, priced: bool = True) -> dict[str, Any]:
     """The measures of a live flow from its working state (plain values, as the record stores them)."""
     usage = state.usage.to_dict() if isinstance(state.usage, Usage) else (state.usage or None)
     handler = state.handler
@@ -94,14 +127,26 @@ def measure_live(flow: Any, state: Any) -> dict[str, Any]:
     elif flow.response is None or flow.response.status_code >= 400:
         facts = _Facts(True, None, None)
     else:
-        text, raw_len = state.upstream_text, len(flow.response.raw_content or b"")
+        text = state.upstream_text
         if text is not None:
             body = text.encode() if len(text) <= _MODEL_SCAN_LIMIT else None
         else:
-            body = read_body(flow.response) if raw_len <= _MODEL_SCAN_LIMIT else None
+            body = _small_body(flow.response)
         facts = _Facts(False, None, _answered_model(body))
     return _measures(flow, facts, usage, state.upstream_model or state.client_model,
-                     answered=state.stop is not None or usage is not None)
+                     answered=state.stop is not None or usage is not None, priced=priced)
+
+
+def _small_body(resp: Any) -> bytes | None:
+    """A complete body decoded only up to the scan limit (this runs on the event loop): a small
+    compressed body that inflates further (a bomb passed through) is not read."""
+    raw = resp.raw_content
+    if raw is None or len(raw) > _MODEL_SCAN_LIMIT:
+        return None
+    try:
+        return decode(raw, resp.headers.get("content-encoding"), _MODEL_SCAN_LIMIT)
+    except BodyError:
+        return None
 
 
 def state_summary(state: Any) -> str:
@@ -116,13 +161,6 @@ def state_summary(state: Any) -> str:
         _notes(stop.reason.value, stop.message, stop.detail) if stop else ())), state.secrets) or ""
 
 
-def _warm() -> None:
-    try:
-        price("gpt-4o-mini", "api.openai.com", input_total=1, output=1)
-    except Exception:  # noqa: BLE001
-        pass
-
-
 @dataclass(slots=True)
 class _Facts:
     streamed: bool  # TTFT is the first content event (unknown when none came)
@@ -131,7 +169,7 @@ class _Facts:
 
 
 def _measures(flow: Any, facts: _Facts, usage: dict[str, Any] | None, model: str | None, *,
-              answered: bool) -> dict[str, Any]:
+              answered: bool, priced: bool = True) -> dict[str, Any]:
     req, resp = flow.request, getattr(flow, "response", None)
     start = getattr(req, "timestamp_start", None)
     headers = getattr(resp, "timestamp_start", None) if resp is not None else None
@@ -144,11 +182,14 @@ def _measures(flow: Any, facts: _Facts, usage: dict[str, Any] | None, model: str
     usage = usage or {}
     output = usage.get("output")
     t = timings(start, headers, facts.first_content, end, output, streamed=facts.streamed)
-    c = price(facts.response_model or model, getattr(req, "pretty_host", None),
-              input_total=usage.get("input_total"), output=output,
-              cache_read=usage.get("cache_read"), cache_write=usage.get("cache_write"))
     if not answered:
         c = Cost(None, note="no answer")
+    elif not priced:
+        c = Cost(None, note="price database not loaded")
+    else:
+        c = price(facts.response_model or model, getattr(req, "pretty_host", None),
+                  input_total=usage.get("input_total"), output=output,
+                  cache_read=usage.get("cache_read"), cache_write=usage.get("cache_write"))
     return {"start": start, "headers_ms": t.headers_ms, "ttft_ms": t.ttft_ms, "duration_ms": t.duration_ms,
             "output_tps": t.output_tps, "response_model": facts.response_model, "cost_usd": c.usd,
             "cost_model": c.model, "cost_provider": c.provider, "cost_note": c.note}

@@ -15,6 +15,7 @@ from typing import Any
 
 from mitmproxy import ctx, http
 
+from .bodies import codings
 from .redact import redact_ahead
 from .state import get_state
 
@@ -25,9 +26,12 @@ THRESHOLD = 256 * 1024
 
 
 def _size(flow: http.HTTPFlow) -> int:
-    n = len(flow.request.raw_content or b"") if flow.request else 0
-    if flow.response is not None:
-        n += len(flow.response.raw_content or b"")
+    n = 0
+    for msg in (flow.request, flow.response):
+        raw = msg.raw_content if msg is not None else None
+        if raw and msg is not None and codings(msg.headers.get("content-encoding")):
+            return THRESHOLD  # scanned as it decodes: a few compressed bytes can inflate to the body cap
+        n += len(raw or b"")
     return n
 
 

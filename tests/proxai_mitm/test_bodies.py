@@ -87,6 +87,53 @@ def test_bomb_stops_at_the_cap_without_inflating(coding):
     assert peak < 4 * 1024 * 1024
 
 
+def _peak_of(fn):
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        out = fn()
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("coding", list(ENC))
+def test_decoded_body_exists_once(coding):
+    """A body decoded whole is held once while it grows (no list of pieces joined into a second
+    copy) and handed over without a copy: the peak is the body plus the buffer's growth margin."""
+    size = 16 * 1024 * 1024
+    raw = bomb(coding, size)
+    out, peak = _peak_of(lambda: decode(raw, coding, 32 * 1024 * 1024))
+    assert len(out) == size
+    assert peak < size * 1.3, f"peak {peak / size:.2f}x the body"
+
+
+@pytest.mark.parametrize("coding", list(ENC))
+def test_bomb_at_the_real_cap_peaks_at_one_copy(coding):
+    """A bomb against the default 32 MiB cap: at most one partial body (the cap) exists, and it is
+    freed before the error reaches the caller."""
+    raw = bomb(coding, 128 * 1024 * 1024)
+    before = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else 0
+
+    def run():
+        with pytest.raises(BodyTooLarge):
+            decode(raw, coding)
+        return tracemalloc.get_traced_memory()[0]
+
+    after, peak = _peak_of(run)
+    assert peak < bodies.DEFAULT_LIMIT * 1.3, f"peak {peak / 2**20:.0f} MiB"
+    assert after - before < 1024 * 1024  # nothing of it is kept
+
+
+def test_release_memory_is_safe_to_call():
+    bodies.release_memory()  # glibc: malloc_trim; elsewhere a no-op
+    threads = [threading.Thread(target=bodies.release_memory) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def test_bomb_in_an_inner_stage_is_stopped_too():
     raw = brotli.compress(bomb("gzip", 50 * 1024 * 1024))
     with pytest.raises(BodyTooLarge):
