@@ -31,6 +31,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("state.py", "stop"): "the flow record's own field",
     ("streaming.py", "failed"): "an attribute name of the stream handler",
     ("reportfmt.py", "stop"): "a report column", ("reportfmt.py", "tokens"): "a report column",
+    ("cli.py", "stop"): "the report's --stop option",
     ("htmlreport.py", "stop"): "a report column", ("htmlreport.py", "tokens"): "a report column",
 }
 

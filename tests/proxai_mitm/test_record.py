@@ -16,12 +16,13 @@ from proxai_mitm.state import FlowState, to_record
 
 from .helpers import ANTH, BODIES, CHAT, json_bytes, make_flow, respond
 
-FLOWS = Path(__file__).resolve().parents[2] / "flows"
+#: the example recordings as the addon wrote them before the record was typed (schema 1)
+SCHEMA1 = Path(__file__).resolve().parent / "data" / "schema1"
 
 
 def test_schema_1_recordings_are_read():
-    """The shipped recordings were written before the record was typed (no version key)."""
-    files = sorted(FLOWS.glob("*.mitm"))
+    """Recordings written before the record was typed (no version key) are still read."""
+    files = sorted(SCHEMA1.glob("*.mitm"))
     assert files
     for p in files:
         with open(p, "rb") as fh:
