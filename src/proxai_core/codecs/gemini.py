@@ -517,6 +517,8 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], pieces: _Pieces, war
             if cur is _NOWHERE:
                 warn_once(warnings, _BEYOND)
                 continue
+            if cur is None:  # (through a string or number, or an index on an object: takes nothing)
+                continue
         last = keys[-1]
         kind = cur.__class__
         more = pa.get("willContinue") is True and value.__class__ is str
@@ -525,13 +527,14 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], pieces: _Pieces, war
             held[3].append(value)
             if more:
                 pieces.open[path] = held
-                continue
-            value = "".join(held[3])
-        elif more:
-            pieces.open[path] = (cur, kind, last, [value])
-        if not _put(cur, kind, last, value):
-            pieces.open.pop(path, None)
+            else:
+                _put(cur, kind, last, "".join(held[3]))
+            continue
+        placed = _put(cur, kind, last, value)
+        if placed is False:
             warn_once(warnings, _BEYOND)
+        elif placed and more:
+            pieces.open[path] = (cur, kind, last, [value])
 
 
 _NOWHERE = object()
@@ -539,7 +542,7 @@ _NOWHERE = object()
 
 def _container(obj: dict[str, Any], keys: list[str | int]) -> Any:
     """The container of a nested path's last key, made where missing; ``_NOWHERE`` when an index
-    on the way is too far past its list's end."""
+    on the way is too far past its list's end, None when the path leads through something else."""
     cur: Any = obj
     for k, nxt in zip(keys, keys[1:]):
         kind = cur.__class__  # (JSON values: exact dicts and lists)
@@ -551,19 +554,22 @@ def _container(obj: dict[str, Any], keys: list[str | int]) -> Any:
             child = None
         if child is None:
             child = [] if nxt.__class__ is int else {}
-            if not _put(cur, kind, k, child):
-                return _NOWHERE
+            placed = _put(cur, kind, k, child)
+            if not placed:
+                return None if placed is None else _NOWHERE
         cur = child
-    return cur
+    kind = cur.__class__
+    return cur if kind is dict or kind is list else None
 
 
-def _put(cur: Any, kind: type, key: str | int, value: Any) -> bool:
+def _put(cur: Any, kind: type, key: str | int, value: Any) -> bool | None:
     """``cur[key] = value`` for a name on a JSON object, or an index on a list grown (by at most
-    ``_LIST_GAP`` nulls) to reach it; False for an index further on. Other values (a path through a
-    string, a name on a list, an index on an object) take nothing."""
+    ``_LIST_GAP`` nulls) to reach it: True; False for an index further on. Other values (a path
+    through a string, a name on a list, an index on an object) take nothing: None."""
     if kind is dict:
-        if key.__class__ is str:
-            cur[key] = value
+        if key.__class__ is not str:
+            return None
+        cur[key] = value
     elif kind is list and key.__class__ is int:
         n = len(cur)
         if key < n:  # type: ignore[operator]
@@ -574,6 +580,8 @@ def _put(cur: Any, kind: type, key: str | int, value: Any) -> bool:
             if key > n:  # type: ignore[operator]
                 cur.extend([None] * (key - n))  # type: ignore[operator]
             cur.append(value)
+    else:
+        return None
     return True
 
 
