@@ -207,3 +207,13 @@ def test_1100_distinct_100kb_paths_leave_nothing_behind(target, readable):
     assert left < 1 * MB, left
     if not readable:
         assert any("could not be read" in w for w in warnings)
+
+
+@pytest.mark.parametrize("target", (C, G))
+def test_paths_through_scalars_take_nothing_without_a_warning(target):
+    frames = _call_stream([[{"jsonPath": "$.f", "boolValue": False}, {"jsonPath": "$.f.x", "stringValue": "a"},
+                            {"jsonPath": "$.n", "numberValue": 0}, {"jsonPath": "$.n[0]", "numberValue": 1},
+                            {"jsonPath": "$.s", "stringValue": ""}, {"jsonPath": "$.s.t.u", "nullValue": None}]])
+    t, out = _run(target, frames)
+    assert _args(target, out, frames) == {"f": False, "n": 0, "s": ""}
+    assert not t.warnings, t.warnings

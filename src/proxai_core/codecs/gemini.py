@@ -424,6 +424,7 @@ _LIST_GAP = 8
 #: the deepest path a piece may name (deeper is no JSON a tool takes, and could not be written back)
 _MAX_DEPTH = 128
 _FAR = 1 << 62  # an index of more than 9 digits: past any list (int() of a long digit string is slow)
+_TOO_FAR = object()
 _UNREADABLE = "a partialArgs path Gemini sent could not be read; that piece was dropped"
 _BEYOND = ("a partialArgs path Gemini sent points beyond what the arguments can hold (an index more than "
            f"{_LIST_GAP} past the list's end, or over {_MAX_DEPTH} levels deep); that piece was dropped")
@@ -460,19 +461,22 @@ def _path_keys(path: str) -> list[str | int] | None:
 
 
 _KEY_END = re.compile(r"[.\[]")
+#: jsonPath -> its keys, for the paths a tool's arguments repeat on every call; only short paths and
+#: a fixed number of them, so what the process keeps is bounded (about 1 MB) whatever Gemini sends
+_KEYS: dict[str, list[str | int] | tuple[()]] = {}
+_KEYS_MAX = 4096
+_KEYS_PATH_MAX = 64
 
 
 class _Pieces:
     """One call's ``partialArgs`` state, dropped with the call: the strings still arriving (path ->
     their container, key and pieces so far; joined once when the string ends, so joining stays
-    linear) and the last path read with its keys (the pieces of one string repeat their path)."""
+    linear)."""
 
-    __slots__ = ("open", "path", "keys")
+    __slots__ = ("open",)
 
     def __init__(self) -> None:
         self.open: dict[str, tuple[Any, type, str | int, list[str]]] = {}
-        self.path: str | None = None
-        self.keys: list[str | int] | None = None
 
     def close(self) -> None:
         """Write the strings whose last piece never came (the call ended)."""
@@ -490,11 +494,11 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], pieces: _Pieces, war
         if path.__class__ is not str:
             warn_once(warnings, _UNREADABLE)
             continue
-        if path == pieces.path:
-            keys = pieces.keys
-        else:
-            keys = _path_keys(path)
-            pieces.path, pieces.keys = path, keys
+        keys = _KEYS.get(path)
+        if keys is None:
+            keys = _path_keys(path) or ()
+            if len(path) <= _KEYS_PATH_MAX and len(_KEYS) < _KEYS_MAX:
+                _KEYS[path] = keys
         if not keys:
             warn_once(warnings, _UNREADABLE)
             continue
@@ -513,14 +517,28 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], pieces: _Pieces, war
             continue
         cur: Any = obj
         if len(keys) > 1:  # (a nested path: its containers, made where missing)
-            cur = _container(obj, keys)
-            if cur is _NOWHERE:
+            for k, nxt in zip(keys, keys[1:]):
+                kind = cur.__class__  # (JSON values: exact dicts and lists)
+                if kind is dict:
+                    child = cur.get(k)
+                elif kind is list and k.__class__ is int and k < len(cur):  # type: ignore[operator]
+                    child = cur[k]
+                else:
+                    child = None
+                if child is None:
+                    child = [] if nxt.__class__ is int else {}
+                    placed = _put(cur, kind, k, child)
+                    if not placed:
+                        cur = None if placed is None else _TOO_FAR  # (None: takes nothing)
+                        break
+                cur = child
+            if cur is _TOO_FAR:
                 warn_once(warnings, _BEYOND)
-                continue
-            if cur is None:  # (through a string or number, or an index on an object: takes nothing)
                 continue
         last = keys[-1]
         kind = cur.__class__
+        if kind is not dict and kind is not list:  # (a path through a string or number takes nothing)
+            continue
         more = pa.get("willContinue") is True and value.__class__ is str
         held = pieces.open.pop(path, None) if pieces.open else None
         if held is not None and held[0] is cur and value.__class__ is str:
@@ -530,36 +548,15 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], pieces: _Pieces, war
             else:
                 _put(cur, kind, last, "".join(held[3]))
             continue
-        placed = _put(cur, kind, last, value)
+        if kind is dict and last.__class__ is str:  # (the usual piece)
+            cur[last] = value
+            placed = True
+        else:
+            placed = _put(cur, kind, last, value)
         if placed is False:
             warn_once(warnings, _BEYOND)
         elif placed and more:
             pieces.open[path] = (cur, kind, last, [value])
-
-
-_NOWHERE = object()
-
-
-def _container(obj: dict[str, Any], keys: list[str | int]) -> Any:
-    """The container of a nested path's last key, made where missing; ``_NOWHERE`` when an index
-    on the way is too far past its list's end, None when the path leads through something else."""
-    cur: Any = obj
-    for k, nxt in zip(keys, keys[1:]):
-        kind = cur.__class__  # (JSON values: exact dicts and lists)
-        if kind is dict:
-            child = cur.get(k)
-        elif kind is list and k.__class__ is int and k < len(cur):  # type: ignore[operator]
-            child = cur[k]
-        else:
-            child = None
-        if child is None:
-            child = [] if nxt.__class__ is int else {}
-            placed = _put(cur, kind, k, child)
-            if not placed:
-                return None if placed is None else _NOWHERE
-        cur = child
-    kind = cur.__class__
-    return cur if kind is dict or kind is list else None
 
 
 def _put(cur: Any, kind: type, key: str | int, value: Any) -> bool | None:
