@@ -163,14 +163,16 @@ def _sig_part(sig: str, on: str) -> Reasoning:
     return Reasoning(text="", opaque={"protocol": PROTOCOL, "signature": sig, "on": on})
 
 
-def _call_args(fc: dict[str, Any]) -> str:
+def _call_args(fc: dict[str, Any], warnings: list[str]) -> str:
     args = fc.get("args")
     if isinstance(args, dict):
         return dumps(args).decode()
     partial = fc.get("partialArgs")
     if isinstance(partial, list):
         obj: dict[str, Any] = {}
-        _apply_partial(obj, partial, {})
+        pieces = _Pieces()
+        _apply_partial(obj, partial, pieces, warnings)
+        pieces.close()
         return dumps(obj).decode()
     return "{}"
 
@@ -259,7 +261,7 @@ def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
                 parts.append(_sig_part(sig, "call"))
             fid = fc.get("id")
             cid = fid if isinstance(fid, str) and fid else mint_call_id(scope, calls, name)
-            parts.append(ToolCall(cid, name, _call_args(fc)))
+            parts.append(ToolCall(cid, name, _call_args(fc, warnings)))
             raws[id(parts[-1])] = p
             calls += 1
             open_calls += 1
@@ -416,6 +418,18 @@ def error_frame(err: Error) -> bytes:
 
 
 # ============================================================================= partial arguments
+#: how far past a list's end one piece may write: Gemini names list items in order, so an index
+#: further on is no item of these arguments, only a request to allocate that many nulls (dropped)
+_LIST_GAP = 8
+#: the deepest path a piece may name (deeper is no JSON a tool takes, and could not be written back)
+_MAX_DEPTH = 128
+_FAR = 1 << 62  # an index of more than 9 digits: past any list (int() of a long digit string is slow)
+_TOO_FAR = object()
+_UNREADABLE = "a partialArgs path Gemini sent could not be read; that piece was dropped"
+_BEYOND = ("a partialArgs path Gemini sent points beyond what the arguments can hold (an index more than "
+           f"{_LIST_GAP} past the list's end, or over {_MAX_DEPTH} levels deep); that piece was dropped")
+
+
 def _path_keys(path: str) -> list[str | int] | None:
     """``$.a.b[0].c`` / ``$['a']`` -> keys; None when it is not a path we read."""
     if path[:1] != "$":
@@ -436,8 +450,8 @@ def _path_keys(path: str) -> list[str | int] | None:
             tok = path[i + 1 : j]
             if tok[:1] in ("'", '"'):
                 keys.append(tok[1:-1])
-            elif tok.isdigit():
-                keys.append(int(tok))
+            elif tok.isdigit() and tok.isascii():
+                keys.append(int(tok) if len(tok) < 10 else _FAR)
             else:
                 return None
             i = j + 1
@@ -447,27 +461,46 @@ def _path_keys(path: str) -> list[str | int] | None:
 
 
 _KEY_END = re.compile(r"[.\[]")
-#: jsonPath -> its keys (the pieces of one string repeat their path; () when unreadable)
+#: jsonPath -> its keys, for the paths a tool's arguments repeat on every call; only short paths and
+#: a fixed number of them, so what the process keeps is bounded (about 1 MB) whatever Gemini sends
 _KEYS: dict[str, list[str | int] | tuple[()]] = {}
 _KEYS_MAX = 4096
+_KEYS_PATH_MAX = 64
 
 
-def _apply_partial(obj: dict[str, Any], partial: list[Any], strings: dict[str, bool]) -> bool:
-    """Apply Vertex ``partialArgs`` to the arguments object; False on a path we cannot read.
-    A string whose piece says ``willContinue`` is continued by the next piece of the same path."""
-    ok = True
+class _Pieces:
+    """One call's ``partialArgs`` state, dropped with the call: the strings still arriving (path ->
+    their container, key and pieces so far; joined once when the string ends, so joining stays
+    linear)."""
+
+    __slots__ = ("open",)
+
+    def __init__(self) -> None:
+        self.open: dict[str, tuple[Any, type, str | int, list[str]]] = {}
+
+    def close(self) -> None:
+        """Write the strings whose last piece never came (the call ended)."""
+        for cur, kind, last, parts in self.open.values():
+            _put(cur, kind, last, "".join(parts))
+        self.open.clear()
+
+
+def _apply_partial(obj: dict[str, Any], partial: list[Any], pieces: _Pieces, warnings: list[str]) -> None:
+    """Apply Vertex ``partialArgs`` to the arguments object; a piece whose path we cannot read or
+    that points beyond what the arguments can hold is dropped with a warning. A string whose piece
+    says ``willContinue`` is continued by the next piece of the same path."""
     for pa in partial:
         path = pa.get("jsonPath") if pa.__class__ is dict else None
         if path.__class__ is not str:
-            ok = False
+            warn_once(warnings, _UNREADABLE)
             continue
         keys = _KEYS.get(path)
         if keys is None:
             keys = _path_keys(path) or ()
-            if len(_KEYS) < _KEYS_MAX:
+            if len(path) <= _KEYS_PATH_MAX and len(_KEYS) < _KEYS_MAX:
                 _KEYS[path] = keys
         if not keys:
-            ok = False
+            warn_once(warnings, _UNREADABLE)
             continue
         if "stringValue" in pa:
             value: Any = pa["stringValue"]
@@ -478,6 +511,9 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], strings: dict[str, b
         elif "nullValue" in pa:
             value = None
         else:
+            continue
+        if len(keys) > _MAX_DEPTH:
+            warn_once(warnings, _BEYOND)
             continue
         cur: Any = obj
         if len(keys) > 1:  # (a nested path: its containers, made where missing)
@@ -491,32 +527,59 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], strings: dict[str, b
                     child = None
                 if child is None:
                     child = [] if nxt.__class__ is int else {}
-                    _put(cur, kind, k, child)
+                    placed = _put(cur, kind, k, child)
+                    if not placed:
+                        cur = None if placed is None else _TOO_FAR  # (None: takes nothing)
+                        break
                 cur = child
+            if cur is _TOO_FAR:
+                warn_once(warnings, _BEYOND)
+                continue
         last = keys[-1]
         kind = cur.__class__
-        is_str = value.__class__ is str
-        if is_str and strings.get(path):
-            prev: Any = ""
-            if kind is dict:
-                prev = cur.get(last, "")
-            elif kind is list and last.__class__ is int and last < len(cur):  # type: ignore[operator]
-                prev = cur[last]
-            value = (prev if prev.__class__ is str else "") + value
-        strings[path] = is_str and pa.get("willContinue") is True
-        _put(cur, kind, last, value)
-    return ok
+        if kind is not dict and kind is not list:  # (a path through a string or number takes nothing)
+            continue
+        more = pa.get("willContinue") is True and value.__class__ is str
+        held = pieces.open.pop(path, None) if pieces.open else None
+        if held is not None and held[0] is cur and value.__class__ is str:
+            held[3].append(value)
+            if more:
+                pieces.open[path] = held
+            else:
+                _put(cur, kind, last, "".join(held[3]))
+            continue
+        if kind is dict and last.__class__ is str:  # (the usual piece)
+            cur[last] = value
+            placed = True
+        else:
+            placed = _put(cur, kind, last, value)
+        if placed is False:
+            warn_once(warnings, _BEYOND)
+        elif placed and more:
+            pieces.open[path] = (cur, kind, last, [value])
 
 
-def _put(cur: Any, kind: type, key: str | int, value: Any) -> None:
-    """``cur[key] = value`` for a JSON object, or a list grown to reach ``key``; other values (a
-    path through a string, a name on a list) take nothing."""
+def _put(cur: Any, kind: type, key: str | int, value: Any) -> bool | None:
+    """``cur[key] = value`` for a name on a JSON object, or an index on a list grown (by at most
+    ``_LIST_GAP`` nulls) to reach it: True; False for an index further on. Other values (a path
+    through a string, a name on a list, an index on an object) take nothing: None."""
     if kind is dict:
+        if key.__class__ is not str:
+            return None
         cur[key] = value
     elif kind is list and key.__class__ is int:
-        while len(cur) <= key:  # type: ignore[operator]
-            cur.append(None)
-        cur[key] = value
+        n = len(cur)
+        if key < n:  # type: ignore[operator]
+            cur[key] = value
+        elif key - n > _LIST_GAP:  # type: ignore[operator]
+            return False
+        else:
+            if key > n:  # type: ignore[operator]
+                cur.extend([None] * (key - n))  # type: ignore[operator]
+            cur.append(value)
+    else:
+        return None
+    return True
 
 
 # ============================================================================= stream decode
@@ -528,12 +591,12 @@ _EMPTY_TEXT = {"text": ""}
 class _Call:
     """A function call being read: its arguments may arrive in pieces (Vertex ``partialArgs``)."""
 
-    __slots__ = ("part", "obj", "strings", "raw", "sig")
+    __slots__ = ("part", "obj", "pieces", "raw", "sig")
 
     def __init__(self, part: ToolCall, raw: dict[str, Any], sig: str | None):
         self.part = part
         self.obj: dict[str, Any] = {}
-        self.strings: dict[str, bool] = {}
+        self.pieces: _Pieces | None = None  # made by the first partialArgs
         self.raw = raw
         self.sig = sig
 
@@ -765,8 +828,8 @@ class StreamDecoder:
         more = fc.get("willContinue") is True
         call = self._call
         if call is not None and name.__class__ is not str:  # a piece of the call in progress
-            if partial.__class__ is list and not _apply_partial(call.obj, partial, call.strings):
-                warn_once(self.warnings, "a partialArgs path Gemini sent could not be read; that piece was dropped")
+            if partial.__class__ is list:
+                _apply_partial(call.obj, partial, call.pieces or self._pieces(call), self.warnings)
             args = fc.get("args")
             if args.__class__ is dict:
                 call.obj.update(args)
@@ -788,17 +851,25 @@ class StreamDecoder:
         args = fc.get("args")
         if args.__class__ is dict:
             call.obj.update(args)
-        if partial.__class__ is list and not _apply_partial(call.obj, partial, call.strings):
-            warn_once(self.warnings, "a partialArgs path Gemini sent could not be read; that piece was dropped")
+        if partial.__class__ is list:
+            _apply_partial(call.obj, partial, self._pieces(call), self.warnings)
         self._call = call
         if not more:
             self._end_call(out)
+
+    @staticmethod
+    def _pieces(call: _Call) -> _Pieces:
+        pieces = call.pieces = _Pieces()
+        return pieces
 
     def _end_call(self, out: list[Event]) -> None:
         call = self._call
         if call is None:
             return
         self._call = None
+        if call.pieces is not None:
+            call.pieces.close()
+            call.pieces = None
         call.part.arguments = dumps(call.obj).decode()
         if call.raw.get("functionCall", {}).get("partialArgs") is not None or call.raw["functionCall"].get(
                 "willContinue"):
