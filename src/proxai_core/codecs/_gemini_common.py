@@ -111,6 +111,8 @@ _MODELS = re.compile(r"^/v1(?:alpha|beta\d*|\d*)?(?:(?:/projects/[^/]+/locations
 #: a whole request path whose query is empty or ``alt=sse`` (no credential) -> facts, looked up first
 _ENDPOINT_FACTS: dict[tuple[str, bool] | str, PathFacts | None] = {}
 _ENDPOINT_FACTS_MAX = 1024
+#: longer paths are parsed each time, never kept: the cache holds at most 1024 × 256 characters
+_ENDPOINT_FACTS_PATH_MAX = 256
 _PLAIN_QUERIES = ("", "alt=sse")
 
 
@@ -140,9 +142,10 @@ def parse_endpoint(path: str) -> PathFacts | None:
             method = m.group("method")
             facts = PathFacts("count_tokens" if method == "countTokens" else "generate", m.group("prefix"),
                               unquote(m.group("model")), method == "streamGenerateContent", sse)
-        if len(cache) < _ENDPOINT_FACTS_MAX:
+        if len(cache) < _ENDPOINT_FACTS_MAX and len(p) <= _ENDPOINT_FACTS_PATH_MAX:
             cache[key] = facts
-    if whole is path and query in _PLAIN_QUERIES and len(cache) < _ENDPOINT_FACTS_MAX:
+    if (whole is path and query in _PLAIN_QUERIES and len(cache) < _ENDPOINT_FACTS_MAX
+            and len(whole) <= _ENDPOINT_FACTS_PATH_MAX):
         cache[whole] = facts
     return facts
 

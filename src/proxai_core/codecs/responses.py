@@ -423,6 +423,10 @@ def _ci(obj: dict[str, Any]) -> int:
     return v if type(v) is int else 0
 
 
+#: the most reasoning-part separators one summary/content index jump produces
+_MAX_PART_GAP = 8
+
+
 class StreamDecoder:
     """Responses SSE events -> neutral events."""
 
@@ -753,10 +757,13 @@ class StreamDecoder:
         elif st.mode != mode:
             return False
         if type(idx) is int and idx > st.si:
+            # one "\n\n" per part boundary, at most _MAX_PART_GAP of them: the index is the upstream's
+            # number, and a jump past empty parts must not size the text
+            sep = "\n\n" * min(idx - st.si, _MAX_PART_GAP)
             if st.has_delta:
-                out.append(Delta(st.index, "reasoning", "\n\n" * (idx - st.si)))
+                out.append(Delta(st.index, "reasoning", sep))
             else:
-                st.final = "\n\n" * (idx - st.si)  # pending separators before the first delta
+                st.final = sep  # pending separators before the first delta
             st.si = idx
         return True
 
