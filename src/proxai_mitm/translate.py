@@ -31,6 +31,7 @@ from .options import RouteOptions, check_deferred, options_error
 from .protocols import fallback_error_frame
 from .record import LIMIT_OPTIONS, safe_body_limit
 from .replies import native_error, set_body
+from .scrubber import exact_redactor
 from .state import FlowState, get_state
 from .streaming import StreamHandler
 
@@ -226,11 +227,22 @@ class Translator:
         if how == "models":
             finish_models(resp, state, content, self.options.routes)
         elif how == "error":
-            finish_error(state, resp, content)
+            finish_error(state, resp, _without_secrets(state, resp, content))
         elif how in ("stream_whole", "collect", "to_stream", "json"):
             translate_body(state, resp, content, how)
         elif how == "observe":
             observe_body(state, content, resp.headers.get("content-type", ""))
+
+
+def _without_secrets(state: FlowState, resp: http.Response, content: bytes) -> bytes:
+    """A routed flow's upstream error may echo the key the route injected (raw or encoded): the
+    client never gets it back, whether the error is translated or passed through as it is."""
+    if state.route is None or not state.secrets:
+        return content
+    clean = exact_redactor(state.secrets).data(content)
+    if clean is not content:
+        resp.content = clean  # the pass-through case; a translation replaces the body anyway
+    return clean
 
 
 def finish_stream(flow: http.HTTPFlow, state: FlowState, interrupted: str | None = None) -> None:
