@@ -240,8 +240,12 @@ def _without_secrets(state: FlowState, resp: http.Response, content: bytes) -> b
     if state.route is None or not state.secrets:
         return content
     clean = exact_redactor(state.secrets).data(content)
-    if clean is not content:
-        resp.content = clean  # the pass-through case; a translation replaces the body anyway
+    if clean is not content:  # the pass-through case; a translation replaces the body anyway
+        try:
+            resp.content = clean  # encoded again as the upstream had encoded it
+        except ValueError:
+            resp.headers.pop("content-encoding", None)
+            resp.content = clean
     return clean
 
 

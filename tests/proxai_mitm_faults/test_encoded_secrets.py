@@ -26,6 +26,9 @@ pytestmark = pytest.mark.e2e
 ENV = "PROXAI_I21_KEY"
 OTHER_KEY = "another-configured-key-0123456789"  # the replay run's key: it cannot scrub KEY
 FORMS = [f for f in encoded_forms(KEY) if f != "pct_plus"]  # KEY has no space: pct_plus == pct_upper
+#: what the upstream sends, in order: each form plain, then one gzip-compressed (re-encoded when cut)
+SENT = [(f, None) for f in FORMS] + [("json_mixed", "gzip")]
+N = 2 * len(SENT)  # flows: each asked by two clients
 CHAT = "/v1/chat/completions"
 ANTH_BODY = {"model": "to-chat-x", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
 CHAT_BODY = {"model": "to-chat-x", "messages": [{"role": "user", "content": "hi"}]}
@@ -68,12 +71,13 @@ def live(tmp_path_factory):
     try:
         m.start()
         with httpx2.Client(timeout=30) as c:
-            for form in FORMS:
-                up.on(CHAT, Reply(status=401, body=_error_body(form), headers=[("content-type", "application/json")]))
-                answers[form] = _ask(c, m.url)
+            for form, coding in SENT:
+                up.on(CHAT, Reply(status=401, body=_error_body(form), headers=[("content-type", "application/json")],
+                                  encoding=coding))
+                answers[form + (f"+{coding}" if coding else "")] = _ask(c, m.url)
         sent = [r for r in up.requests if r.path == CHAT]
-        assert len(sent) == 2 * len(FORMS) and all(r.header("authorization") == f"Bearer {KEY}" for r in sent)
-        m.wait_for_log(r"proxai: .*401", count=2 * len(FORMS), timeout=30)
+        assert len(sent) == N and all(r.header("authorization") == f"Bearer {KEY}" for r in sent)
+        m.wait_for_log(r"proxai: .*401", count=N, timeout=30)
         m.stop()
         assert m.flows_path is not None
         yield {"answers": answers, "log": m.log, "recording": m.flows_path.read_bytes(),
@@ -83,7 +87,7 @@ def live(tmp_path_factory):
         up.stop()
 
 
-@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("form", [*FORMS, "json_mixed+gzip"])
 def test_client_error_bodies_carry_no_form_of_the_key(live, form):
     anth, chat = live["answers"][form]
     assert anth.status_code == 401 and chat.status_code == 401
@@ -97,7 +101,7 @@ def test_client_error_bodies_carry_no_form_of_the_key(live, form):
 
 def test_log_lines_carry_no_form_of_the_key(live):
     lines = [ln for ln in live["log"].splitlines() if "proxai: " in ln and "401" in ln]
-    assert len(lines) >= 2 * len(FORMS) and any("<redacted>" in ln for ln in lines)
+    assert len(lines) >= N and any("<redacted>" in ln for ln in lines)
     assert not leaks(live["log"]), leaks(live["log"])
 
 
@@ -108,7 +112,7 @@ def test_recording_and_har_carry_no_form_of_the_key(live, out):
     assert not leaks(blob), leaks(blob)
     if out == "har":
         entries = json.loads(blob)["log"]["entries"]
-        assert len(entries) == 2 * len(FORMS)
+        assert len(entries) == N
 
 
 # ----------------------------------------------------------------------------- an older recording
@@ -118,12 +122,12 @@ def old_recording(live):
     request's header, each form echoed in the bodies and the record (where ``<redacted>`` is now)."""
     with open(live["flows_path"], "rb") as fh:
         flows = list(mio.FlowReader(fh).stream())
-    assert len(flows) == 2 * len(FORMS)
+    assert len(flows) == N
     path = live["tmp"] / "old.mitm"
     with open(path, "wb") as fh:
         w = mio.FlowWriter(fh)
         for i, f in enumerate(flows):
-            enc = encoded_forms(KEY)[FORMS[i // 2]]
+            enc = encoded_forms(KEY)[SENT[i // 2][0]]
             f.request.headers["authorization"] = f"Bearer {KEY}"
             f.response.content = f.response.content.replace(b"<redacted>", enc.encode())
             rec = f.metadata["proxai"]
@@ -143,7 +147,7 @@ def test_replay_answers_from_an_older_recording_carry_no_form_of_the_key(live, o
     try:
         m.start()
         with httpx2.Client(timeout=30) as c:
-            for form in FORMS:
+            for form, _ in SENT:
                 anth, chat = _ask(c, m.url)
                 assert anth.status_code == 401 and chat.status_code == 401, (anth.text, chat.text)
                 assert "Incorrect API key provided" in anth.text and "Incorrect API key provided" in chat.text
