@@ -6,14 +6,14 @@ characters) replaced by ``<redacted>`` and every known key shape (``sk-…``, ``
 JSON values of keys such as ``"api_key"``) masked after its recognizable prefix. The same object is
 returned when nothing was found, so callers can skip re-encoding.
 
-Encoded forms (an upstream may echo the key escaped): the text is also read decoded, one layer deep,
-where each character may be written its own way (mixed): JSON ``\uXXXX`` (any hex case) and ``\/``,
-percent ``%XX`` (any hex case; ``+`` for a space), HTML ``&#NN;`` / ``&#xHH;`` / ``&amp;`` …. Both the
-secrets and the key shapes are searched in that decoded text and the match is cut out of the original
-text. Base64: each secret's three alignments (standard and URL-safe alphabet) are searched as plain
-strings, so a key inside a ``Basic`` credential or a data URL is found too; only the characters that
-depend on the secret alone are replaced. Not decoded: two layers (an escaped escape), other JSON
-short escapes (``\"``, ``\\``, ``\n``: header values, hence secrets, hold no such characters).
+Encoded forms (an upstream may echo the key escaped): the text is also read decoded, once and twice
+(an escaped escape such as ``%2541``), each character written its own way (mixed): JSON ``\uXXXX``
+(any hex case) and ``\/``, percent ``%XX`` (any hex case; ``+`` for a space), HTML ``&#NN;`` /
+``&#xHH;`` / ``&amp;`` …. The secrets and the key shapes are searched in the decoded text and the
+match is cut out of the original. Base64: each secret's three alignments (standard and URL-safe
+alphabets) are searched as plain strings (a key inside a ``Basic`` credential or a data URL); only
+the characters that depend on the secret alone are replaced. Not decoded: a third layer, the other
+JSON short escapes (``\"``, ``\\``, ``\n``: header values, hence secrets, hold no such characters).
 """
 
 from __future__ import annotations
@@ -191,8 +191,13 @@ class Redactor:
             if not any(lead in chunk for lead in _ESCAPE_LEADS):
                 continue
             dec = _Decoded(chunk)
-            if dec.escapes:
-                found += [(lo + dec.start(a), lo + dec.end(b), rep) for a, b, rep in self._spans(dec.text)]
+            if not dec.escapes:
+                continue
+            found += [(lo + dec.start(a), lo + dec.end(b), rep) for a, b, rep in self._spans(dec.text)]
+            twice = _Decoded(dec.text)  # an escaped escape: %2541, &amp;#x41;, \u002541
+            if twice.escapes:
+                found += [(lo + dec.start(twice.start(a)), lo + dec.end(twice.end(b)), rep)
+                          for a, b, rep in self._spans(twice.text)]
         return found
 
     def _spans(self, data: bytes) -> list[tuple[int, int, bytes]]:

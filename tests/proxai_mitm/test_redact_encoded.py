@@ -1,7 +1,7 @@
 """Every encoded form of a flow secret is redacted: JSON (``\\/``, ``\\u00xx`` in any hex case, mixed
-with literal characters), percent (upper / lower hex, ``+`` for a space), HTML references, base64 —
-in the scanner, the record strings and the log line (state.scrub), a saved flow, and again in the
-readers (report, CSV/JSON, export, HTML report) of a file written without redaction."""
+with literal characters), percent (upper / lower hex, ``+`` for a space), HTML references, base64,
+an escaped escape — in the scanner, the record strings and the log line (state.scrub), a saved flow,
+and again in the readers (report, CSV/JSON, export, HTML report) of a file written without redaction."""
 
 from __future__ import annotations
 
@@ -56,6 +56,10 @@ def encoded_forms(key: str) -> dict[str, str]:
         "base64_basic": base64.b64encode(b"user:" + raw).decode(),
         "base64_offset2": base64.b64encode(b"ab" + raw + b"z").decode(),
         "base64url": base64.urlsafe_b64encode(b"x" + raw).decode(),
+        # an escaped escape (two layers)
+        "pct_twice": quote(quote(key, safe=""), safe=""),
+        "html_escaped_refs": html.escape("".join(f"&#x{ord(c):x};" for c in key)),
+        "pct_of_json_u": quote("".join(f"\\u{ord(c):04x}" for c in key), safe=""),
     }
 
 
