@@ -69,27 +69,39 @@ _ESCAPE = re.compile(
 _ESCAPE_LEADS = (b"\\", b"%", b"&")
 
 
-def _token_table() -> dict[bytes, bytes]:
-    table = {b"\\\\": b"\\\\", b"\\/": b"/", b"&amp;": b"&", b"&quot;": b'"', b"&lt;": b"<", b"&gt;": b">",
+#: characters of keys and key shapes, and those that start an escape (for the second layer): an
+#: escape of any other character (``\u00e9``, ``&lt;``) cannot be part of a match and is left as it is,
+#: so the decoded text is searched again only where such a character was escaped
+_KEY_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_./+=~%&\\")
+
+
+def _token_table(keep: frozenset[int] | None) -> dict[bytes, bytes]:
+    """Each escape -> what it decodes to (itself when it decodes to a character not in ``keep``)."""
+    pairs = {b"\\\\": b"\\\\", b"\\/": b"/", b"&amp;": b"&", b"&quot;": b'"', b"&lt;": b"<", b"&gt;": b">",
              b"&apos;": b"'"}
     for code in range(256):
-        for hx in {f"{code:02x}", f"{code:02X}", f"{code:02x}".capitalize(), f"{code:02X}".capitalize(),
-                   f"{code:02x}"[0] + f"{code:02X}"[1], f"{code:02X}"[0] + f"{code:02x}"[1]}:
-            table[b"%" + hx.encode()] = bytes((code,))
-            table[b"\\u00" + hx.encode()] = chr(code).encode()
-    return table
+        for hx in {f"{code:02x}", f"{code:02X}", f"{code:02x}"[0] + f"{code:02X}"[1],
+                   f"{code:02X}"[0] + f"{code:02x}"[1]}:
+            pairs[b"%" + hx.encode()] = bytes((code,))
+            pairs[b"\\u00" + hx.encode()] = chr(code).encode()
+    return {t: d if keep is None or (len(d) == 1 and d[0] in keep) else t for t, d in pairs.items()}
 
 
-_TOKENS = _token_table()
+_LEADS = frozenset((b"%", b"&", b"\\"))
+_KEY_BYTES = frozenset(bytes((c,)) for c in _KEY_CHARS) - _LEADS
+_TOKENS_KEY = _token_table(_KEY_CHARS)
+_TOKENS_ALL = _token_table(None)  # when a secret has other characters
 _DEC_WINDOW = 64 * 1024
 _DEC_OVERLAP = 4096  # a 400-character key written all as 10-character HTML references
 
 
-def _unescape(tok: bytes) -> bytes:
-    """An HTML numeric reference (the other tokens are in the table)."""
+def _unescape(tok: bytes, keep: frozenset[int] | None) -> bytes:
+    """An HTML numeric reference (the other escapes are in the tables)."""
     num = tok[2:-1]
     code = int(num[1:], 16) if num[:1] in (b"x", b"X") else int(num)
-    return chr(code).encode("utf-8", "surrogatepass") if code <= 0x10FFFF else tok
+    if code > 0x10FFFF or (keep is not None and code not in keep):
+        return tok
+    return chr(code).encode("utf-8", "surrogatepass")
 
 
 class _Decoded:
@@ -97,19 +109,25 @@ class _Decoded:
     escapes (alternating); ``orig`` / ``dec`` are where each piece starts in the original / decoded
     text. Plain lists of ints: no per-escape objects for the garbage collector to walk."""
 
-    __slots__ = ("text", "escapes", "_orig", "_dec")
+    __slots__ = ("text", "keyed", "leads", "_orig", "_dec")
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, table: dict[bytes, bytes], keep: frozenset[int] | None) -> None:
         pieces = _ESCAPE.split(data)
-        self.escapes = len(pieces) // 2
-        if not self.escapes:
-            self.text = data
+        self.text = data
+        self.keyed = self.leads = False  # a key character / an escape's first character was decoded
+        if len(pieces) == 1:
             return
-        toks = pieces[1::2]
         self._orig = [0, *accumulate(map(len, pieces))]
-        pieces[1::2] = [_TOKENS.get(t) or _unescape(t) for t in toks]
+        pieces[1::2] = out = [table.get(t) or _unescape(t, keep) for t in pieces[1::2]]
         self._dec = [0, *accumulate(map(len, pieces))]
-        self.text = b"".join(pieces)
+        if self._dec[-1] == self._orig[-1]:  # nothing decoded (each decoded escape is shorter)
+            return
+        self.text = text = b"".join(pieces)
+        outs = set(out)
+        self.keyed = keep is None or not outs.isdisjoint(_KEY_BYTES)
+        if not outs.isdisjoint(_LEADS):  # an escape decoded to "%", "&" or "\": does one start there?
+            dec = self._dec
+            self.leads = any(_ESCAPE.match(text, dec[2 * k + 1]) for k, d in enumerate(out) if d in _LEADS)
 
     def start(self, x: int) -> int:
         """Original offset of decoded offset ``x`` (inside an escape's output: the escape's start)."""
@@ -161,6 +179,10 @@ class Redactor:
         # what is searched as it is: each secret, with "+" for its spaces, and its base64 forms
         found = {v for sec in self.secrets for v in (sec, sec.replace(b" ", b"+"), *_base64_cores(sec))}
         self._literals = sorted(found, key=len, reverse=True)
+        # escapes worth decoding: of the characters keys are made of (all, for a secret of others)
+        plain = all(b in _KEY_CHARS for sec in self.secrets for b in sec)
+        self._keep: frozenset[int] | None = _KEY_CHARS if plain else None
+        self._table = _TOKENS_KEY if plain else _TOKENS_ALL
 
     def spans(self, data: bytes) -> list[tuple[int, int, bytes]]:
         """(start, end, replacement) of everything to redact, sorted, not overlapping."""
@@ -190,12 +212,13 @@ class Redactor:
             chunk = data[lo:base + _DEC_WINDOW]
             if not any(lead in chunk for lead in _ESCAPE_LEADS):
                 continue
-            dec = _Decoded(chunk)
-            if not dec.escapes:
+            dec = _Decoded(chunk, self._table, self._keep)
+            if dec.keyed:
+                found += [(lo + dec.start(a), lo + dec.end(b), rep) for a, b, rep in self._spans(dec.text)]
+            if not dec.leads:
                 continue
-            found += [(lo + dec.start(a), lo + dec.end(b), rep) for a, b, rep in self._spans(dec.text)]
-            twice = _Decoded(dec.text)  # an escaped escape: %2541, &amp;#x41;, \u002541
-            if twice.escapes:
+            twice = _Decoded(dec.text, self._table, self._keep)  # an escaped escape: %2541, &amp;#x41;
+            if twice.keyed:
                 found += [(lo + dec.start(twice.start(a)), lo + dec.end(twice.end(b)), rep)
                           for a, b, rep in self._spans(twice.text)]
         return found
