@@ -26,19 +26,28 @@ pytestmark = pytest.mark.e2e
 ENV = "PROXAI_I21_KEY"
 OTHER_KEY = "another-configured-key-0123456789"  # the replay run's key: it cannot scrub KEY
 FORMS = [f for f in encoded_forms(KEY) if f != "pct_plus"]  # KEY has no space: pct_plus == pct_upper
-#: what the upstream sends, in order: each form plain, then one gzip-compressed (re-encoded when cut)
-SENT = [(f, None) for f in FORMS] + [("json_mixed", "gzip")]
+#: what the upstream sends, in order: each form plain, then one gzip-compressed (re-encoded when cut),
+#: then a 2 MB one, every other character an escape (scanned off the event loop)
+SENT = [(f, None, 0) for f in FORMS] + [("json_mixed", "gzip", 0), ("json_mixed", None, 700_000)]
 N = 2 * len(SENT)  # flows: each asked by two clients
 CHAT = "/v1/chat/completions"
 ANTH_BODY = {"model": "to-chat-x", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
 CHAT_BODY = {"model": "to-chat-x", "messages": [{"role": "user", "content": "hi"}]}
 
 
-def _error_body(form: str) -> bytes:
+def _error_body(form: str, pad: int = 0) -> bytes:
     """OpenAI's 401 for a wrong key, which quotes the key back (here in one encoded form)."""
-    return ('{"error":{"message":"Incorrect API key provided: ' + encoded_forms(KEY)[form]
+    return ('{"error":{"message":"Incorrect API key provided: ' + encoded_forms(KEY)[form] + " %41" * pad
             + '. You can find your API key at https:\\/\\/platform.openai.com\\/account\\/api-keys.",'
             '"type":"invalid_request_error","param":null,"code":"invalid_api_key"}}').encode()
+
+
+def _kib(pid: int, field: str) -> int:
+    """A memory figure of a process (/proc/PID/status, kB)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(field)
 
 
 def _routes(tmp: Path, base_url: str) -> Path:
@@ -70,24 +79,31 @@ def live(tmp_path_factory):
     answers: dict[str, tuple[httpx2.Response, httpx2.Response]] = {}
     try:
         m.start()
-        with httpx2.Client(timeout=30) as c:
-            for form, coding in SENT:
-                up.on(CHAT, Reply(status=401, body=_error_body(form), headers=[("content-type", "application/json")],
-                                  encoding=coding))
-                answers[form + (f"+{coding}" if coding else "")] = _ask(c, m.url)
+        assert m.proc is not None
+        rss0 = hwm0 = 0
+        with httpx2.Client(timeout=60) as c:
+            for i, (form, coding, pad) in enumerate(SENT):
+                if i == 1:  # after the first pair: the code paths are imported and warm
+                    rss0, hwm0 = _kib(m.proc.pid, "VmRSS"), _kib(m.proc.pid, "VmHWM")
+                up.on(CHAT, Reply(status=401, body=_error_body(form, pad),
+                                  headers=[("content-type", "application/json")], encoding=coding))
+                answers[form + (f"+{coding}" if coding else "") + ("+big" if pad else "")] = _ask(c, m.url)
+        # the peak since, when it passed the start-up peak; else what is resident now
+        hwm = _kib(m.proc.pid, "VmHWM")
+        growth = max(_kib(m.proc.pid, "VmRSS"), hwm if hwm > hwm0 else 0) - rss0
         sent = [r for r in up.requests if r.path == CHAT]
         assert len(sent) == N and all(r.header("authorization") == f"Bearer {KEY}" for r in sent)
         m.wait_for_log(r"proxai: .*401", count=N, timeout=30)
         m.stop()
         assert m.flows_path is not None
-        yield {"answers": answers, "log": m.log, "recording": m.flows_path.read_bytes(),
+        yield {"answers": answers, "log": m.log, "growth_kib": growth, "recording": m.flows_path.read_bytes(),
                "har": (tmp / "flows.har").read_bytes(), "flows_path": m.flows_path, "tmp": tmp}
     finally:
         m.cleanup()
         up.stop()
 
 
-@pytest.mark.parametrize("form", [*FORMS, "json_mixed+gzip"])
+@pytest.mark.parametrize("form", [*FORMS, "json_mixed+gzip", "json_mixed+big"])
 def test_client_error_bodies_carry_no_form_of_the_key(live, form):
     anth, chat = live["answers"][form]
     assert anth.status_code == 401 and chat.status_code == 401
@@ -97,6 +113,13 @@ def test_client_error_bodies_carry_no_form_of_the_key(live, form):
     assert "<redacted>" in chat.json()["error"]["message"]  # passed through, still JSON, key cut out
     assert not leaks(anth.content), leaks(anth.content)
     assert not leaks(chat.content), leaks(chat.content)
+
+
+def test_memory_growth_is_bounded(live):
+    """The run after the first (warm-up) pair, 2 MB escape-heavy bodies included: mitmdump's peak
+    RSS grows < 64 MB."""
+    print(f"mitmdump peak RSS growth: {live['growth_kib']} kB")
+    assert live["growth_kib"] < 64 * 1024, live["growth_kib"]
 
 
 def test_log_lines_carry_no_form_of_the_key(live):
@@ -147,7 +170,7 @@ def test_replay_answers_from_an_older_recording_carry_no_form_of_the_key(live, o
     try:
         m.start()
         with httpx2.Client(timeout=30) as c:
-            for form, _ in SENT:
+            for form, _, _ in SENT:
                 anth, chat = _ask(c, m.url)
                 assert anth.status_code == 401 and chat.status_code == 401, (anth.text, chat.text)
                 assert "Incorrect API key provided" in anth.text and "Incorrect API key provided" in chat.text
