@@ -8,6 +8,11 @@ allocate that much (``MemoryError``). Here each top-level record (a tnetstring: 
 mitmproxy's own tnetstring parser and migrated with its own ``compat.migrate_flow``. Reading stops at
 the first record that is truncated, lies about its length or does not parse, and the result says so:
 ``Damage(path, offset, reason, intact)``. A HAR file is handed to mitmproxy's reader.
+
+Every flow read is redacted again (``redact=True``, the default) before any reader (report, export,
+HTML report, replay) decodes or shows it: a file written without redaction, or by an older version,
+may hold a key, raw or encoded (JSON, percent, HTML, base64); its JSON or percent decoding would
+show the key plainly.
 """
 
 from __future__ import annotations
@@ -85,18 +90,32 @@ def iter_records(fh: BinaryIO, size: int) -> Iterator[tuple[int, Any]]:
         yield start, value
 
 
-def read_file(path: str | Path, *, http_only: bool = True) -> FileRead:
-    """Every intact flow of one file, and the damage if any (never raises for bad content)."""
+def read_file(path: str | Path, *, http_only: bool = True, redact: bool = True) -> FileRead:
+    """Every intact flow of one file (redacted, see the module docstring), and the damage if any
+    (never raises for bad content)."""
     res = FileRead()
     damages: list[Damage] = []
-    res.flows.extend(iter_flows(path, damages, http_only=http_only))
+    res.flows.extend(iter_flows(path, damages, http_only=http_only, redact=redact))
     res.damage = damages[0] if damages else None
     return res
 
 
-def iter_flows(path: str | Path, damages: list[Damage], *, http_only: bool = True) -> Iterator[Any]:
-    """The intact flows of one file, one at a time (a big file is never held whole); at the first damaged
-    record the iteration ends and the damage is appended to ``damages``."""
+def iter_flows(path: str | Path, damages: list[Damage], *, http_only: bool = True,
+               redact: bool = True) -> Iterator[Any]:
+    """The intact flows of one file (redacted, see the module docstring), one at a time (a big file is
+    never held whole); at the first damaged record the iteration ends and the damage is appended to
+    ``damages``."""
+    if not redact:
+        yield from _iter_flows(path, damages, http_only)
+        return
+    from .redact import redact_flow
+
+    for f in _iter_flows(path, damages, http_only):
+        redact_flow(f)
+        yield f
+
+
+def _iter_flows(path: str | Path, damages: list[Damage], http_only: bool) -> Iterator[Any]:
     from mitmproxy import flow as mflow
     from mitmproxy import http
     from mitmproxy.io import compat
@@ -148,14 +167,14 @@ def flow_files(folder: str | Path) -> list[Path]:
     return sorted(p for p in Path(folder).expanduser().rglob("*.mitm") if p.is_file())
 
 
-def read_path(path: str | Path, *, http_only: bool = True) -> tuple[list[Any], list[Damage]]:
+def read_path(path: str | Path, *, http_only: bool = True, redact: bool = True) -> tuple[list[Any], list[Damage]]:
     """Flows of a file, or of every ``*.mitm`` file under a folder (sorted), and the damages found."""
     p = Path(path).expanduser()
     files = flow_files(p) if p.is_dir() else [p]
     flows: list[Any] = []
     damages: list[Damage] = []
     for fp in files:
-        r = read_file(fp, http_only=http_only)
+        r = read_file(fp, http_only=http_only, redact=redact)
         flows.extend(r.flows)
         if r.damage is not None:
             damages.append(r.damage)

@@ -73,7 +73,7 @@ async def read_folder(folder: str, keep: Callable[[Any], bool] | None = None) ->
     count = 0
     for fp in files:
         damages: list[Damage] = []
-        for flow in iter_flows(fp, damages, http_only=False):
+        for flow in iter_flows(fp, damages, http_only=False, redact=False):  # as mitmproxy reads a file
             if keep is None or keep(flow):
                 await ctx.master.load_flow(flow)
                 count += 1

@@ -13,8 +13,9 @@ What is redacted
   is percent-encoded (``key=%3Credacted%3E``) so the URL stays valid.
 * The flow's own secrets (:func:`flow_secrets`: values of its credential headers, cookies and
   credential query parameters, plus what the caller passes: the client's credential a route
-  removed, the injected key), wherever they appear: bodies (an upstream error echoing the key),
-  metadata strings, the comment, the error message.
+  removed, the injected key), wherever they appear and however they are written (JSON, percent,
+  HTML and base64 forms, see scrubber.py): bodies (an upstream error echoing the key), metadata
+  strings, the comment, the error message. One placeholder everywhere: ``<redacted>``.
 * Free text (bodies, metadata strings, the comment): common key shapes: ``sk-…`` (OpenAI,
   OpenRouter), ``sk-ant-…`` (Anthropic), ``AIza…`` (Google), ``gsk_…`` (Groq), ``xai-…``, ``hf_…``,
   GitHub tokens, AWS access key ids, JWTs, ``Bearer <token>``, and JSON string values of keys such

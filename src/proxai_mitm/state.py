@@ -14,6 +14,7 @@ from proxai_core import Protocol, StopInfo
 from proxai_core.neutral import Usage
 
 from .record import SCHEMA_VERSION, FlowRecord, read_body
+from .scrubber import scrub_secrets
 
 __all__ = ["FlowState", "get_state", "read_body", "record_dict", "scrub", "set_state", "to_record"]
 
@@ -92,13 +93,9 @@ def set_state(flow: Any, state: FlowState | None) -> None:
 
 
 def scrub(text: str | None, secrets: tuple[str, ...]) -> str | None:
-    """``text`` without the flow's own secrets."""
-    if not text or not secrets:
-        return text
-    for s in secrets:
-        if s and s in text:
-            text = text.replace(s, "[REDACTED]")
-    return text
+    """``text`` without the flow's own secrets, raw or encoded (JSON, percent, HTML, base64), each
+    replaced by the one placeholder ``<redacted>``."""
+    return scrub_secrets(text, secrets)
 
 
 #: translations after which the client's response equals the upstream's (no copy kept)

@@ -31,6 +31,7 @@ from .options import RouteOptions, check_deferred, options_error
 from .protocols import fallback_error_frame
 from .record import LIMIT_OPTIONS, safe_body_limit
 from .replies import native_error, set_body
+from .scrubber import exact_redactor
 from .state import FlowState, get_state
 from .streaming import StreamHandler
 
@@ -177,14 +178,18 @@ class Translator:
 
     async def _response_off_loop(self, flow: http.HTTPFlow, state: FlowState, raw: bytes, ce: str | None) -> None:
         content = await offload(decode_or_error, raw, ce, self.body_limit)
-        self._finish(flow, state, content)
+        clean = None
+        if state.translation == "error" and isinstance(content, bytes):
+            clean = await offload(_secretless, state, content)  # a big error body: scanned off the loop too
+        self._finish(flow, state, content, clean)
 
-    def _finish(self, flow: http.HTTPFlow, state: FlowState, content: bytes | BodyError | None) -> None:
+    def _finish(self, flow: http.HTTPFlow, state: FlowState, content: bytes | BodyError | None,
+                clean: bytes | None = None) -> None:
         try:
             if state.handler is not None:
                 finish_stream(flow, state)
             elif flow.response is not None:
-                self._finish_body(flow, state, flow.response, content)
+                self._finish_body(flow, state, flow.response, content, clean)
         except Exception as exc:
             logger.exception("proxai: response handling failed")
             state.warnings.append(f"response handling failed: {type(exc).__name__}: {exc}")
@@ -213,7 +218,7 @@ class Translator:
 
     # ------------------------------------------------------------------------- complete bodies
     def _finish_body(self, flow: http.HTTPFlow, state: FlowState, resp: http.Response,
-                     content: bytes | BodyError | None) -> None:
+                     content: bytes | BodyError | None, clean: bytes | None = None) -> None:
         if content is None and resp.raw_content is not None:
             content = decode_or_error(resp.raw_content, resp.headers.get("content-encoding"), self.body_limit)
         if content is None:
@@ -227,11 +232,32 @@ class Translator:
         if how == "models":
             finish_models(resp, state, content, self.options.routes)
         elif how == "error":
-            finish_error(state, resp, content)
+            finish_error(state, resp, _without_secrets(state, resp, content, clean))
         elif how in ("stream_whole", "collect", "to_stream", "json"):
             translate_body(state, resp, content, how)
         elif how == "observe":
             observe_body(state, content, resp.headers.get("content-type", ""))
+
+
+def _secretless(state: FlowState, content: bytes) -> bytes:
+    """A routed flow's upstream error may echo the key the route injected (raw or encoded): the
+    client never gets it back, whether the error is translated or passed through as it is."""
+    if state.route is None or not state.secrets:
+        return content
+    return exact_redactor(state.secrets).data(content)
+
+
+def _without_secrets(state: FlowState, resp: http.Response, content: bytes, clean: bytes | None) -> bytes:
+    """``content`` without the flow's secrets (``clean``: already computed off the loop)."""
+    if clean is None:
+        clean = _secretless(state, content)
+    if clean is not content:  # the pass-through case; a translation replaces the body anyway
+        try:
+            resp.content = clean  # encoded again as the upstream had encoded it
+        except ValueError:
+            resp.headers.pop("content-encoding", None)
+            resp.content = clean
+    return clean
 
 
 def finish_stream(flow: http.HTTPFlow, state: FlowState, interrupted: str | None = None) -> None:
