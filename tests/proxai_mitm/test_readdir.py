@@ -129,14 +129,15 @@ def test_proxai_run_web_r_folder(tmp_path):
 
 @pytest.mark.e2e
 def test_documented_folder_filter_line():
-    """docs/recording.md: ``mitmdump -nr flows -s addon/proxai.py -w refusals.mitm '~comment "(^|· )refusal"'``:
-    the filter selects at read time (the recorded comment) and at save time (the addon's new comment)."""
-    m = Mitmdump(extra_args=["-n", "-r", str(FLOWS), '~comment "(^|· )refusal"'])
+    """docs/recording.md: ``mitmdump -nr flows -s addon/proxai.py -w refusals.mitm '~comment ^refusal'``:
+    the filter selects at read time (the recorded comment) and at save time (the addon's comment, which
+    starts with the stop reason too)."""
+    m = Mitmdump(extra_args=["-n", "-r", str(FLOWS), "~comment ^refusal"])
     try:
         m.start(wait=False)
         assert m.wait_exit(timeout=120) == 0, m.log
         got = m.flows()
-        assert len(got) == 3 and all(" · refusal" in f.comment for f in got), [f.comment for f in got]
+        assert len(got) == 3 and all(f.comment.startswith("refusal") for f in got), [f.comment for f in got]
     finally:
         m.cleanup()
 
