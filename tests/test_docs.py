@@ -181,3 +181,39 @@ def test_the_sh_block_parser():
     assert [c for c in cmds if _offline(c)] == ["uv run proxai report flows"]
     assert _offline("uv run mitmdump -nr flows/tool-loop.mitm -s addon/proxai.py")
     assert not _offline("uv run mitmdump --listen-host 127.0.0.1 -s addon/proxai.py")
+
+
+def update(root: Path = ROOT) -> list[str]:
+    """Rewrite every shown output with what its command prints now; the documents changed."""
+    import tempfile
+
+    changed: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp) / "docs"
+        d.mkdir()
+        shutil.copytree(ROOT / "flows", d / "flows")
+        shutil.copytree(ROOT / "addon", d / "addon")
+        for path in DOCS:
+            lines = path.read_text(encoding="utf-8").split("\n")
+            for b in reversed([b for b in _blocks(path) if b.output_of is not None]):
+                r = _run(b.output_of, d)
+                new = _normal(r.stdout if r.stdout.strip() else r.stderr)
+                if b.lang == "table":
+                    start = b.line - 1
+                    end = start
+                    while end < len(lines) and lines[end].startswith("|"):
+                        end += 1
+                else:
+                    start = b.line
+                    end = start
+                    while not lines[end].startswith("```"):
+                        end += 1
+                if lines[start:end] != new:
+                    lines[start:end] = new
+                    changed.append(f"{path.name}:{b.line}")
+            path.write_text("\n".join(lines), encoding="utf-8")
+    return changed
+
+
+if __name__ == "__main__":  # uv run python tests/test_docs.py: refresh the shown outputs
+    print("\n".join(update()) or "nothing changed")

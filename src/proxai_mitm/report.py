@@ -212,8 +212,11 @@ def rows(flows: Iterable[Any]) -> list[dict[str, Any]]:
         if inp is None:
             inp = usage.get("input")
         model = s.get("model")
+        measures = _measures(f, s)
+        # the record's upstream model is the one sent (a route's mapping) or, when nothing was mapped,
+        # the one the upstream reported: only a mapping is shown as "asked → sent"
         sent = s.get("upstream_model")
-        if sent and sent != model:  # a route mapped the model
+        if sent and sent != model and sent != measures.get("response_model"):
             model = f"{model} → {sent}" if model else sent
         out.append({
             "time": s.get("time"),
@@ -229,7 +232,7 @@ def rows(flows: Iterable[Any]) -> list[dict[str, Any]]:
             "route": s.get("route"),
             "path": s.get("path"),
             "id": s.get("id"),
-            **_measures(f, s),
+            **measures,
         })
     out.sort(key=lambda r: r.get("timestamp") or 0.0)  # by time, whatever the file order
     return out
