@@ -50,10 +50,11 @@ class FaultUpstream(EchoUpstream):
     async def _respond(self, rec: Any, writer: asyncio.StreamWriter) -> bool:
         m = TOKEN_RX.search(rec.body or b"")
         token = m.group(1).decode() if m else ""
-        if not token.startswith(("nohead", "stall", "cut")):
+        # a fault only on a real provider path: anything else gets the echo upstream's 404
+        proto = next((p for p, path in PATHS.items() if rec.path.partition("?")[0] == path), None)
+        if not token.startswith(("nohead", "stall", "cut")) or proto is None:
             return await super()._respond(rec, writer)
         self.requests.append(rec)
-        proto = next(p for p, path in PATHS.items() if rec.path.partition("?")[0].endswith(path[3:]))
         if token.startswith("nohead"):
             await asyncio.sleep(30)
             return False
