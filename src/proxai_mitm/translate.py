@@ -272,8 +272,7 @@ def finish_stream(flow: http.HTTPFlow, state: FlowState, interrupted: str | None
     if state.translation != "observe" or state.keep_upstream:
         state.upstream_text = handler.upstream_bytes.decode("utf-8", "replace")
     state.upstream_chunks = [(float(o), int(n)) for o, n in handler.chunk_times]
-    state.truncated.extend(handler.truncations)
-    state.truncated.extend(handler.truncations)  # recording caps (recordcap.py)
+    state.truncated.extend(handler.truncations)  # recording caps (recordcap.py), once per copy
     t = handler.translator
     state.stop = t.stop
     if state.stop is None and (interrupted or not handler.observe_ok):

@@ -184,6 +184,8 @@ def test_endless_streams_for_60s_keep_memory_flat():
         assert len(long) >= 2, [FlowRecord.of(f).truncated for f in flows]
         for f in long:
             assert b"recording truncated after" in (f.response.raw_content or b"")
+            parts = [t.part for t in FlowRecord.of(f).truncated]
+            assert len(parts) == len(set(parts)), parts  # each cut copy recorded once
     finally:
         m.cleanup()
         up.close()
