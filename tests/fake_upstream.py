@@ -699,11 +699,10 @@ def query_error(path: str, query: str) -> Reply | None:
     """The real provider's 400 for a query parameter its endpoint does not take, else None."""
     if not query:
         return None
-    for suffix, allowed in _QUERY_ALLOWED:
-        if path.endswith(suffix):
-            break
-    else:
+    rule = next(((suffix, allowed) for suffix, allowed in _QUERY_ALLOWED if path.endswith(suffix)), None)
+    if rule is None:
         return None
+    suffix, allowed = rule
     bad = sorted({k for k, _ in parse_qsl(query, keep_blank_values=True)} - allowed)
     if not bad:
         return None

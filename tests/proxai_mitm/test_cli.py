@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import subprocess
 import sys
 import time
@@ -259,10 +260,12 @@ def test_table_fits_120_columns_and_shows_the_answered_model(capsys):
     assert lines[0].split() == ["time", "api", "model", "HTTP", "stop", "in→out", "TTFT", "duration", "cost"]
     for answered in ("claude-sonnet-4-5-20250929", "gpt-4o-2024-08-06", "gpt-5-2025-08-07"):
         assert f"  {answered}  " in lines[2] + lines[5] + lines[6]
-    assert "12-02 14:06:08  chat→anth" in lines[2] and "resp→anth" in out  # the data stays in json/csv:
+    # the time without its year, the protocols abbreviated; the data stays whole in json/csv:
+    assert re.match(r"\d\d-\d\d \d\d:\d\d:\d\d  chat→anth  ", lines[2]) and "resp→anth" in out
     rc, out, _ = _run(capsys, "report", str(FLOWS), "-f", "json")
     ex = json.loads(out)["exchanges"][0]
-    assert ex["time"] == "2026-12-02 14:06:08" and ex["client_protocol"] == "openai_chat_completions"
+    assert ex["time"].endswith(lines[2][:14]) and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", ex["time"])
+    assert ex["client_protocol"] == "openai_chat_completions"
 
     text = format_rows([LONG, dict(LONG, model="gpt-5", response_model="claude-sonnet-4-5-20250929")])
     assert max(map(len, text.splitlines())) <= 120
@@ -274,7 +277,8 @@ def test_table_fits_120_columns_and_shows_the_answered_model(capsys):
     rc, out, _ = _run(capsys, "report", str(FLOWS), "--width", "100")
     assert rc == 0 and max(map(len, out.splitlines())) <= 100
     rc, out, _ = _run(capsys, "report", str(FLOWS), "--width", "60")  # narrower than the columns allow:
-    assert rc == 0 and max(map(len, out.splitlines())) == 99  # as narrow as they go, and readable
+    # as narrow as the columns go (the stop and model columns keep their minimum), and readable
+    assert rc == 0 and 60 < max(map(len, out.splitlines())) <= 100
     assert "…nnet-4-5-20250929 " in out and "refusal (o… " in out
 
 
