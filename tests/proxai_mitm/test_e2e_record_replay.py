@@ -33,6 +33,7 @@ import httpx2
 import openai
 import pytest
 
+from proxai_mitm.record import FlowRecord
 from proxai_mitm.replay import canonical_key, split_sse_events
 from tests.fake_upstream import FakeUpstream, Reply
 from tests.mitm_harness import ROOT, Mitmdump, free_port, read_flows
@@ -170,17 +171,18 @@ def plain_capture(env: Env) -> None:
     answers what the recording holds (status, headers, body; streams event by event; cut streams cut)."""
     n = 0
     for f in (f for p in SHIPPED for f in read_flows(p)):
-        m = f.metadata["proxai"]
-        body = m["upstream_response"].encode()
-        headers = [tuple(h) for h in m["upstream_headers"] if h[0].lower() not in _FRAMING]
+        m = FlowRecord.of(f)  # (a schema-2 record keeps one copy when both sides are the same bytes)
+        assert m is not None
+        body = m.upstream_body(f) or b""
+        headers = [tuple(h) for h in m.upstream_headers or [] if h[0].lower() not in _FRAMING]
         if "event-stream" in dict(headers).get("content-type", ""):
             events: list[Any] = list(split_sse_events(body))
-            reply = Reply(status=m["upstream_status"], headers=headers, events=events, delay=0.005)
-            if m.get("upstream_cut"):
+            reply = Reply(status=m.upstream_status or 200, headers=headers, events=events, delay=0.005)
+            if m.upstream_cut:
                 reply.events = events + [b""]
                 reply.cut_after = len(events)
         else:
-            reply = Reply(status=m["upstream_status"], headers=headers, body=body)
+            reply = Reply(status=m.upstream_status or 200, headers=headers, body=body)
         env.plain_up.reset()
         env.plain_up.on(f.request.path.partition("?")[0], reply)
         try:

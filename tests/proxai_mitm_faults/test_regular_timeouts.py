@@ -210,12 +210,11 @@ def test_healthy_after_faults(proxy, upstream):
     assert tok in body.decode()
 
 
+@pytest.mark.parametrize("proxy", ["connect"], indirect=True)  # HTTP/2 is negotiated inside the TLS tunnel
 @pytest.mark.parametrize("fault", ["nohead", "stall", "cut"])
 def test_http2_client_in_the_tunnel(proxy, upstream, fault):
     """The same faults for an HTTP/2 client inside the CONNECT tunnel (the HTTP/1 upstream's
     connection is another one)."""
-    if proxy.kind != "connect":
-        pytest.skip("HTTP/2 is negotiated inside the TLS tunnel")
     tok = f"{fault}h2"
     status, body, took, err = _post(proxy, upstream, ANTH, CHAT, tok, fault == "stall", http2=True)
     assert err is None, err
@@ -228,11 +227,10 @@ def test_http2_client_in_the_tunnel(proxy, upstream, fault):
     assert _record(proxy, tok).stop is not None
 
 
+@pytest.mark.parametrize("proxy", ["connect"], indirect=True)  # one mode is enough for the soak
 def test_memory_flat_over_many_faults(proxy, upstream):
     """400 faulty requests through the CONNECT tunnel (cut bodies, every tenth one without headers),
     8 at a time: each is answered natively, and the proxy's RSS grows by less than 64 MB."""
-    if proxy.kind != "connect":
-        pytest.skip("one mode is enough for the soak")
     assert proxy.proc is not None
     pid = proxy.proc.pid
 
