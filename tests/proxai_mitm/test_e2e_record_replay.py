@@ -174,15 +174,18 @@ def plain_capture(env: Env) -> None:
         m = FlowRecord.of(f)  # (a schema-2 record keeps one copy when both sides are the same bytes)
         assert m is not None
         body = m.upstream_body(f) or b""
-        headers = [tuple(h) for h in m.upstream_headers or [] if h[0].lower() not in _FRAMING]
+        # a pass-through flow's response is the upstream's own (the record keeps no second copy)
+        status = m.upstream_status if m.upstream_status is not None else f.response.status_code
+        kept = m.upstream_headers if m.upstream_headers is not None else list(f.response.headers.items())
+        headers = [tuple(h) for h in kept if h[0].lower() not in _FRAMING]
         if "event-stream" in dict(headers).get("content-type", ""):
             events: list[Any] = list(split_sse_events(body))
-            reply = Reply(status=m.upstream_status or 200, headers=headers, events=events, delay=0.005)
+            reply = Reply(status=status, headers=headers, events=events, delay=0.005)
             if m.upstream_cut:
                 reply.events = events + [b""]
                 reply.cut_after = len(events)
         else:
-            reply = Reply(status=m.upstream_status or 200, headers=headers, body=body)
+            reply = Reply(status=status, headers=headers, body=body)
         env.plain_up.reset()
         env.plain_up.on(f.request.path.partition("?")[0], reply)
         try:
