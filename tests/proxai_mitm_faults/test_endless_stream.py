@@ -18,6 +18,7 @@ import time
 import pytest
 
 from proxai_mitm.record import FlowRecord
+from tests.loopback_server import LoopbackServer
 from tests.mitm_harness import Mitmdump
 
 from .echo_upstream import proc_stat
@@ -45,25 +46,13 @@ TAIL = (_event("content_block_stop", {"type": "content_block_stop", "index": 0})
         + _event("message_stop", {"type": "message_stop"}))
 
 
-class EndlessUpstream:
+class EndlessUpstream(LoopbackServer):
     """HTTP/1.1 on loopback: every ``POST /v1/messages`` gets an Anthropic event stream that never
     ends (or ``x-finite: N`` events then the terminal ones); any other path is a 404."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
         self.sent = 0
-        self._server: asyncio.AbstractServer | None = None
-        ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
-        self._thread.start()
-        ready.wait(10)
-
-    def _run(self, ready: threading.Event) -> None:
-        asyncio.set_event_loop(self.loop)
-        self._server = self.loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
-        self.port = self._server.sockets[0].getsockname()[1]
-        ready.set()
-        self.loop.run_forever()
+        super().__init__()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -93,15 +82,6 @@ class EndlessUpstream:
             pass
         finally:
             writer.close()
-
-    def close(self) -> None:
-        def stop() -> None:
-            if self._server is not None:
-                self._server.close()
-            self.loop.stop()
-
-        self.loop.call_soon_threadsafe(stop)
-        self._thread.join(10)
 
 
 async def _read_stream(port: int, path: str, body: dict, headers: dict, seconds: float) -> tuple[int, bytes]:

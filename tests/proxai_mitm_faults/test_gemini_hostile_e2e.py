@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 
 import pytest
 
+from tests.loopback_server import LoopbackServer
 from tests.mitm_harness import Mitmdump
 
 from .echo_upstream import proc_stat
@@ -81,26 +81,14 @@ def _attack(name: str):
     raise AssertionError(name)
 
 
-class GeminiUpstream:
+class GeminiUpstream(LoopbackServer):
     """HTTP/1.1 on loopback, as strict as Gemini where it matters here: only ``POST`` to exactly
     ``/v1beta/models/{MODEL}:streamGenerateContent?alt=sse`` with an ``x-goog-api-key`` and a JSON body
     with ``contents``; anything else is Gemini's JSON error. The attack is named by the last user text."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
         self.requests: list[tuple[str, str]] = []
-        self._server: asyncio.AbstractServer | None = None
-        ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
-        self._thread.start()
-        ready.wait(10)
-
-    def _run(self, ready: threading.Event) -> None:
-        asyncio.set_event_loop(self.loop)
-        self._server = self.loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
-        self.port = self._server.sockets[0].getsockname()[1]
-        ready.set()
-        self.loop.run_forever()
+        super().__init__()
 
     @staticmethod
     def _error(writer: asyncio.StreamWriter, status: int, reason: str, message: str) -> None:
@@ -139,15 +127,6 @@ class GeminiUpstream:
             pass
         finally:
             writer.close()
-
-    def close(self) -> None:
-        def stop() -> None:
-            if self._server is not None:
-                self._server.close()
-            self.loop.stop()
-
-        self.loop.call_soon_threadsafe(stop)
-        self._thread.join(10)
 
 
 async def _post(port: int, path: str, body: dict, headers: dict, timeout: float) -> tuple[int, bytes]:
