@@ -128,7 +128,7 @@ def test_anthropic_content_document_is_a_text_file_toward_responses_and_gemini()
                                                                               "data": joined}}
 
 
-def test_text_file_in_a_tool_result_reaches_gemini_as_inline_text_plain():
+def test_text_file_in_a_tool_result_stays_a_file_toward_gemini_and_responses():
     body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": [
         {"role": "user", "content": "Read the notes."},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}]},
@@ -141,6 +141,10 @@ def test_text_file_in_a_tool_result_reaches_gemini_as_inline_text_plain():
     back = translate(out, G, A)
     result = back["messages"][2]["content"][0]
     assert result["content"][1]["source"] == FILE_PART[A]["source"]
+    # and toward Responses: an input_file in the function call output
+    out = translate(body, A, R)
+    output = next(it for it in out["input"] if it.get("type") == "function_call_output")["output"]
+    assert output[1] == FILE_PART[R]
 
 
 def test_chat_warning_once_for_many_text_files():
