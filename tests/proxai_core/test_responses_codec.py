@@ -895,7 +895,9 @@ def test_encode_foreign_request():
     assert user[1] == {"type": "input_image", "detail": "auto", "image_url": "data:image/jpeg;base64,AAA"}
     assert user[2] == {"type": "input_file", "file_data": "data:application/pdf;base64,JVB",
                        "filename": "document.pdf"}
-    assert user[3] == {"type": "input_text", "text": "plain doc"}
+    # a plain-text document stays a file: a text/plain input_file (issue 18)
+    assert user[3] == {"type": "input_file", "file_data": "data:text/plain;base64,cGxhaW4gZG9j",
+                       "filename": "document.txt"}
     fc = body["input"][2]
     assert fc == {"type": "function_call", "call_id": "toolu_1", "name": short, "arguments": '{"q": 1}'}
     assert body["input"][3] == {"type": "custom_tool_call", "call_id": "toolu_2", "name": "apply_patch",

@@ -622,12 +622,19 @@ def _image_part(img: Image, path: str) -> dict[str, Any]:
     return {"type": "image_url", "image_url": iu}
 
 
-def _document_part(doc: Document, path: str) -> dict[str, Any]:
+def _text_file(text: str, doc: Document, warnings: list[str]) -> dict[str, Any]:
+    """A text file as a text part: Chat file parts take PDF files only, so the file must become
+    text (its title first), and the client is told its file did not stay a file."""
+    msg = (f"{doc.media_type or 'text/plain'} files were sent as text parts (Chat Completions has no "
+           "file part for text: its file parts take PDF only)")
+    if msg not in warnings:
+        warnings.append(msg)
+    return {"type": "text", "text": f"{doc.title}\n\n{text}" if doc.title else text}
+
+
+def _document_part(doc: Document, path: str, warnings: list[str]) -> dict[str, Any]:
     if doc.source == "text":
-        text = doc.data or ""
-        if doc.title:
-            text = f"{doc.title}\n\n{text}"
-        return {"type": "text", "text": text}
+        return _text_file(doc.data or "", doc, warnings)
     if doc.source == "base64":
         mt = doc.media_type or "application/pdf"
         if mt.startswith("text/"):
@@ -636,7 +643,7 @@ def _document_part(doc: Document, path: str) -> dict[str, Any]:
             except (binascii.Error, UnicodeDecodeError, ValueError):
                 decoded = None
             if decoded is not None:
-                return {"type": "text", "text": f"{doc.title}\n\n{decoded}" if doc.title else decoded}
+                return _text_file(decoded, doc, warnings)
         f: dict[str, Any] = {"file_data": f"data:{mt};base64,{doc.data or ''}",
                              "filename": doc.filename or doc.title or
                              ("document.pdf" if mt == "application/pdf" else "document")}
@@ -684,7 +691,7 @@ def _encode_user(msg: Message, parts: list[Any], i: int, out: list[dict], warnin
         if c is Image:
             buf.append(_image_part(p, where("messages", i, "parts", parts.index(p))))  # type: ignore[arg-type]
         elif c is Document:
-            buf.append(_document_part(p, where("messages", i, "parts", parts.index(p))))  # type: ignore[arg-type]
+            buf.append(_document_part(p, where("messages", i, "parts", parts.index(p)), warnings))  # type: ignore[arg-type]
         elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
             buf.append(p.raw)  # type: ignore[union-attr]
         elif c is Opaque:
@@ -717,7 +724,7 @@ def _encode_tool_result(tr: ToolResult, moved: list[dict[str, Any]] | None, out:
                 continue
             if cls is not Document:
                 continue
-            d = _document_part(c, path)  # type: ignore[arg-type]
+            d = _document_part(c, path, warnings)  # type: ignore[arg-type]
             if d["type"] != "text":
                 media = (media or []) + [d]
                 continue

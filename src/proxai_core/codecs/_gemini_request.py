@@ -7,6 +7,7 @@ upstream path from :func:`._gemini_common.endpoint_path`.
 
 from __future__ import annotations
 
+import base64
 import mimetypes
 from typing import Any
 
@@ -630,7 +631,10 @@ def _enc_media(p: Image | Document, path: str, warnings: list[str]) -> dict[str,
             return {"inlineData": {"mimeType": du[0], "data": du[1]}}
         return {"fileData": {"mimeType": p.media_type or _guess_mime(p.url, default), "fileUri": p.url}}
     if p.source == "text" and isinstance(p, Document):
-        return {"text": p.data or ""}
+        # a text file stays a file (inline text/plain data), not a text part: it comes back as the
+        # same document, and the model sees it as an attachment, not as the user's words
+        return {"inlineData": {"mimeType": p.media_type or "text/plain",
+                               "data": base64.b64encode((p.data or "").encode()).decode()}}
     if p.source == "file" and p.file_id:
         raise _fail(path, f"a file id ({p.file_id}) of another provider cannot be sent to Gemini")
     raise _fail(path, f"{p.type} without data")

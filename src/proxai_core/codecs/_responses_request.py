@@ -22,6 +22,7 @@ Decisions (encode, neutral -> a Responses upstream):
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import Any
 
@@ -508,9 +509,13 @@ def _img(p: Image) -> dict[str, Any]:
 
 
 def _doc(p: Document) -> dict[str, Any]:
-    if p.source == "text":
-        return {"type": "input_text", "text": p.data or ""}
     d: dict[str, Any] = {"type": "input_file"}
+    if p.source == "text":
+        # a text file stays a file: input_file takes text/plain data URLs, and the name survives
+        media = p.media_type or "text/plain"
+        d["file_data"] = data_url(media, base64.b64encode((p.data or "").encode()).decode())
+        d["filename"] = p.filename or p.title or default_filename(media)
+        return d
     if p.source == "base64":
         d["file_data"] = data_url(p.media_type, p.data or "") if p.media_type else (p.data or "")
         d["filename"] = p.filename or p.title or default_filename(p.media_type)
