@@ -35,6 +35,18 @@ _anthropic_event = pydantic.TypeAdapter(at.RawMessageStreamEvent)
 _anthropic_beta_event = pydantic.TypeAdapter(atb.BetaRawMessageStreamEvent)
 
 
+def validate_anthropic_error(status: int, body: dict) -> None:
+    """An Anthropic error body, judged by the SDK's ErrorResponse, except ``request_too_large``:
+    the real API sends it with HTTP 413 (the SDK raises RequestTooLargeError by that status) though
+    the SDK's type union lacks it, so it is accepted exactly with 413."""
+    if body.get("type") == "error" and isinstance(body.get("error"), dict) \
+            and body["error"].get("type") == "request_too_large":
+        assert status == 413, (status, body)
+        assert set(body["error"]) == {"type", "message"} and isinstance(body["error"]["message"], str)
+        return
+    at.ErrorResponse.model_validate(body)
+
+
 def anthropic_message(body: dict):
     """GA Message type; beta-only blocks (mcp_tool_use, compaction, ...) validate as BetaMessage."""
     try:

@@ -8,6 +8,7 @@ asks the client's codec.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import orjson
@@ -158,6 +159,27 @@ def error_kind(status: int | None, etype: str | None, code: str | None) -> str:
     if code is not None and code.startswith("invalid_"):
         return "invalid_request"
     return "api_error"
+
+
+def client_status(err: Error, statuses: Mapping[str, int], foreign: Collection[int]) -> int:
+    """The HTTP status a client gets for ``err``, given its protocol's kind -> status table and the
+    statuses its clients never see.
+
+    The upstream's own status is kept when it names the error's condition or only a generic one
+    (400, 422, 500, 502: a code or type refines the body's type, never the status). A status the
+    client's protocol has another number for becomes that number: a foreign status (529 for
+    OpenAI, 503 for Anthropic) the status of its condition there, a status that stands for another
+    condition (OpenAI's 429 for insufficient_quota) the error's own status there. An error without
+    an HTTP error status (a mid-stream error, a failed response) gets its kind's status."""
+    st = err.status
+    if st is None or not 400 <= st < 600:
+        return statuses.get(err.kind, statuses["api_error"])
+    by_status = kind_for_status(st)
+    if st in foreign:
+        return statuses.get(by_status, statuses["api_error"])
+    if by_status == err.kind or by_status in _GENERIC_KINDS:
+        return st
+    return statuses.get(err.kind, statuses["api_error"])
 
 
 def native_error(err: Error, target: Protocol | str) -> tuple[int, dict[str, Any]]:

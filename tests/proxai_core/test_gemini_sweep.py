@@ -58,12 +58,12 @@ def _url(path: Path) -> str | None:
     return u.read_text().strip() if u.exists() else None
 
 
-def validate_error(target, body) -> None:
+def validate_error(target, body, status) -> None:
     """An error body in the target's native shape (the SDK error types where they exist)."""
     if target is get("anthropic").protocol:
-        import anthropic.types as at
+        from tests.sdk import validate_anthropic_error
 
-        at.ErrorResponse.model_validate(body)
+        validate_anthropic_error(status, body)
     else:
         import openai.types.shared as os_
 
@@ -98,7 +98,7 @@ def test_gemini_body_into_every_protocol_and_back(proto, path):
             st, out = translate_error(status, path.read_bytes(), G, target)
             assert st == get(target).error_status(parse_error(status, body))
             assert out["error"]["message"] == body["error"]["message"]
-            validate_error(target, out)
+            validate_error(target, out, st)
         return
     src_resp = decode_response(body, G)
     src = summary_from_neutral(src_resp)

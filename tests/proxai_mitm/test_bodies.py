@@ -203,7 +203,7 @@ def test_body_limit_option_and_body_size_limit():
 
 
 @pytest.mark.parametrize("proto,etype", [
-    (Protocol.ANTHROPIC, "invalid_request_error"), (Protocol.CHAT, "invalid_request_error"),
+    (Protocol.ANTHROPIC, "request_too_large"), (Protocol.CHAT, "invalid_request_error"),
     (Protocol.RESPONSES, "invalid_request_error")])
 def test_native_replies(proto, etype):
     r = bodies.too_large_reply(BodyTooLarge(10, 11), proto)

@@ -179,7 +179,7 @@ def test_request_bomb_gets_native_413_and_is_never_inflated(addon, encoding, tar
     addon.run(res)
     assert f.response is not None and f.response.status_code == 413
     err = json.loads(f.response.content)
-    assert err["type"] == "error" and err["error"]["type"] == "invalid_request_error"
+    assert err["type"] == "error" and err["error"]["type"] == "request_too_large"
     assert "too large" in err["error"]["message"]
     assert f.request.raw_content == raw  # left as it was
     st = get_state(f)

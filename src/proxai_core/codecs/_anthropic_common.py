@@ -206,8 +206,9 @@ CREDENTIALS = Credentials(
     vendor=VENDOR,
 )
 
-# kind -> error.type (request_too_large, Cloudflare's, is not in the SDK's ErrorType union: 413
-# keeps the meaning; an interrupted upstream is an api_error)
+# kind -> error.type (an interrupted upstream is an api_error). request_too_large goes with HTTP 413
+# only: Anthropic answers an oversized request 413 request_too_large, and its SDK picks the exception
+# by the status (RequestTooLargeError), so a request_too_large kind under another status is invalid.
 _ERROR_TYPE = {
     "invalid_request": "invalid_request_error",
     "authentication": "authentication_error",
@@ -224,7 +225,13 @@ _ERROR_TYPE = {
 
 
 def error_body(err: Error) -> dict[str, Any]:
-    return {"type": "error", "error": {"type": _ERROR_TYPE.get(err.kind, "api_error"), "message": err.message}}
+    from ..errors import client_status
+
+    if client_status(err, ERRORS.statuses, ERRORS.foreign_statuses) == 413:
+        etype = "request_too_large"
+    else:
+        etype = _ERROR_TYPE.get(err.kind, "api_error")
+    return {"type": "error", "error": {"type": etype, "message": err.message}}
 
 
 ERRORS = ErrorFacts(

@@ -374,12 +374,9 @@ def error_from_wire(status: int | None, obj: dict[str, Any]) -> Error | None:
 def error_body(err: Error) -> dict[str, Any]:
     """The Google error body for ``err``: ``code`` the status the client gets, ``status`` the Google
     name that goes with the kind (the upstream's own name when it says the same)."""
-    st = ERRORS.statuses.get(err.kind, 500)
-    if err.status is not None and 400 <= err.status < 600 and err.status != 529:
-        from ..errors import kind_for_status
+    from ..errors import client_status
 
-        if kind_for_status(err.status) == err.kind:
-            st = err.status
+    st = client_status(err, ERRORS.statuses, ERRORS.foreign_statuses)
     raw = err.raw.get("error") if isinstance(err.raw, dict) else None
     name = raw.get("status") if isinstance(raw, dict) else None
     if not isinstance(name, str) or GOOGLE_TO_KIND.get(name) != err.kind:

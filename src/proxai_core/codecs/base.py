@@ -266,15 +266,10 @@ class Codec:
     count_tokens_body: Callable[[int], JSONObject] | None = None
 
     def error_status(self, err: Error) -> int:
-        """The HTTP status this protocol's clients expect for ``err``: the upstream's status when
-        it agrees with the error's kind and the client knows it, else the kind's own status."""
-        from ..errors import kind_for_status
+        """The HTTP status this protocol's clients expect for ``err`` (see errors.client_status)."""
+        from ..errors import client_status
 
-        st = err.status
-        if (st is not None and 400 <= st < 600 and st not in self.errors.foreign_statuses
-                and kind_for_status(st) == err.kind):
-            return st
-        return self.errors.statuses.get(err.kind, self.errors.statuses["api_error"])
+        return client_status(err, self.errors.statuses, self.errors.foreign_statuses)
 
     def error_response(self, err: Error) -> tuple[int, JSONObject]:
         """(status, native body) of an error for this protocol's clients."""
