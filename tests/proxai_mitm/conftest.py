@@ -29,3 +29,28 @@ def addon():
     with chain() as c:
         yield c
         c.replayer.done()
+
+
+# ----------------------------------------------------------------------------- end-to-end fixtures
+# One strict loopback fake upstream per test module (``upstream``), reset for each test (``up``); the
+# official SDK clients on the module's own ``proxy`` fixture (``clients``).
+@pytest.fixture(scope="module")
+def upstream():
+    from tests.fake_upstream import FakeUpstream
+
+    up = FakeUpstream().start()
+    yield up
+    up.stop()
+
+
+@pytest.fixture
+def up(upstream):
+    upstream.reset()
+    return upstream
+
+
+@pytest.fixture(scope="module")
+def clients(proxy):
+    from .e2e_util import make_clients
+
+    return make_clients(proxy.url)

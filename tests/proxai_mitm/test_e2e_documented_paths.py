@@ -27,13 +27,6 @@ TEXT = "Hello! The weather is sunny."
 PROMPT = "What's the weather in Paris?"
 
 
-@pytest.fixture(scope="module")
-def upstream():
-    up = FakeUpstream().start()
-    yield up
-    up.stop()
-
-
 def _documented(upstream: FakeUpstream, target: str, model: str) -> Mitmdump:
     # the user guide's command, pointed at the loopback fake instead of the provider's host
     return Mitmdump(mode=f"reverse:{upstream.url}",

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from tests.conftest import fixture_dir, needs_fixtures
-from tests.fake_upstream import FakeUpstream, Reply
+from tests.fake_upstream import Reply
 from tests.mitm_harness import Mitmdump, free_port
 
 from .conftest import needs_codecs
@@ -24,7 +24,6 @@ from .e2e_util import (
     SHORT,
     UPSTREAM_PATH,
     call,
-    make_clients,
     write_routes,
 )
 
@@ -38,13 +37,6 @@ TOO_LARGE = {"error": {"message": "Request too large", "type": "invalid_request_
 
 
 @pytest.fixture(scope="module")
-def upstream():
-    up = FakeUpstream().start()
-    yield up
-    up.stop()
-
-
-@pytest.fixture(scope="module")
 def proxy(upstream, tmp_path_factory):
     routes = write_routes(tmp_path_factory.mktemp("routes"), upstream, free_port())
     m = Mitmdump(mode=f"reverse:{upstream.url}", options={"proxai_config": str(routes)},
@@ -52,17 +44,6 @@ def proxy(upstream, tmp_path_factory):
     m.start()
     yield m
     m.cleanup()
-
-
-@pytest.fixture
-def up(upstream):
-    upstream.reset()
-    return upstream
-
-
-@pytest.fixture(scope="module")
-def clients(proxy):
-    return make_clients(proxy.url)
 
 
 @pytest.mark.parametrize("upstream_proto", [CHAT, RESP])

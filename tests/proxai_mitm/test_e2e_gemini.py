@@ -31,7 +31,6 @@ from .e2e_util import (
     UPSTREAM_PATH,
     call,
     check,
-    make_clients,
     serve,
     wait_flows,
 )
@@ -58,13 +57,6 @@ def _routes(up: FakeUpstream) -> str:
 
 
 @pytest.fixture(scope="module")
-def upstream():
-    up = FakeUpstream().start()
-    yield up
-    up.stop()
-
-
-@pytest.fixture(scope="module")
 def proxy(upstream, tmp_path_factory):
     routes = tmp_path_factory.mktemp("routes") / "routes.toml"
     routes.write_text(_routes(upstream))
@@ -73,12 +65,6 @@ def proxy(upstream, tmp_path_factory):
     m.start()
     yield m
     m.cleanup()
-
-
-@pytest.fixture
-def up(upstream):
-    upstream.reset()
-    return upstream
 
 
 @pytest.fixture(scope="module")
@@ -170,11 +156,6 @@ def test_genai_tool_loop(proxy, up, gclient, upstream_proto, stream):
 
 
 # ----------------------------------------------------------------------------- openai / anthropic → Gemini
-@pytest.fixture(scope="module")
-def clients(proxy):
-    return make_clients(proxy.url)
-
-
 @pytest.mark.parametrize("scenario", ["text", "tool"])
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 @pytest.mark.parametrize("client", PROTOCOLS)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_upstream import FakeUpstream, Reply, _anth_json, _anth_sse
+from tests.fake_upstream import Reply, _anth_json, _anth_sse
 from tests.mitm_harness import Mitmdump
 
 from .conftest import needs_codecs
@@ -49,13 +49,6 @@ def _gemini_cli() -> Path:
         pytest.fail(f"Gemini CLI end-to-end test: `npm install @google/gemini-cli@{CLI_VERSION}` into {CACHE} "
                     f"failed (exit {r.returncode}):\n{r.stderr[-2000:]}")
     return exe
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    up = FakeUpstream().start()
-    yield up
-    up.stop()
 
 
 @pytest.fixture(scope="module", params=["routes-file", "user-guide-command"])

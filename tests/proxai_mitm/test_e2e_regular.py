@@ -9,7 +9,6 @@ import time
 
 import pytest
 
-from tests.fake_upstream import FakeUpstream
 from tests.mitm_harness import Mitmdump, free_port
 
 from .conftest import needs_codecs
@@ -34,13 +33,6 @@ SCENARIOS = ["text", "tool", "refusal"]
 
 
 @pytest.fixture(scope="module")
-def upstream():
-    up = FakeUpstream().start()
-    yield up
-    up.stop()
-
-
-@pytest.fixture(scope="module")
 def proxy(upstream, tmp_path_factory):
     routes = write_routes(tmp_path_factory.mktemp("routes"), upstream, free_port())
     m = Mitmdump(options={"proxai_config": str(routes)}, env={ENV_KEY: ENV_KEY_VALUE})
@@ -54,12 +46,6 @@ def clients(proxy):
     assert proxy.ca_path.exists()
     return make_clients("https://api.openai.test", anthropic_base="https://api.anthropic.test",
                         proxy=proxy.url, verify=str(proxy.ca_path))
-
-
-@pytest.fixture
-def up(upstream):
-    upstream.reset()
-    return upstream
 
 
 def test_addon_switched_to_lazy_connections(proxy):

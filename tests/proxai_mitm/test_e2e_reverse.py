@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from proxai_mitm.record import FlowRecord
-from tests.fake_upstream import RECORDED, FakeUpstream, Reply
+from tests.fake_upstream import RECORDED, Reply
 from tests.mitm_harness import Mitmdump, free_port
 
 from .conftest import needs_codecs
@@ -28,20 +28,12 @@ from .e2e_util import (
     UPSTREAM_PATH,
     call,
     check,
-    make_clients,
     serve,
     wait_flows,
     write_routes,
 )
 
 pytestmark = [pytest.mark.e2e, needs_codecs]
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    up = FakeUpstream().start()
-    yield up
-    up.stop()
 
 
 @pytest.fixture(scope="module")
@@ -52,17 +44,6 @@ def proxy(upstream, tmp_path_factory):
     m.start()
     yield m
     m.cleanup()
-
-
-@pytest.fixture
-def up(upstream):
-    upstream.reset()
-    return upstream
-
-
-@pytest.fixture(scope="module")
-def clients(proxy):
-    return make_clients(proxy.url)
 
 
 @pytest.mark.parametrize("scenario", ["text", "tool", "refusal"])

@@ -9,7 +9,7 @@ import httpx2
 import openai
 import pytest
 
-from tests.fake_upstream import FakeUpstream, Reply
+from tests.fake_upstream import Reply
 from tests.mitm_harness import Mitmdump, free_port
 
 from .conftest import needs_codecs
@@ -20,7 +20,6 @@ from .e2e_util import (
     ENV_KEY_VALUE,
     UPSTREAM_PATH,
     call,
-    make_clients,
     routes_toml,
     serve,
     wait_flows,
@@ -30,13 +29,6 @@ pytestmark = [pytest.mark.e2e, needs_codecs]
 
 UNAUTHORIZED = {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
 NOTE = f"(the key came from ${ENV_KEY}, route 'to-anthropic')"
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    up = FakeUpstream().start()
-    yield up
-    up.stop()
 
 
 @pytest.fixture(scope="module")
@@ -51,17 +43,6 @@ def proxy(upstream, tmp_path_factory):
     m.start()
     yield m
     m.cleanup()
-
-
-@pytest.fixture
-def up(upstream):
-    upstream.reset()
-    return upstream
-
-
-@pytest.fixture(scope="module")
-def clients(proxy):
-    return make_clients(proxy.url)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
