@@ -213,7 +213,7 @@ def _translate_response_result(body: dict[str, Any], resp: n.Response, w: list[s
     err = resp.extra.get("error")
     if (not isinstance(err, n.Error) and stop.reason is StopReason.INTERRUPTED
             and not codec(target).capabilities.interrupted_is_status):
-        # seed 003: an interrupted upstream response is an error, never an invented stop reason
+        # an interrupted upstream response is an error, never an invented stop reason
         err = error_of_interrupted_stop(stop)
     if isinstance(err, n.Error):
         st, out = native_error(err, target)
@@ -641,7 +641,7 @@ class StreamTranslator:
         t = type(ev)
         if type(ev) is _Stop:
             if ev.stop.reason is _INTERRUPTED and not self._pair.interrupted_is_status:
-                # seed 003: an interrupted upstream turn reaches the client as its native error
+                # an interrupted upstream turn reaches the client as its native error
                 ev = n.ErrorEvent(error_of_interrupted_stop(ev.stop))
                 self._dead = True
                 self._fast = False

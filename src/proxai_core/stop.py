@@ -124,7 +124,7 @@ def _plain(v: Any) -> Any:
 
 
 _REASONS: dict[str, StopReason] = {
-    # ---- seed 004 table, kept exactly ----
+    # ---- the stop vocabulary's own table, kept exactly ----
     # Finished.
     "stop": StopReason.END_TURN,
     "end_turn": StopReason.END_TURN,
@@ -164,7 +164,7 @@ _REASONS: dict[str, StopReason] = {
     "aborted": StopReason.INTERRUPTED,
 }
 
-#: Values from wire-facts §5.1 that the seed lacks (the seed wins wherever both name a value).
+#: Provider values the table above lacks (the table wins wherever both name a value).
 _EXTRA_REASONS: dict[str, StopReason] = {
     "reason_stop": StopReason.END_TURN,
     "reason_tool_calls": StopReason.TOOL_USE,
@@ -180,7 +180,7 @@ _EXTRA_REASONS: dict[str, StopReason] = {
 for _k, _v in _EXTRA_REASONS.items():
     _REASONS.setdefault(_k, _v)
 
-#: Categories wire-facts §5.1 names for values that have no provider category of their own.
+#: Categories for values that have no provider category of their own.
 _MALFORMED = {
     "malformed_function_call",
     "unexpected_tool_call",

@@ -266,7 +266,7 @@ ERRORS = ErrorFacts(
     body=error_body,
 )
 
-#: neutral stop decision -> stop_reason (seed 003; a filter's refusal is a refusal too). A finished
+#: neutral stop decision -> stop_reason (a filter's refusal is a refusal too). A finished
 #: message always carries a valid value: where none fits, the closest, with a warning.
 STOP_TABLE = check_stop_table({
     StopKey.END_TURN: WireStop("end_turn"),

@@ -236,14 +236,14 @@ def envelope_payload(part: Reasoning, text: str) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- stop
 def build_stop(raw: str | None, *, refusal: str | None, produced: bool, has_tools: bool,
                detail: dict[str, Any] | None) -> StopInfo:
-    """Chat finish facts -> StopInfo (wire-facts §5.1, seed 002)."""
+    """Chat finish facts -> StopInfo."""
     if refusal:
         # refusal outranks finish_reason; raw stays the wire value
         return StopInfo(reason=StopReason.REFUSAL, raw=raw, category="output-refusal", message=refusal,
                         detail=detail or {})
     info = classify_stop(raw, has_tool_calls=has_tools, detail=detail)
     if info.reason is StopReason.REFUSAL:
-        # nothing produced: seed 002's generic refusal (category output-refusal); otherwise seed 004's
+        # nothing produced: the generic refusal text (category output-refusal); otherwise the vocabulary's
         # rule (no provider category -> the raw value: content_filter, sensitive, ...)
         return StopInfo(reason=StopReason.REFUSAL, raw=raw,
                         category=info.category if produced else "output-refusal",
@@ -253,7 +253,7 @@ def build_stop(raw: str | None, *, refusal: str | None, produced: bool, has_tool
 
 
 def finish_reason(stop: StopInfo, has_tools: bool, warnings: list[str]) -> str:
-    """Neutral stop -> Chat finish_reason, from :data:`STOP_TABLE` (seed 003; seed 000 for refusals)."""
+    """Neutral stop -> Chat finish_reason, from :data:`STOP_TABLE`."""
     if stop.reason is StopReason.TOOL_USE and not has_tools:
         # finish_reason tool_calls without tool_calls is no valid Chat completion
         warnings.append("stop reason tool_use without any tool call: sent as finish_reason stop")
@@ -270,7 +270,7 @@ CREDENTIALS = credentials(protocol_headers=("openai-beta",))
 ERRORS = error_facts()
 CAPABILITIES = Capabilities(custom_tools=True, interrupted_is_status=False)
 
-#: neutral stop decision -> finish_reason (seed 003 table; seed 000: a stated refusal is "stop")
+#: neutral stop decision -> finish_reason (a stated refusal is "stop")
 STOP_TABLE = check_stop_table({
     StopKey.END_TURN: WireStop("stop"),
     StopKey.TOOL_USE: WireStop("tool_calls"),

@@ -168,7 +168,7 @@ CREDENTIAL_QUERY = ("key",)
 
 
 # ----------------------------------------------------------------------------- stop vocabulary
-#: finishReason values that mean a filter or policy stopped the output (seed 004: refusals).
+#: finishReason values that mean a filter or policy stopped the output: refusals.
 REFUSAL_FINISHES = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
                               "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION", "MODEL_ARMOR", "JAILBREAK"})
 #: Every FinishReason the SDK knows (a value outside it is sent to a Gemini client as OTHER).
@@ -183,7 +183,7 @@ BLOCK_REASONS = frozenset({"SAFETY", "OTHER", "BLOCKLIST", "PROHIBITED_CONTENT",
 
 
 def stop_from_wire(finish: Any, message: Any, has_tools: bool, detail: dict[str, Any] | None = None) -> StopInfo:
-    """A candidate's ``finishReason`` (+ ``finishMessage``) as StopInfo (seed 004 table)."""
+    """A candidate's ``finishReason`` (+ ``finishMessage``) as StopInfo (the stop vocabulary's table)."""
     raw = finish if isinstance(finish, str) and finish else None
     msg = message if isinstance(message, str) and message else None
     if raw == "FINISH_REASON_UNSPECIFIED":
@@ -200,7 +200,7 @@ def stop_from_block(feedback: dict[str, Any]) -> StopInfo | None:
     detail: dict[str, Any] = {"input_blocked": True}
     if isinstance(feedback.get("safetyRatings"), list):
         detail["safety_ratings"] = feedback["safetyRatings"]
-    # every block reason is a refusal of the input, including OTHER (wire-facts 5.1)
+    # every block reason is a refusal of the input, including OTHER (Google documents no other meaning)
     return StopInfo(StopReason.REFUSAL, reason, reason, msg if isinstance(msg, str) and msg else None, None, detail)
 
 
@@ -220,7 +220,7 @@ STOP_TABLE = check_stop_table({
     StopKey.OTHER: WireStop("OTHER", exact=False),
 }, "Gemini")
 
-#: finishReason values -> reason (what this protocol writes, read back; seed 004)
+#: finishReason values -> reason (what this protocol writes, read back)
 STOP_VALUES = {v: classify_stop(v).reason for v in sorted(FINISH_REASONS)}
 
 

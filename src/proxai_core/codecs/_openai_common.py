@@ -38,7 +38,7 @@ _BODY: dict[str, tuple[str, str | None]] = {
     "interrupted": ("server_error", "stream_interrupted"),
 }
 
-#: kind -> HTTP status an OpenAI client expects (wire-facts §4.2, §5.3)
+#: kind -> HTTP status an OpenAI client expects
 STATUSES: dict[str, int] = {
     "invalid_request": 400,
     "authentication": 401,

@@ -258,7 +258,7 @@ def stop_from_status(status: Any, incomplete_details: Any, error: Any, *, has_to
     if status == "incomplete":
         if reason == "content_filter":
             msg = refusal if refusal else (None if produced else GENERIC_CONTENT_FILTER_REFUSAL)
-            # nothing produced: seed 002's generic refusal, category output-refusal (as for Chat)
+            # nothing produced: the generic refusal text, category output-refusal (as for Chat)
             cat = "output-refusal" if (refusal or not produced) else None
             return classify_stop("content_filter", category=cat, message=msg, detail=detail)
         if refusal is not None:
@@ -304,7 +304,7 @@ _INCOMPLETE_FILTER = {"reason": "content_filter"}
 def terminal_status(stop: StopInfo | None, warnings: list[str]
                     ) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None]:
     """(status, incomplete_details, error) for the client's Responses object, from
-    :data:`STOP_TABLE` (seed 000)."""
+    :data:`STOP_TABLE` (docs/mapping.md)."""
     if stop is None:
         return "completed", None, None
     wire = map_stop(STOP_TABLE, stop, False, "Responses", warnings)
@@ -365,7 +365,7 @@ CREDENTIALS = credentials(protocol_headers=("openai-beta",))
 ERRORS = error_facts({"vector_store_timeout": "timeout", "invalid_prompt": "invalid_request"})
 CAPABILITIES = Capabilities(custom_tools=True, interrupted_is_status=True)
 
-#: neutral stop decision -> (status, incomplete_details.reason) (seed 000: a stated refusal and a
+#: neutral stop decision -> (status, incomplete_details.reason) (a stated refusal and a
 #: pause are completed; the interrupted value is failed, or cancelled when the upstream says so)
 STOP_TABLE = check_stop_table({
     StopKey.END_TURN: WireStop("completed"),

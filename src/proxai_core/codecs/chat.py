@@ -3,7 +3,7 @@
 Requests live in :mod:`._chat_request`; complete responses and SSE streams here. See
 :mod:`proxai_core.codecs.base` for the contract and ``docs/dev/codec-brief.md`` for the rules.
 
-Response/stream encoder rules owned here (seed 000 / 003, wire-facts §5.2):
+Response/stream encoder rules owned here (docs/mapping.md states them):
 
 * Refusal parts -> ``message.refusal`` (content null when there is no ordinary text); never the
   same text in both fields, unless the client's context asks for ``refusal_in_content`` (a route
@@ -329,7 +329,7 @@ def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> 
     refusal: str | None = "".join(refusals) or None
     if stop.reason is StopReason.REFUSAL and refusal is None:
         if text and not is_filter_refusal(stop):
-            # a stated refusal whose visible text came as ordinary text (Anthropic): seed 000
+            # a stated refusal whose visible text came as ordinary text (Anthropic): it stays a refusal
             refusal, text = text, None
         elif not text:
             refusal = stop.message or GENERIC_REFUSAL  # never an empty success
@@ -1051,7 +1051,7 @@ class StreamEncoder:
         self._finished = True
         out = b""
         if stop.reason is StopReason.REFUSAL and not self._content_sent and not self._refusal_sent:
-            # seed 000 streaming: the explanation as delta.refusal, only if nothing was said yet
+            # streaming: the explanation as delta.refusal, only if nothing was said yet
             self._refusal_sent = True
             out = self._chunk(self._refusal_delta(stop.message or GENERIC_REFUSAL))
         if self._annotations:  # one chunk: the SDK accumulator cannot merge unindexed lists

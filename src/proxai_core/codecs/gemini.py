@@ -539,16 +539,16 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], pieces: _Pieces, war
         kind = cur.__class__
         if kind is not dict and kind is not list:  # (a path through a string or number takes nothing)
             continue
-        more = pa.get("willContinue") is True and value.__class__ is str
+        more = pa.get("willContinue") is True and isinstance(value, str)
         held = pieces.open.pop(path, None) if pieces.open else None
-        if held is not None and held[0] is cur and value.__class__ is str:
+        if held is not None and held[0] is cur and isinstance(value, str):
             held[3].append(value)
             if more:
                 pieces.open[path] = held
             else:
                 _put(cur, kind, last, "".join(held[3]))
             continue
-        if kind is dict and last.__class__ is str:  # (the usual piece)
+        if kind is dict and isinstance(last, str):  # (the usual piece)
             cur[last] = value
             placed = True
         else:
@@ -564,7 +564,7 @@ def _put(cur: Any, kind: type, key: str | int, value: Any) -> bool | None:
     ``_LIST_GAP`` nulls) to reach it: True; False for an index further on. Other values (a path
     through a string, a name on a list, an index on an object) take nothing: None."""
     if kind is dict:
-        if key.__class__ is not str:
+        if not isinstance(key, str):
             return None
         cur[key] = value
     elif kind is list and key.__class__ is int:
@@ -828,7 +828,7 @@ class StreamDecoder:
         more = fc.get("willContinue") is True
         call = self._call
         if call is not None and name.__class__ is not str:  # a piece of the call in progress
-            if partial.__class__ is list:
+            if isinstance(partial, list):
                 _apply_partial(call.obj, partial, call.pieces or self._pieces(call), self.warnings)
             args = fc.get("args")
             if args.__class__ is dict:
@@ -851,7 +851,7 @@ class StreamDecoder:
         args = fc.get("args")
         if args.__class__ is dict:
             call.obj.update(args)
-        if partial.__class__ is list:
+        if isinstance(partial, list):
             _apply_partial(call.obj, partial, self._pieces(call), self.warnings)
         self._call = call
         if not more:

@@ -1,11 +1,11 @@
 """OpenAI Responses codec (``openai_responses``): requests, complete responses and SSE streams.
 
 Contract: :mod:`proxai_core.codecs.base`. Requests live in ``_responses_request``; shared helpers
-(usage, citations, the seed 000 status tables, ids) in ``_responses_common``.
+(usage, citations, the status tables, ids) in ``_responses_common``.
 
 Decisions worth knowing (see also the codec brief):
 
-* Client-side status (seed 000): END_TURN / TOOL_USE / PAUSED -> ``completed``; MAX_OUTPUT and
+* Client-side status: END_TURN / TOOL_USE / PAUSED -> ``completed``; MAX_OUTPUT and
   CONTEXT_FULL -> ``incomplete`` {max_output_tokens}; a model refusal -> ``completed`` with a refusal
   part (never ``failed``); a provider filter refusal (Chat ``content_filter``, ...) -> ``incomplete``
   {content_filter} plus a refusal part; INTERRUPTED ``cancelled`` -> ``cancelled``, other
@@ -1536,7 +1536,7 @@ class StreamEncoder:
         self._stop = stop
         self._close_open(out)
         if stop.reason is StopReason.REFUSAL and not self._refusal_sent:
-            # the client must see the refusal; text that already went out stays as sent (seed 000)
+            # the client must see the refusal; text that already went out stays as sent
             b = self._open_part(None, False, out)  # type: ignore[arg-type]
             text = refusal_fallback(stop)
             b.acc.append(text)
