@@ -1,7 +1,6 @@
-"""Why a model stopped, in one vocabulary that every provider maps onto (seed ``004_…``).
+"""Why a model stopped, in one vocabulary that every provider maps onto (docs/mapping.md).
 
-The seed's raw-value table is kept exactly; values from the wire notes that the seed lacks are
-added after it. Unknown values are ``OTHER`` with ``raw`` kept, never ``END_TURN``.
+The vocabulary's raw-value table is kept exactly; provider values it lacks are added after it. Unknown values are ``OTHER`` with ``raw`` kept, never ``END_TURN``.
 """
 
 from __future__ import annotations
@@ -199,7 +198,7 @@ def classify_stop(
     recommended_model: str | None = None,
     detail: Mapping[str, Any] | None = None,
 ) -> StopInfo:
-    """Turn a provider's raw stop value into a :class:`StopInfo` (seed semantics)."""
+    """Turn a provider's raw stop value into a :class:`StopInfo`."""
     plain = category is None and message is None and recommended_model is None and not detail
     if plain:  # nearly every stop: a StopInfo is immutable, so the one of its two inputs is built once
         known = _PLAIN.get((raw, has_tool_calls))

@@ -121,7 +121,7 @@ def stop_to_wire(
     has_tools: bool = False,
 ) -> tuple[str, str | None, dict[str, Any] | None]:
     """(stop_reason, stop_sequence, stop_details) for an Anthropic client, from :data:`STOP_TABLE`
-    (seeds 000/003, §5.2). Never null: a finished message carries a valid value."""
+    (docs/mapping.md). Never null: a finished message carries a valid value."""
     wire = map_stop(STOP_TABLE, stop, has_tools, "Anthropic Messages", warnings)
     if wire.value == "refusal":
         cat = stop.category if stop.category in REFUSAL_CATEGORIES else None
