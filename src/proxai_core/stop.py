@@ -1,6 +1,7 @@
 """Why a model stopped, in one vocabulary that every provider maps onto (docs/mapping.md).
 
-The vocabulary's raw-value table is kept exactly; provider values it lacks are added after it. Unknown values are ``OTHER`` with ``raw`` kept, never ``END_TURN``.
+The vocabulary's raw-value table is kept exactly; provider values it lacks are added after it.
+Unknown values are ``OTHER`` with ``raw`` kept, never ``END_TURN``.
 """
 
 from __future__ import annotations

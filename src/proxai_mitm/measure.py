@@ -67,9 +67,9 @@ class Measure:
         return None
 
 
-def _measure_now(flow: Any, state: Any) -> None:
+def _measure_now(flow: Any, state: Any, *, priced: bool = True) -> None:
     try:
-        state.metrics = measure_live(flow, state)
+        state.metrics = measure_live(flow, state, priced=priced)
     except Exception:  # noqa: BLE001 - measuring must never break a flow
         logger.debug("proxai: measuring failed", exc_info=True)
 
@@ -82,13 +82,7 @@ async def _measure_when_ready(flow: Any, state: Any) -> None:
     deadline = time.monotonic() + PRICE_WAIT_S
     while not prices_ready() and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
-    if prices_ready():
-        _measure_now(flow, state)
-        return
-    try:
-        state.metrics = measure_live(flow, state, priced=False)
-    except Exception:  # noqa: BLE001
-        logger.debug("proxai: measuring failed", exc_info=True)
+    _measure_now(flow, state, priced=prices_ready())
 
 
 class Summary:

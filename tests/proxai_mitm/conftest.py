@@ -32,8 +32,8 @@ def addon():
 
 
 # ----------------------------------------------------------------------------- end-to-end fixtures
-# One strict loopback fake upstream per test module (``upstream``), reset for each test (``up``); the
-# official SDK clients on the module's own ``proxy`` fixture (``clients``).
+# One strict loopback fake upstream per test module (``upstream``), reset for each test (``up``), the
+# usual routed proxy (``proxy``), and the official SDK clients on the module's ``proxy`` (``clients``).
 @pytest.fixture(scope="module")
 def upstream():
     from tests.fake_upstream import FakeUpstream
@@ -41,6 +41,22 @@ def upstream():
     up = FakeUpstream().start()
     yield up
     up.stop()
+
+
+@pytest.fixture(scope="module")
+def proxy(upstream, tmp_path_factory):
+    """The usual one: a reverse-mode mitmdump in front of ``upstream`` with the e2e routes file
+    (modules with other needs define their own)."""
+    from tests.mitm_harness import Mitmdump, free_port
+
+    from .e2e_util import ENV_KEY, ENV_KEY_VALUE, write_routes
+
+    routes = write_routes(tmp_path_factory.mktemp("routes"), upstream, free_port())
+    m = Mitmdump(mode=f"reverse:{upstream.url}", options={"proxai_config": str(routes)},
+                 env={ENV_KEY: ENV_KEY_VALUE})
+    m.start()
+    yield m
+    m.cleanup()
 
 
 @pytest.fixture

@@ -12,19 +12,15 @@ import pytest
 
 from tests.conftest import fixture_dir, needs_fixtures
 from tests.fake_upstream import Reply
-from tests.mitm_harness import Mitmdump, free_port
 
 from .conftest import needs_codecs
 from .e2e_util import (
     ANTH,
     CHAT,
-    ENV_KEY,
-    ENV_KEY_VALUE,
     RESP,
     SHORT,
     UPSTREAM_PATH,
     call,
-    write_routes,
 )
 
 pytestmark = [pytest.mark.e2e, needs_codecs]
@@ -34,16 +30,6 @@ pytestmark = [pytest.mark.e2e, needs_codecs]
 NO_MODEL = "pydantic-ai__tests_cassettes_test_model_name_suggestions_test_model_name_suggestion_openai-chat__i0.json"
 TOO_LARGE = {"error": {"message": "Request too large", "type": "invalid_request_error", "param": None,
                        "code": "request_too_large"}}
-
-
-@pytest.fixture(scope="module")
-def proxy(upstream, tmp_path_factory):
-    routes = write_routes(tmp_path_factory.mktemp("routes"), upstream, free_port())
-    m = Mitmdump(mode=f"reverse:{upstream.url}", options={"proxai_config": str(routes)},
-                 env={ENV_KEY: ENV_KEY_VALUE})
-    m.start()
-    yield m
-    m.cleanup()
 
 
 @pytest.mark.parametrize("upstream_proto", [CHAT, RESP])

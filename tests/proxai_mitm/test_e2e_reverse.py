@@ -13,7 +13,6 @@ import pytest
 
 from proxai_mitm.record import FlowRecord
 from tests.fake_upstream import RECORDED, Reply
-from tests.mitm_harness import Mitmdump, free_port
 
 from .conftest import needs_codecs
 from .e2e_util import (
@@ -21,7 +20,6 @@ from .e2e_util import (
     CHAT,
     CLIENT_KEY,
     DIRECTIONS,
-    ENV_KEY,
     ENV_KEY_VALUE,
     RESP,
     SHORT,
@@ -30,20 +28,9 @@ from .e2e_util import (
     check,
     serve,
     wait_flows,
-    write_routes,
 )
 
 pytestmark = [pytest.mark.e2e, needs_codecs]
-
-
-@pytest.fixture(scope="module")
-def proxy(upstream, tmp_path_factory):
-    routes = write_routes(tmp_path_factory.mktemp("routes"), upstream, free_port())
-    m = Mitmdump(mode=f"reverse:{upstream.url}", options={"proxai_config": str(routes)},
-                 env={ENV_KEY: ENV_KEY_VALUE})
-    m.start()
-    yield m
-    m.cleanup()
 
 
 @pytest.mark.parametrize("scenario", ["text", "tool", "refusal"])

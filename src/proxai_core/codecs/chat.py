@@ -925,7 +925,7 @@ class StreamEncoder:
                 self._refusal_sent = True
                 if self._refusal_in_content:
                     b.args_sent = True
-                    return self._chunk({"content": v, "refusal": v})
+                    return self._chunk(self._refusal_delta(v))
             elif k == "reasoning" or k == "summary":
                 b.text.append(v)  # type: ignore[union-attr]
             else:
