@@ -18,6 +18,7 @@ from .api import (
     translate_response_result,
 )
 from .codecs import Codec, all_codecs, codec
+from .exchange import Exchange, Outcome, Plan
 from .context import ClientContext, build_context, short_tool_name
 from .errors import TranslationError
 from .jsonutil import dumps
@@ -25,6 +26,9 @@ from .protocol import Protocol
 from .stop import GENERIC_CONTENT_FILTER_REFUSAL, StopInfo, StopReason, classify_stop
 
 __all__ = [
+    "Exchange",
+    "Outcome",
+    "Plan",
     "Protocol",
     "Codec",
     "codec",

@@ -217,6 +217,9 @@ class Tool:
     #: Custom tool input format (Responses/Chat custom tools), e.g. {"type": "grammar", ...}.
     format: dict[str, Any] | None = None
     cache_control: dict[str, Any] | None = None
+    #: (namespace, name) of a tool flattened out of a Responses ``namespace`` tool (``name`` is then
+    #: the flat name): how its calls are named back for the client
+    namespace: tuple[str, str] | None = None
 
 
 @dataclass(slots=True)
