@@ -18,9 +18,9 @@ from .api import (
     translate_response_result,
 )
 from .codecs import Codec, all_codecs, codec
-from .exchange import Exchange, Outcome, Plan
 from .context import ClientContext, build_context, short_tool_name
 from .errors import TranslationError
+from .exchange import Exchange, Outcome, Plan
 from .jsonutil import dumps
 from .protocol import Protocol
 from .stop import GENERIC_CONTENT_FILTER_REFUSAL, StopInfo, StopReason, classify_stop

@@ -10,8 +10,8 @@ from .codecs import get
 from .codecs.base import Codec
 from .complete import ResponseResult, collect_result, complete_result, error_stop_info, stream_result
 from .context import ClientContext
-from .errors import TranslationError, native_error, parse_error, translation_error_response
-from .exchange import Exchange, context_of_body
+from .errors import native_error, parse_error, translation_error_response
+from .exchange import Exchange
 from .protocol import Protocol, as_protocol
 from .stop import StopInfo, classify_stop
 from .streams import StreamTranslator, stop_of_error

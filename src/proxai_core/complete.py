@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import neutral as n
-from .codecs import get
 from .codecs.base import Codec
 from .collect import Collector, response_to_events
 from .context import ClientContext

@@ -251,10 +251,12 @@ class Exchange:
     # ------------------------------------------------------------------ the response
     def respond(self, upstream: Protocol | str, status: int = 200, content_type: str = "", *,
                 headers: Mapping[str, str] | None = None, routed: bool = True,
-                whole: bool = False) -> Plan:
+                whole: bool = False, reframe: bool = False) -> Plan:
         """The upstream answered ``status`` with ``content_type``: what the client's response gets.
         ``routed``: False for a flow passed through untouched (its errors are never rewritten);
-        ``whole``: the body is known to be complete already (``content-length: 0``)."""
+        ``whole``: the body is known to be complete already (``content-length: 0``); ``reframe``: the
+        client gets the framing it asked for even from its own protocol (a stream collected, a
+        complete answer streamed: a replay server serving a recording of the other kind)."""
         up = self.upstream = get(as_protocol(upstream))
         self.status, self.headers, self.routed = status, headers, routed
         self.content_type = content_type
@@ -263,7 +265,7 @@ class Exchange:
         if status >= 400:
             plan = Plan.ERROR
         elif streamed and status < 300:
-            if same:
+            if same and not (reframe and not self.stream):
                 plan = Plan.OBSERVE
             elif not self.stream:
                 plan = Plan.COLLECT
@@ -271,7 +273,7 @@ class Exchange:
                 plan = Plan.STREAM_WHOLE if whole else Plan.STREAM
         elif streamed:
             plan = Plan.OBSERVE if same or not routed else Plan.COLLECT
-        elif same:
+        elif same and not (reframe and self.stream):
             plan = Plan.OBSERVE
         else:
             plan = Plan.TO_STREAM if self.stream else Plan.JSON

@@ -8,7 +8,7 @@ import orjson
 from mitmproxy import http
 from mitmproxy.net.http import status_codes
 
-from proxai_core import Protocol, error_stop_info
+from proxai_core import Plan, Protocol, error_stop_info
 from proxai_core.errors import native_error as _native
 from proxai_core.neutral import Error
 
@@ -48,6 +48,6 @@ def reply_body(flow: http.HTTPFlow, state: FlowState, status: int, body: dict[st
         headers.update(extra_headers)
     flow.response = http.Response.make(status, orjson.dumps(body), headers)
     state.synthetic = True
-    state.translation = "synthetic"
+    state.translation = Plan.SYNTHETIC
     if state.kind in ("generate", "count_tokens"):
         state.stop = error_stop_info(status, body)

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from mitmproxy import ctx, http
 
-from proxai_core import TranslationError, dumps, error_response, error_stop_info, translate_request
+from proxai_core import Plan, TranslationError, dumps, error_response, error_stop_info
 from proxai_core.codecs import get
 
 from . import routing
@@ -36,7 +36,7 @@ from .protocols import (
 )
 from .record import LIMIT_OPTIONS, safe_body_limit
 from .replies import reply, reply_body
-from .state import FlowState, get_state, set_state
+from .state import FlowState, get_state, open_exchange, set_state
 
 logger = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ class Router:
 
         def payload() -> bytes | None:
             try:
-                up = translate_request(body, client, route.protocol, warnings=state.warnings, path=req.path)
+                up = open_exchange(state).request_for(route.protocol)
             except Exception as exc:
                 if not isinstance(exc, (TranslationError, ValueError, TypeError, KeyError, AttributeError)):
                     logger.exception("proxai: translate_request failed")
@@ -228,7 +228,7 @@ class Router:
             state.warnings.append("input tokens estimated locally (about 4 characters per token); "
                                   f"the {route.protocol.value} upstream {why}")
             state.synthetic = True
-            state.translation = "synthetic"
+            state.translation = Plan.SYNTHETIC
             shape = get(ep.protocol).count_tokens_body if ep.protocol is not None else None
             if shape is None:  # recognized as a count only where the protocol has one
                 return reply(flow, state, 404, "not_found", "this protocol has no token counting endpoint")
@@ -320,7 +320,7 @@ def bad_body(flow: http.HTTPFlow, ep: routing.Endpoint, exc: BodyError) -> None:
     set_state(flow, state)
     flow.response = too_large_reply(exc, ep.protocol, request=True)
     state.synthetic = True
-    state.translation = "synthetic"
+    state.translation = Plan.SYNTHETIC
     state.stop = error_stop_info(flow.response.status_code, flow.response.content or b"")
 
 

@@ -7,10 +7,10 @@ import time
 import genai_prices
 import pytest
 
-from proxai_core import Protocol
+from proxai_core import Exchange, Protocol
 from proxai_mitm.cost import price
 from proxai_mitm.measure import flow_summary, measure_flow
-from proxai_mitm.metrics import FirstContent, first_content_offset, summary_line, timings
+from proxai_mitm.metrics import first_content_offset, summary_line, timings
 from proxai_mitm.record import FlowRecord
 from tests.fake_upstream import RECORDED, _enc_event
 
@@ -29,12 +29,22 @@ def _events(proto: str, scenario: str = "text") -> list[bytes]:
 
 
 # ----------------------------------------------------------------------------- pure helpers
+def _seen(proto: str, events: list[bytes], content_type: str = "text/event-stream") -> list[bool]:
+    """After each upstream event fed to a pass-through exchange: has the first content been seen?"""
+    ex = Exchange(Protocol(proto), None, stream=True)
+    ex.respond(Protocol(proto), 200, content_type)
+    seen = []
+    for e in events:
+        ex.feed(e)
+        seen.append(ex.first_content is not None)
+    return seen
+
+
 @needs_codecs
 @pytest.mark.parametrize("proto", [CHAT, RESP, ANTH])
 def test_first_content_is_the_first_content_event_not_the_first_byte(proto):
     evs = _events(proto)
-    watch = FirstContent(Protocol(proto))
-    seen = [watch.feed(e) for e in evs]
+    seen = _seen(proto, evs)
     first = seen.index(True)
     assert first > 0, "the opening metadata event is not content"
     assert all(seen[first:])
@@ -45,14 +55,26 @@ def test_first_content_is_the_first_content_event_not_the_first_byte(proto):
 @needs_codecs
 def test_first_content_tool_call_and_refusal_count():
     for proto, scenario in ((CHAT, "tool"), (ANTH, "tool"), (RESP, "tool"), (CHAT, "refusal"), (ANTH, "refusal")):
-        watch = FirstContent(Protocol(proto))
-        assert any(watch.feed(e) for e in _events(proto, scenario)), (proto, scenario)
+        assert any(_seen(proto, _events(proto, scenario))), (proto, scenario)
 
 
-@needs_codecs
-def test_first_content_budget_stops_watching():
-    watch = FirstContent(Protocol(ANTH), budget=10)
-    assert not any(watch.feed(e) for e in _events(ANTH))
+#: a Gemini stream framed as one JSON array (a client that asked without ``alt=sse``), in three reads
+GEMINI_ARRAY = [
+    b'[{"candidates": [{"content": {"role": "model", "parts": []}}], "modelVersion": "gemini-2.5-flash"}\r\n',
+    b',{"candidates": [{"content": {"role": "model", "parts": [{"text": "Hello"}]}}]}\r\n',
+    b',{"candidates": [{"content": {"role": "model", "parts": [{"text": "!"}]}, "finishReason": "STOP"}],'
+    b' "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 2, "totalTokenCount": 5}}]',
+]
+
+
+def test_time_to_first_token_of_a_gemini_json_array_stream():
+    """A stream framed as one JSON array is read by its protocol's own reader: its first content is
+    found (it never was when a second SSE reader watched every stream)."""
+    seen = _seen(Protocol.GEMINI.value, GEMINI_ARRAY, "application/json")
+    assert seen == [False, True, True]
+    body = b"".join(GEMINI_ARRAY)
+    chunks = [(float(i * 100), len(e)) for i, e in enumerate(GEMINI_ARRAY)]
+    assert first_content_offset(Protocol.GEMINI, body, chunks) == (100.0, "gemini-2.5-flash")
 
 
 @needs_codecs
@@ -124,8 +146,7 @@ def test_streamed_ttft_is_the_first_content_event(addon, client, upstream):
     f.response.timestamp_start = time.time()
     addon.responseheaders(f)
     evs = _events(upstream)
-    watch = FirstContent(Protocol(upstream))
-    first = next(i for i, e in enumerate(evs) if watch.feed(e))
+    first = _seen(upstream, evs).index(True)
     for i, e in enumerate(evs):
         if i == first:
             time.sleep(0.15)  # the model "thinks" after the metadata events

@@ -159,7 +159,7 @@ def test_exception_in_stream_becomes_native_error_frame(addon, caplog):
     def boom(_chunk: bytes) -> bytes:
         raise RuntimeError("kaputt")
 
-    handler.translator.feed = boom
+    handler.exchange.feed = boom
     caplog.set_level(logging.ERROR)
     out = feed(f, sse_bytes(CHAT))
     assert b"event: error" in out and b"kaputt" in out
@@ -289,7 +289,7 @@ def test_unreachable_upstream_then_native_502(addon):
 
 @needs_codecs
 def test_translator_unavailable_sends_one_native_error_frame(addon, monkeypatch):
-    import proxai_mitm.translate as mod
+    import proxai_core.exchange as mod
 
     def broken(*_a: Any, **_k: Any) -> None:
         raise ImportError("codec missing")
