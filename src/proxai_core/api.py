@@ -133,7 +133,7 @@ def stop_info(body: dict[str, Any], protocol: Protocol | str) -> StopInfo:
 
 # ----------------------------------------------------------------------------- errors
 def translate_error(
-    status: int, body: bytes | str | dict | None, source: Protocol | str, target: Protocol | str
+    status: int, body: bytes | str | dict[str, Any] | None, source: Protocol | str, target: Protocol | str
 ) -> tuple[int, dict[str, Any]]:
     """An upstream HTTP error (any JSON shape, or HTML / text / empty) becomes the client
     protocol's native error body and the right status."""

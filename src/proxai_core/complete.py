@@ -171,7 +171,7 @@ def collect_result(data: bytes, source: Codec, client: Codec, ctx: ClientContext
 
 
 # ----------------------------------------------------------------------------- errors
-def error_stop_info(status: int | None, body: bytes | str | dict | None,
+def error_stop_info(status: int | None, body: bytes | str | dict[str, Any] | None,
                     headers: Mapping[str, str] | None = None) -> StopInfo:
     """StopInfo for an upstream HTTP error: context overflow errors are context_full; a request
     refused before the model ran (a 4xx other than 408 / 429) is rejected, since retrying it

@@ -155,6 +155,9 @@ class StreamTranslator:
         self._fed = 0
         self._terminal = False
         self._dead = False  # the client stream already ended (error frame sent)
+        #: blocks and deltas go straight to the encoder: nothing left to observe in them (the first
+        #: content passed, nothing collected), no tool names to restore, the client stream open
+        self._direct = False
         self._collector = collector
         # custom tools carried as functions: index -> buffered JSON arguments
         self._custom: dict[int, list[str]] = {}
@@ -239,30 +242,35 @@ class StreamTranslator:
             return self._client.error_frame(err)
         if self._dead:
             return b""
-        self._dead = True
+        self._dead, self._direct = True, False
         return self._enc.encode(ev)
 
     # ------------------------------------------------------------------ the route
-    def _decode(self, name: str | None, data: str) -> list[n.Event]:
-        """One upstream event -> neutral events. A malformed event is skipped and named as the
-        upstream's; any other exception is ours (raised in strict mode, else skipped and named)."""
-        self.events += 1
-        try:
-            return self._dec.feed(name, data)
-        except MalformedEvent as exc:
+    def _failed(self, exc: Exception) -> list[n.Event]:
+        """The decoder raised: a malformed upstream event is skipped and named as the upstream's; any
+        other exception is ours (raised in strict mode, else skipped and named as ours)."""
+        if isinstance(exc, MalformedEvent):
             self.warnings.append(malformed_warning(self.source.value, exc))
-        except Exception as exc:
-            if is_strict():
-                raise
-            self.warnings.append(internal_warning(exc, f"decoding an upstream {self.source.value} stream event"))
+            return []
+        if is_strict():
+            raise exc
+        self.warnings.append(internal_warning(exc, f"decoding an upstream {self.source.value} stream event"))
         return []
 
     def _translate(self, events: list[tuple[str | None, str]]) -> bytes:
         """Upstream events -> client bytes: each decoded once, its neutral events observed and encoded."""
         out: list[bytes] = []
+        self.events += len(events)
         for name, data in events:
-            for ev in self._decode(name, data):
-                self._emit(ev, data, out)
+            try:
+                evs = self._dec.feed(name, data)
+            except Exception as exc:
+                evs = self._failed(exc)
+            for ev in evs:
+                if self._direct and isinstance(ev, _PLAIN):
+                    out.append(self._enc.encode(ev))  # a block or delta once the first content passed
+                else:
+                    self._emit(ev, data, out)
             if self._terminal:
                 break
         return b"".join(out)
@@ -278,7 +286,12 @@ class StreamTranslator:
             observes = self._observes
             if observes is not None and self.first_content is not None and not observes(name, data):
                 continue
-            for ev in self._decode(name, data):
+            self.events += 1
+            try:
+                evs = self._dec.feed(name, data)
+            except Exception as exc:
+                evs = self._failed(exc)
+            for ev in evs:
                 if isinstance(ev, n.Start) and not ev.id:
                     ev.id = content_id(data)
                 self._observe(ev)
@@ -314,6 +327,7 @@ class StreamTranslator:
     def _observe(self, ev: n.Event) -> None:
         if self.first_content is None and is_content(ev):
             self.first_content = self._fed
+            self._direct = not (self._pass or self._restore or self._dead or self._collector is not None)
         if self._collector is not None:
             self._collector.add(ev)
         if isinstance(ev, _PLAIN):
@@ -375,4 +389,5 @@ class StreamTranslator:
                 ev = n.ErrorEvent(err)
         if isinstance(ev, n.ErrorEvent):
             self._dead = True
+            self._direct = False
         out.append(self._enc.encode(ev))
