@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from . import neutral as n
-from .codecs import get
+from .codecs import get, native_error, translation_error_response
 from .codecs.base import Codec
 from .complete import ResponseResult, collect_result, complete_result, error_stop_info, stream_result
 from .context import ClientContext
-from .errors import native_error, parse_error, translation_error_response
+from .errors import parse_error
 from .exchange import Exchange
 from .protocol import Protocol, as_protocol
 from .stop import StopInfo, classify_stop

@@ -62,12 +62,12 @@ def _failed(err: n.Error, client: Codec, w: list[str], resp: n.Response | None =
 
 def _internal_error(exc: Exception, what: str) -> n.Error:
     """A ProxAI bug met outside strict mode: named as ours (logged once), the client's native 500."""
-    return n.Error(kind="api_error", status=500, message=internal_warning(exc, what))
+    return n.Error(kind=n.ErrorKind.API_ERROR, status=500, message=internal_warning(exc, what))
 
 
 def _unreadable(exc: Exception, source: Codec, what: str = "read") -> n.Error:
     """An upstream body that could not be read: the upstream's fault, the client's native 502."""
-    return n.Error(kind="interrupted", status=502,
+    return n.Error(kind=n.ErrorKind.INTERRUPTED, status=502,
                    message=f"the upstream {source.protocol.value} response could not be {what} "
                            f"({type(exc).__name__}: {str(exc)[:200]})")
 

@@ -26,12 +26,12 @@ from typing import Any
 import orjson
 
 from . import neutral as n
-from .codecs import get
+from .codecs import get, native_error
 from .codecs.base import Codec
 from .collect import Collector
 from .complete import ResponseResult, collect_result, complete_result, error_stop_info, stream_result
 from .context import ClientContext, short_tool_name
-from .errors import TranslationError, native_error, parse_error
+from .errors import TranslationError, parse_error
 from .jsonutil import dumps
 from .protocol import Protocol, as_protocol
 from .stop import StopInfo
@@ -79,13 +79,13 @@ class Outcome:
 
 def _streamed(upstream: Codec, content_type: str, client_stream: bool) -> bool:
     """A stream on the wire: SSE, or a streamed request whose protocol has its own stream framing."""
-    return "text/event-stream" in content_type.lower() or (client_stream and upstream.stream_reader is not None)
+    return "text/event-stream" in content_type.lower() or (client_stream and not upstream.wire.sse_only)
 
 
 def _path_context(client: Codec, path: str | None) -> tuple[ClientContext, bool]:
     """A context with what the path says (model, stream, framing), and whether it said anything."""
     ctx = ClientContext(client.protocol)
-    parse = client.endpoints.parse_path
+    parse = client.wire.endpoints.parse_path
     facts = parse(path) if path and parse is not None else None
     if facts is not None:
         ctx.model, ctx.stream, ctx.sse = facts.model, facts.stream, facts.sse
@@ -98,7 +98,7 @@ def context_of_body(body: dict[str, Any] | None, client: Codec, path: str | None
     ctx, in_path = _path_context(client, path)
     if not isinstance(body, dict):
         return ctx
-    f = client.fields
+    f = client.wire.fields
     model = body.get(f.model)
     if isinstance(model, str) or not in_path:
         ctx.model = model if isinstance(model, str) else None
@@ -204,7 +204,7 @@ class Exchange:
                     f"body: malformed {self.client.protocol.value} request ({type(exc).__name__}: {exc})",
                     field="body")
                 raise self._request_error from exc
-            parse = self.client.endpoints.parse_path
+            parse = self.client.wire.endpoints.parse_path
             facts = parse(self.path) if self.path is not None and parse is not None else None
             if facts is not None:  # the model and stream flag this protocol keeps in the URL
                 req.model = req.model or facts.model
@@ -366,7 +366,7 @@ class Exchange:
         obj = _json_object(body)
         if isinstance(obj, str):
             self.warnings.append(f"upstream answered 2xx with {obj}")
-            st, native = native_error(n.Error(kind="api_error", status=502,
+            st, native = native_error(n.Error(kind=n.ErrorKind.API_ERROR, status=502,
                                               message=f"upstream answered with {obj}"), self.client.protocol)
             self.stop = error_stop_info(st, native)
             self.plan = Plan.ERROR

@@ -19,7 +19,6 @@ from .collect import Collector
 from .context import ClientContext, context_of
 from .jsonutil import dumps
 from .protocol import Protocol, as_protocol
-from .sse import SSEReader
 from .stop import StopInfo, StopReason, classify_stop
 from .strict import MalformedEvent, internal_warning, is_strict, malformed_warning
 
@@ -73,7 +72,7 @@ def unwrap_custom(arguments: str) -> str:
 
 def error_of_interrupted_stop(stop: StopInfo) -> n.Error:
     raw = (stop.raw or "").lower()
-    kind = "overloaded" if raw in ("insufficient_system_resource",) else "interrupted"
+    kind = n.ErrorKind.OVERLOADED if raw in ("insufficient_system_resource",) else n.ErrorKind.INTERRUPTED
     msg = stop.message or f"the upstream ended the response without finishing it ({stop.raw or 'interrupted'})"
     return n.Error(kind=kind, message=msg, status=529 if kind == "overloaded" else 502, code=stop.raw)
 
@@ -161,7 +160,7 @@ class StreamTranslator:
         self._collector = collector
         # custom tools carried as functions: index -> buffered JSON arguments
         self._custom: dict[int, list[str]] = {}
-        self._reader = (src.stream_reader or SSEReader)()
+        self._reader = src.stream_reader()
         self._dec: StreamDecoder = src.StreamDecoder(self.warnings)
         self._pass = src is client
         #: a pass-through decodes only the events its codec says carry facts (after the first content)
@@ -219,7 +218,7 @@ class StreamTranslator:
             if is_strict():
                 raise
             self.warnings.append(internal_warning(exc, f"ending an upstream {self.source.value} stream"))
-            evs = [n.ErrorEvent(n.Error(kind="interrupted", status=502,
+            evs = [n.ErrorEvent(n.Error(kind=n.ErrorKind.INTERRUPTED, status=502,
                                         message="the upstream stream could not be finished"))]
         for ev in evs:
             if self._pass:
@@ -234,7 +233,7 @@ class StreamTranslator:
         """The upstream connection failed: the client's native error frame, StopInfo interrupted."""
         if self._terminal:
             return b""
-        err = n.Error(kind="interrupted", message=message, status=502)
+        err = n.Error(kind=n.ErrorKind.INTERRUPTED, message=message, status=502)
         ev = n.ErrorEvent(err)
         self._observe(ev)
         self.closed = True

@@ -10,7 +10,7 @@ import orjson
 from mitmproxy import http
 
 from proxai_core import Plan, stop_of_error
-from proxai_core.neutral import Error
+from proxai_core.neutral import Error, ErrorKind
 
 from . import routing
 from .protocols import request_model, request_stream
@@ -64,7 +64,7 @@ def offline_state(flow: http.HTTPFlow) -> FlowState | None:
                 if ex.model and not state.upstream_model:
                     state.upstream_model = ex.model
         if flow.error is not None and (state.stop is None or state.stop.ok):
-            state.stop = stop_of_error(Error(kind="interrupted", message=flow.error.msg, status=502))
+            state.stop = stop_of_error(Error(kind=ErrorKind.INTERRUPTED, message=flow.error.msg, status=502))
     except Exception as exc:  # noqa: BLE001 - annotation is best effort offline
         state.warnings.append(f"could not read the response: {type(exc).__name__}: {exc}")
     return state

@@ -303,7 +303,7 @@ def render_request_lenient(obj: dict[str, Any], protocol: Protocol | None, error
     """A best-effort rendering of a request the codec rejects (unknown part types, provider extras):
     the facts the registry says where to find, the reader's complaint, then the body as indented JSON."""
     title = _TITLES.get(protocol, "LLM") if protocol else "LLM"
-    fields = get(protocol).fields if protocol else None
+    fields = get(protocol).wire.fields if protocol else None
     model = obj.get(fields.model) if fields else None
     facts = [f"model {model}"] if model else []
     if fields:

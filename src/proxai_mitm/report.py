@@ -90,7 +90,7 @@ def _summary(flow: Any, *, full: bool) -> dict[str, Any] | None:
     elif info is not None and info.stop is not None:
         stop = info.stop.to_dict()
     elif getattr(flow, "error", None) is not None:
-        stop = stop_of_error(n.Error(kind="interrupted", message=str(flow.error.msg))).to_dict()
+        stop = stop_of_error(n.Error(kind=n.ErrorKind.INTERRUPTED, message=str(flow.error.msg))).to_dict()
     else:
         stop = None
     if rec is not None and rec.usage is not None:

@@ -194,9 +194,9 @@ class Router:
                 return None
             if up is body:
                 up = dict(body)
-            in_url = get(route.protocol).endpoints.path_for is not None
+            in_url = get(route.protocol).wire.endpoints.path_for is not None
             if in_url:
-                up.pop(get(route.protocol).fields.model, None)  # the model travels in the URL
+                up.pop(get(route.protocol).wire.fields.model, None)  # the model travels in the URL
             mapped = route.models.map(request_model(up) or model)
             if mapped and not in_url:
                 set_request_model(up, mapped, route.protocol)
@@ -229,7 +229,7 @@ class Router:
                                   f"the {route.protocol.value} upstream {why}")
             state.synthetic = True
             state.translation = Plan.SYNTHETIC
-            shape = get(ep.protocol).count_tokens_body if ep.protocol is not None else None
+            shape = get(ep.protocol).wire.count_tokens_body if ep.protocol is not None else None
             if shape is None:  # recognized as a count only where the protocol has one
                 return reply(flow, state, 404, "not_found", "this protocol has no token counting endpoint")
             flow.response = http.Response.make(
@@ -241,7 +241,7 @@ class Router:
         def payload() -> bytes | None:
             up = dict(body)
             mapped = route.models.map(model)
-            if mapped and get(route.protocol).endpoints.path_for is None:  # else the model is in the URL
+            if mapped and get(route.protocol).wire.endpoints.path_for is None:  # else the model is in the URL
                 set_request_model(up, mapped, route.protocol)
             state.upstream_model = mapped
             return encode_body(flow, state, up)

@@ -16,7 +16,7 @@ import orjson
 from mitmproxy import ctx, http
 
 from proxai_core import Plan, error_stop_info, stop_of_error
-from proxai_core.neutral import Error
+from proxai_core.neutral import Error, ErrorKind
 
 from .bodies import DEFAULT_LIMIT, BodyError, codings, offload
 from .complete import apply_outcome, decode_or_error, unreadable
@@ -199,7 +199,7 @@ class Translator:
         if state.handler is not None:
             finish_stream(flow, state, interrupted=msg)
         elif state.stop is None:
-            state.stop = stop_of_error(Error(kind="interrupted", message=msg, status=502))
+            state.stop = stop_of_error(Error(kind=ErrorKind.INTERRUPTED, message=msg, status=502))
 
     # ------------------------------------------------------------------------- complete bodies
     def _finish_body(self, flow: http.HTTPFlow, state: FlowState, resp: http.Response,
@@ -250,7 +250,7 @@ def finish_stream(flow: http.HTTPFlow, state: FlowState, interrupted: str | None
     """End of a streamed response (or its cut): StopInfo, usage, recording copies."""
     handler = state.handler
     if isinstance(handler, ErrorOnce):
-        state.stop = stop_of_error(Error(kind="interrupted", message="stream translator unavailable", status=502))
+        state.stop = stop_of_error(Error(kind=ErrorKind.INTERRUPTED, message="stream translator unavailable", status=502))
         _keep_client_body(flow, handler.frame if handler.sent else b"")
         return
     assert handler is not None
@@ -264,7 +264,7 @@ def finish_stream(flow: http.HTTPFlow, state: FlowState, interrupted: str | None
     ex.observed()
     state.stop = ex.stop
     if state.stop is None and (interrupted or not handler.observe_ok):
-        state.stop = stop_of_error(Error(kind="interrupted", message=interrupted or "stream not observed",
+        state.stop = stop_of_error(Error(kind=ErrorKind.INTERRUPTED, message=interrupted or "stream not observed",
                                          status=502))
     state.usage = ex.usage
     for w in handler.extra_warnings:

@@ -14,7 +14,6 @@ from proxai_mitm.metrics import first_content_offset, summary_line, timings
 from proxai_mitm.record import FlowRecord
 from tests.fake_upstream import RECORDED, _enc_event
 
-from .conftest import needs_codecs
 from .helpers import ANTH, CHAT, RESP, json_bytes, make_flow, respond
 
 
@@ -40,7 +39,6 @@ def _seen(proto: str, events: list[bytes], content_type: str = "text/event-strea
     return seen
 
 
-@needs_codecs
 @pytest.mark.parametrize("proto", [CHAT, RESP, ANTH])
 def test_first_content_is_the_first_content_event_not_the_first_byte(proto):
     evs = _events(proto)
@@ -52,7 +50,6 @@ def test_first_content_is_the_first_content_event_not_the_first_byte(proto):
     assert b"Hello" in evs[first] or b"delta" in evs[first]
 
 
-@needs_codecs
 def test_first_content_tool_call_and_refusal_count():
     for proto, scenario in ((CHAT, "tool"), (ANTH, "tool"), (RESP, "tool"), (CHAT, "refusal"), (ANTH, "refusal")):
         assert any(_seen(proto, _events(proto, scenario))), (proto, scenario)
@@ -77,7 +74,6 @@ def test_time_to_first_token_of_a_gemini_json_array_stream():
     assert first_content_offset(Protocol.GEMINI, body, chunks) == (100.0, "gemini-2.5-flash")
 
 
-@needs_codecs
 def test_first_content_offset_from_recorded_chunks():
     evs = _events(ANTH)
     body = b"".join(evs)
@@ -132,7 +128,6 @@ def _stamp_request(f):
     f.request.timestamp_end = f.request.timestamp_start + 0.001
 
 
-@needs_codecs
 @pytest.mark.parametrize("client, upstream", [(CHAT, ANTH), (ANTH, ANTH), (RESP, CHAT), (CHAT, CHAT)])
 def test_streamed_ttft_is_the_first_content_event(addon, client, upstream):
     """Translated and pass-through streams: TTFT is when the first content event arrived, after the
@@ -171,7 +166,6 @@ def test_streamed_ttft_is_the_first_content_event(addon, client, upstream):
     assert "TTFT " in f.comment and "$" in f.comment and "end_turn" in f.comment
 
 
-@needs_codecs
 @pytest.mark.parametrize("client, upstream", [(CHAT, ANTH), (ANTH, ANTH), (ANTH, RESP)])
 def test_complete_ttft_is_the_body_arrival(addon, client, upstream):
     if client != upstream:
@@ -197,7 +191,6 @@ def test_complete_ttft_is_the_body_arrival(addon, client, upstream):
     assert m.cost_provider == provider
 
 
-@needs_codecs
 def test_unknown_price_is_unknown_never_zero(addon):
     body = {"model": "acme-private-7b", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
     f = make_flow(ANTH, body=body, host="127.0.0.1", port=8080)
@@ -212,7 +205,6 @@ def test_unknown_price_is_unknown_never_zero(addon):
     assert " · cost unknown · " in f.comment and "$0" not in f.comment
 
 
-@needs_codecs
 def test_cut_stream_keeps_unknowns(addon):
     addon.configure(proxai_target=ANTH)
     f = make_flow(CHAT, stream=True)
@@ -232,7 +224,6 @@ def test_cut_stream_keeps_unknowns(addon):
     assert rec.metrics.duration_ms is not None
 
 
-@needs_codecs
 def test_offline_recorded_stream_gets_ttft_from_chunk_times(addon):
     """An older recording without measures: the chunk times of the recorded stream give the TTFT."""
     addon.configure(proxai_target=ANTH)

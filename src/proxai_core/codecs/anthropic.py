@@ -32,6 +32,7 @@ from ..neutral import (
     End,
     Error,
     ErrorEvent,
+    ErrorKind,
     Event,
     Image,
     Opaque,
@@ -63,7 +64,7 @@ from ._anthropic_common import (
     warn_once,
 )
 from ._anthropic_request import decode_request, encode_request
-from .base import Codec
+from .base import Codec, Wire
 
 __all__ = [
     "StreamDecoder",
@@ -379,7 +380,7 @@ class StreamDecoder:
         self.done = True
         if self._stop_seen:
             return self._close_all() + [End()]
-        return [ErrorEvent(Error(kind="interrupted", message=_INTERRUPTED, status=502))]
+        return [ErrorEvent(Error(kind=ErrorKind.INTERRUPTED, message=_INTERRUPTED, status=502))]
 
     # ---- helpers
     def _warn_unknown(self, what: str) -> None:
@@ -931,7 +932,7 @@ class StreamEncoder:
                              "the Anthropic client's stream was ended with an error event and the rest "
                              "of the upstream stream was dropped")
         self.done = True
-        return error_frame(Error(kind="api_error", status=502, message=(
+        return error_frame(Error(kind=ErrorKind.API_ERROR, status=502, message=(
             f"upstream sent tool-call arguments for tool {name!r} that {what}; the turn was ended")))
 
     def _block_end(self, ev: BlockEnd) -> bytes:
@@ -1096,21 +1097,23 @@ CODEC = Codec(
     StreamDecoder=StreamDecoder,
     StreamEncoder=StreamEncoder,
     error_frame=error_frame,
-    endpoints=_facts.ENDPOINTS,
-    fields=_facts.FIELDS,
-    credentials=_facts.CREDENTIALS,
+    wire=Wire(
+        endpoints=_facts.ENDPOINTS,
+        fields=_facts.FIELDS,
+        credentials=_facts.CREDENTIALS,
+        model_entry=_facts.model_entry,
+        model_list=_facts.model_list,
+        count_tokens_body=lambda n: {"input_tokens": n},
+    ),
     errors=_facts.ERRORS,
     capabilities=_facts.CAPABILITIES,
     client_tools=_facts.client_tools,
     stop_table=_facts.STOP_TABLE,
     stop_values=_facts.STOP_VALUES,
     response_id=_facts.msg_id,
-    model_entry=_facts.model_entry,
-    model_list=_facts.model_list,
     sniff_request=_facts.sniff_request,
     sniff_response=_facts.sniff_response,
     sniff_stream=_facts.sniff_stream,
     is_error_body=_facts.is_error_body,
     stream_observes=_facts.stream_observes,
-    count_tokens_body=lambda n: {"input_tokens": n},
 )
