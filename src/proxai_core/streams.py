@@ -260,14 +260,15 @@ class StreamTranslator:
         """Upstream events -> client bytes: each decoded once, its neutral events observed and encoded."""
         out: list[bytes] = []
         self.events += len(events)
+        decode, encode = self._dec.feed, self._enc.encode
         for name, data in events:
             try:
-                evs = self._dec.feed(name, data)
+                evs = decode(name, data)
             except Exception as exc:
                 evs = self._failed(exc)
             for ev in evs:
                 if self._direct and isinstance(ev, _PLAIN):
-                    out.append(self._enc.encode(ev))  # a block or delta once the first content passed
+                    out.append(encode(ev))  # a block or delta once the first content passed
                 else:
                     self._emit(ev, data, out)
             if self._terminal:
@@ -320,8 +321,14 @@ class StreamTranslator:
         if isinstance(ev, n.Start) and not ev.id:
             ev.id = content_id(data)  # deterministic ids when the upstream gave none
         self._observe(ev)
-        for ev2 in self._glue(ev) if self._restore else (ev,):
-            self._encode(ev2, out)
+        if self._restore:
+            for ev2 in self._glue(ev):
+                self._encode(ev2, out)
+        elif isinstance(ev, _PLAIN):
+            if not self._dead:
+                out.append(self._enc.encode(ev))  # (a block or a delta never ends the client stream)
+        else:
+            self._encode(ev, out)
 
     def _observe(self, ev: n.Event) -> None:
         if self.first_content is None and is_content(ev):
