@@ -16,7 +16,8 @@ from .stop import StopInfo, StopReason, classify_stop
 from .streams import StreamTranslator, content_id, interrupted_error, stop_of_error, unwrap_custom
 from .strict import MalformedEvent, internal_warning, is_strict
 
-__all__ = ["ResponseResult", "collect_result", "complete_result", "error_stop_info", "stream_result"]
+__all__ = ["ResponseResult", "collect_result", "complete_result", "error_stop_info", "stop_of_http_error",
+           "stream_result"]
 
 
 # ----------------------------------------------------------------------------- complete responses
@@ -177,7 +178,11 @@ def error_stop_info(status: int | None, body: bytes | str | dict[str, Any] | Non
     refused before the model ran (a 4xx other than 408 / 429) is rejected, since retrying it
     unchanged will not help; the rest (5xx, 408, 429, 529) is interrupted. ``headers``: the error
     response's, whose ``retry-after`` / ``retry-after-ms`` the detail keeps."""
-    err = parse_error(status, body)
+    return stop_of_http_error(parse_error(status, body), status, headers)
+
+
+def stop_of_http_error(err: n.Error, status: int | None, headers: Mapping[str, str] | None = None) -> StopInfo:
+    """:func:`error_stop_info` of an error body already read (``parse_error``)."""
     raw = err.code or err.kind
     msg = err.message
     detail: dict[str, Any] = {"status": status, "error_kind": err.kind}

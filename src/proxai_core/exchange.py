@@ -29,7 +29,14 @@ from . import neutral as n
 from .codecs import get, native_error
 from .codecs.base import Codec
 from .collect import Collector
-from .complete import ResponseResult, collect_result, complete_result, error_stop_info, stream_result
+from .complete import (
+    ResponseResult,
+    collect_result,
+    complete_result,
+    error_stop_info,
+    stop_of_http_error,
+    stream_result,
+)
 from .context import ClientContext, short_tool_name
 from .errors import TranslationError, parse_error
 from .jsonutil import dumps
@@ -389,8 +396,8 @@ class Exchange:
     def _error(self, body: bytes, status: int) -> Outcome:
         up = self.upstream
         assert up is not None
-        self.stop = error_stop_info(status, body, self.headers)
         self.error = parse_error(status, body)
+        self.stop = stop_of_http_error(self.error, status, self.headers)
         if self.routed and (up is not self.client or not _is_json(body)):
             st, native = native_error(self.error, self.client.protocol)
             return Outcome(st, orjson.dumps(native), JSON_TYPE)
