@@ -306,8 +306,8 @@ def frame(event: str | None, obj: object) -> bytes:
     except orjson.JSONEncodeError:
         data = _deep_dumps(obj)
     if event:
-        return b"event: " + event.encode() + b"\ndata: " + data + b"\n\n"
-    return b"data: " + data + b"\n\n"
+        return b"".join((b"event: ", event.encode(), b"\ndata: ", data, b"\n\n"))
+    return b"".join((b"data: ", data, b"\n\n"))
 
 
 def frame_data(obj: object) -> bytes:

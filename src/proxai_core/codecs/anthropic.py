@@ -648,6 +648,7 @@ def _empty_text() -> dict[str, Any]:
     return {"type": "text", "text": ""}
 
 
+_MESSAGE_STOP = frame("message_stop", {"type": "message_stop"})
 _TRUNCATED = (StopReason.MAX_OUTPUT, StopReason.CONTEXT_FULL)
 
 
@@ -992,7 +993,7 @@ class StreamEncoder(OneOpenBlockEncoder):
         out.append(frame("message_delta", {"type": "message_delta", "delta": {
             "stop_reason": reason, "stop_sequence": seq, "stop_details": details},
             "usage": usage_to_wire(self._usage, delta=True)}))
-        out.append(frame("message_stop", {"type": "message_stop"}))
+        out.append(_MESSAGE_STOP)
         self.done = True
         return b"".join(out)
 

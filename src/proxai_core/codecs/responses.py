@@ -1065,10 +1065,16 @@ class StreamEncoder(OneOpenBlockEncoder):
 
     # ------------------------------------------------------------------ plumbing
     def _emit(self, out: list[bytes], t: str, d: dict[str, Any]) -> None:
-        """Every event but the deltas: ``{"type": t, "sequence_number": n, **d}``."""
+        """Every event but the deltas: frame() of ``{"type": t, "sequence_number": n, **d}``, written as
+        its two first keys then ``d`` (``d``: never empty; ``t``: a plain event name, no JSON escape)."""
         seq = self._seq
         self._seq = seq + 1
-        out.append(frame(t, {"type": t, "sequence_number": seq, **d}))
+        try:
+            rest = orjson.dumps(d)
+        except orjson.JSONEncodeError:  # an upstream item nested deeper than orjson writes
+            out.append(frame(t, {"type": t, "sequence_number": seq, **d}))
+            return
+        out.append(b'event: %s\ndata: {"type":"%s","sequence_number":%d,%s\n\n' % (t.encode(), t.encode(), seq, rest[1:]))
 
     def _snapshot(self, status: str, output: list[dict[str, Any]], usage: dict[str, Any] | None = None,
                   error: dict[str, Any] | None = None, incomplete: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -1090,9 +1096,10 @@ class StreamEncoder(OneOpenBlockEncoder):
         self._created = ev.created if ev is not None and ev.created is not None else NO_TIMESTAMP
         if ev is not None and ev.usage is not None:
             self._usage = ev.usage
-        # the same snapshot (nothing produced yet) in both
-        self._emit(out, "response.created", {"response": self._snapshot("in_progress", [])})
-        self._emit(out, "response.in_progress", {"response": self._snapshot("in_progress", [])})
+        # the same snapshot in both (nothing produced yet): serialized once
+        snapshot = orjson.Fragment(orjson.dumps(self._snapshot("in_progress", [])))
+        self._emit(out, "response.created", {"response": snapshot})
+        self._emit(out, "response.in_progress", {"response": snapshot})
 
     def encode(self, ev: Event) -> bytes:
         if self._finished:
