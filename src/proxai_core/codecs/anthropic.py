@@ -14,7 +14,6 @@ See :mod:`proxai_core.codecs.base` for the contract. Choices documented here:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -343,33 +342,33 @@ class StreamDecoder:
         except JSONDecodeError:
             self.warnings.append(f"invalid JSON in an Anthropic stream event ({event or 'no name'}) ignored")
             return []
-        if type(obj) is not dict:
+        if not isinstance(obj, dict):
             self.warnings.append("non-object Anthropic stream event ignored")
             return []
         t = obj.get("type") or event
         if t == "content_block_delta":  # most events: decoded here, without a further call
             idx = obj.get("index")
-            blk = self._blocks.get(idx) if type(idx) is int else None
+            blk = self._blocks.get(idx) if isinstance(idx, int) and not isinstance(idx, bool) else None
             d = obj.get("delta")
-            if blk is None or type(d) is not dict:
+            if blk is None or not isinstance(d, dict):
                 self.warnings.append("content_block_delta for an unknown block ignored")
                 return []
             dt = d.get("type")
             if dt == blk.hot:  # the delta that streams this block's content
                 v = d.get(blk.field)
-                if v and type(v) is str:
+                if v and isinstance(v, str):
                     if blk.keep:
                         blk.buf.append(v)
                     return [Delta(blk.n, blk.nkind, v)]
                 return []
-            hd = _DELTAS.get(dt) if type(dt) is str else None
+            hd = _DELTAS.get(dt) if isinstance(dt, str) else None
             if hd is None:
                 self._warn_unknown(f"delta {dt!r}")
                 return []
             return hd(self, blk, d)
-        h = _EVENTS.get(t) if type(t) is str else None
+        h = _EVENTS.get(t) if isinstance(t, str) else None
         if h is None:
-            if type(t) is str:
+            if isinstance(t, str):
                 self._warn_unknown(f"event {t!r}")
             else:
                 self.warnings.append("Anthropic stream event without a type ignored")
@@ -418,14 +417,14 @@ class StreamDecoder:
             return []
         self._started = True
         m = obj.get("message")
-        if type(m) is not dict:
+        if not isinstance(m, dict):
             return [Start()]
         u = m.get("usage")
         mid, model = m.get("id"), m.get("model")
-        out: list[Event] = [Start(mid if type(mid) is str else None, model if type(model) is str else None,
-                                  usage_from_wire(u) if type(u) is dict else None)]
+        out: list[Event] = [Start(mid if isinstance(mid, str) else None, model if isinstance(model, str) else None,
+                                  usage_from_wire(u) if isinstance(u, dict) else None)]
         content = m.get("content")
-        if content and type(content) is list:  # not sent by Anthropic; some proxies prefill
+        if content and isinstance(content, list):  # not sent by Anthropic; some proxies prefill
             for i, b in enumerate(content):
                 out.extend(self._block_start({"index": -1 - i, "content_block": b}))
                 out.extend(self._block_stop({"index": -1 - i}))
@@ -435,7 +434,7 @@ class StreamDecoder:
         out: list[Event] = [] if self._started else self._no_start()
         idx = obj.get("index")
         cb = obj.get("content_block")
-        if not isinstance(idx, int) or type(cb) is not dict or type(t := cb.get("type")) is not str:
+        if not isinstance(idx, int) or not isinstance(cb, dict) or not isinstance(t := cb.get("type"), str):
             self.warnings.append("malformed content_block_start ignored")
             return out
         blocks = self._blocks
@@ -448,31 +447,31 @@ class StreamDecoder:
         if t == "text":
             blk = _TextBlk(n)
             cits = cb.get("citations")
-            if cits and type(cits) is list:
+            if cits and isinstance(cits, list):
                 blk.extra = list(cits)
             out.append(BlockStart(n, Text("")))
             text = cb.get("text")
-            if text and type(text) is str:
+            if text and isinstance(text, str):
                 out.append(Delta(n, "text", text))
         elif t == "tool_use":
             self._has_tools = True
             tid, name = cb.get("id"), cb.get("name")
-            tid = tid if type(tid) is str else ""
-            name = name if type(name) is str else ""
+            tid = tid if isinstance(tid, str) else ""
+            name = name if isinstance(name, str) else ""
             blk = _ToolBlk(n, ToolCall(tid, name))
             inp = cb.get("input")
-            if inp and type(inp) is dict:
+            if inp and isinstance(inp, dict):
                 blk.extra = dumps(inp).decode()  # used only if no input_json_delta follows
             out.append(BlockStart(n, ToolCall(tid, name, "")))
         elif t == "thinking":
             blk = _ThinkingBlk(n)
             out.append(BlockStart(n, Reasoning()))
             text = cb.get("thinking")
-            if text and type(text) is str:
+            if text and isinstance(text, str):
                 blk.buf.append(text)
                 out.append(Delta(n, "reasoning", text))
             sig = cb.get("signature")
-            if sig and type(sig) is str:
+            if sig and isinstance(sig, str):
                 blk.sig = sig
         elif t == "redacted_thinking":
             part = Reasoning(text="", redacted=True, opaque={"protocol": PROTOCOL, "data": cb.get("data")})
@@ -490,20 +489,20 @@ class StreamDecoder:
 
     def _d_signature(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
         v = d.get("signature")
-        if type(v) is str:
+        if isinstance(v, str):
             blk.sig = v
         return []
 
     def _d_json(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
         """input_json_delta of a block other than tool_use (server tool input, kept for its end)."""
         v = d.get("partial_json")
-        if v and type(v) is str:
+        if v and isinstance(v, str):
             blk.buf.append(v)
         return []
 
     def _d_citation(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
         c = d.get("citation")
-        if blk.kind == "text" and type(c) is dict:
+        if blk.kind == "text" and isinstance(c, dict):
             if blk.extra is None:
                 blk.extra = []
             blk.extra.append(c)
@@ -511,7 +510,7 @@ class StreamDecoder:
 
     def _d_compaction(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
         v = d.get("content")
-        if blk.kind == "opaque" and type(v) is str:
+        if blk.kind == "opaque" and isinstance(v, str):
             if blk.extra is None:
                 blk.extra = []
             blk.extra.append(v)
@@ -527,7 +526,7 @@ class StreamDecoder:
         n = blk.n
         if k == "text":
             if blk.extra:
-                return [BlockEnd(n, Text("", [citation_to_neutral(c) for c in blk.extra if type(c) is dict]))]
+                return [BlockEnd(n, Text("", [citation_to_neutral(c) for c in blk.extra if isinstance(c, dict)]))]
             return [BlockEnd(n)]
         if k == "tool":
             part: ToolCall = blk.part
@@ -553,20 +552,20 @@ class StreamDecoder:
         if blk.extra is not None and raw.get("type") == "compaction":
             raw["content"] = "".join(blk.extra)
         t = raw.get("type")
-        return [BlockEnd(n, Opaque(PROTOCOL, raw, t if type(t) is str else "unknown"))]
+        return [BlockEnd(n, Opaque(PROTOCOL, raw, t if isinstance(t, str) else "unknown"))]
 
     def _message_delta(self, obj: dict[str, Any]) -> list[Event]:
         out: list[Event] = [] if self._started else self._no_start()
         u = obj.get("usage")
-        if type(u) is dict:
+        if isinstance(u, dict):
             out.append(UsageEvent(usage_from_wire(u)))
         d = obj.get("delta")
-        if type(d) is dict:
+        if isinstance(d, dict):
             reason = d.get("stop_reason")
             if reason is not None:
                 seq = d.get("stop_sequence")
                 out.append(Stop(stop_from_wire(reason, d.get("stop_details"), self._has_tools),
-                                seq if type(seq) is str else None))
+                                seq if isinstance(seq, str) else None))
                 self._stop_seen = True
         return out
 

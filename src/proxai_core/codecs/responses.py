@@ -403,7 +403,7 @@ _IGNORED_EVENTS = (
 
 def _idx(v: Any) -> int | None:
     """An output/content index from the wire (ints only: anything else is not a usable key)."""
-    return v if type(v) is int else None
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _checked_item(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -419,7 +419,7 @@ def _checked_item(obj: dict[str, Any]) -> dict[str, Any] | None:
 
 def _ci(obj: dict[str, Any]) -> int:
     v = obj.get("content_index")
-    return v if type(v) is int else 0
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
 
 
 #: the most reasoning-part separators one summary/content index jump produces
@@ -456,11 +456,11 @@ class StreamDecoder:
             if data.strip() != "[DONE]":
                 self.warnings.append(f"invalid JSON in a Responses SSE event ({event or 'message'}) ignored")
             return []
-        if type(obj) is not dict:
+        if not isinstance(obj, dict):
             self.warnings.append("Responses SSE event data is not an object: ignored")
             return []
         t = obj.get("type")
-        if type(t) is not str:
+        if not isinstance(t, str):
             t = event or ""
         # the deltas are read here, the other events by their handler
         if t == "response.output_text.delta":
@@ -469,10 +469,10 @@ class StreamDecoder:
                 oi, ci, d = obj["output_index"], obj["content_index"], obj["delta"]
             except KeyError:
                 return self._text_delta(obj)
-            st = self._items.get(oi) if type(oi) is int else None
+            st = self._items.get(oi) if isinstance(oi, int) and not isinstance(oi, bool) else None
             if st is not None and st.parts is not None:
-                mp = st.parts.get(ci) if type(ci) is int else None
-                if mp is not None and mp.kind == "text" and not mp.closed and type(d) is str:
+                mp = st.parts.get(ci) if isinstance(ci, int) and not isinstance(ci, bool) else None
+                if mp is not None and mp.kind == "text" and not mp.closed and isinstance(d, str):
                     if not d:
                         return []
                     mp.has_delta = True
@@ -481,7 +481,7 @@ class StreamDecoder:
             return self._text_delta(obj)
         if t == "response.function_call_arguments.delta" or t == "response.custom_tool_call_input.delta":
             oi = obj.get("output_index")
-            st = self._items.get(oi) if type(oi) is int else None
+            st = self._items.get(oi) if isinstance(oi, int) and not isinstance(oi, bool) else None
             if st is None:
                 st = self._lookup(obj)
             d = obj.get("delta")
@@ -755,7 +755,7 @@ class StreamDecoder:
             st.mode = mode
         elif st.mode != mode:
             return False
-        if type(idx) is int and idx > st.si:
+        if isinstance(idx, int) and not isinstance(idx, bool) and idx > st.si:
             # one "\n\n" per part boundary, at most _MAX_PART_GAP of them: the index is the upstream's
             # number, and a jump past empty parts must not size the text
             sep = "\n\n" * min(idx - st.si, _MAX_PART_GAP)
@@ -775,9 +775,9 @@ class StreamDecoder:
 
     def _reasoning_delta(self, obj: dict[str, Any], idx_key: str, mode: str) -> list[Event]:
         oi = obj.get("output_index")
-        st = self._items.get(oi) if type(oi) is int else None
+        st = self._items.get(oi) if isinstance(oi, int) and not isinstance(oi, bool) else None
         d = obj.get("delta")
-        if (st is not None and st.mode == mode and st.has_delta and not st.closed and type(d) is str
+        if (st is not None and st.mode == mode and st.has_delta and not st.closed and isinstance(d, str)
                 and obj.get(idx_key) == st.si):
             return [Delta(st.index, "reasoning", d)] if d else []  # hot path
         if st is None:
