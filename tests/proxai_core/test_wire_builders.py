@@ -30,7 +30,7 @@ def test_responses_delta_frames(v):
     enc = rs.StreamEncoder.__new__(rs.StreamEncoder)
     enc._seq = 7
     b = rs._Blk("text", 2, "msg_x_2")
-    b.ci = 1
+    b.content_index = 1
     out: list[bytes] = []
     enc._text_delta(b, v, out)
     assert out[-1] == frame("response.output_text.delta", {

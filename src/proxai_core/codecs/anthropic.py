@@ -681,33 +681,35 @@ class StreamEncoder(OneOpenBlockEncoder):
             return b""
         if isinstance(ev, Delta):
             return self._delta(ev)
-        out: list[bytes] = []
         if isinstance(ev, BlockStart):
-            if not self._started:
-                out.append(self._message_start(None, None))
+            out = [b"" if self._started else self._message_start(None, None)]
             self._block_start(ev, out)
-        elif isinstance(ev, BlockEnd):
+            return b"".join(out)
+        if isinstance(ev, BlockEnd):
+            out = []
             self._block_end(ev, out)
-        elif isinstance(ev, Start):
-            out.append(self._start(ev))
-        elif isinstance(ev, UsageEvent):
+            return b"".join(out)
+        if isinstance(ev, Start):
+            return self._start(ev)
+        if isinstance(ev, UsageEvent):
             self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
         elif isinstance(ev, Stop):
             self._stop = ev.stop
             self._stop_seq = ev.stop_sequence
         elif isinstance(ev, End):
-            out.append(self._end_turn())
+            return self._end_turn()
         elif isinstance(ev, ErrorEvent):
             self.done = True
-            out.append(error_frame(ev.error))
-        return b"".join(out)
+            return error_frame(ev.error)
+        return b""
 
     def _delta(self, ev: Delta) -> bytes:
         """A delta: most events of a stream."""
         i, k, v = ev.index, ev.kind, ev.value
         o = self._open.get(i)
+        out: list[bytes]
         if o is None or not v:
-            out: list[bytes] = []
+            out = []
             self._delta_elsewhere(ev, out)
             return b"".join(out)
         ok = o.kind

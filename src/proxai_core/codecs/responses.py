@@ -962,10 +962,12 @@ for _t in _IGNORED_EVENTS:
 
 # ============================================================================= stream encode
 class _Msg:
-    __slots__ = ("closed", "item", "joinable", "oi", "open_parts")
+    """The message output item the text and refusal parts go into."""
 
-    def __init__(self, oi: int, item: dict[str, Any]):
-        self.oi = oi
+    __slots__ = ("closed", "item", "joinable", "open_parts", "output_index")
+
+    def __init__(self, output_index: int, item: dict[str, Any]):
+        self.output_index = output_index
         self.item = item
         self.open_parts = 0
         self.joinable = True
@@ -973,14 +975,16 @@ class _Msg:
 
 
 class _Blk:
-    __slots__ = ("acc", "ci", "iid", "item", "kind", "msg", "oi", "part", "scan", "scanned", "summary_open",
-                 "tmpl")
+    """A neutral block as it goes to the client: one output item, or one content part of a message."""
 
-    def __init__(self, kind: str, oi: int, iid: str):
+    __slots__ = ("acc", "content_index", "delta_template", "item", "item_id", "kind", "msg", "output_index", "part",
+                 "scan", "scanned", "summary_open")
+
+    def __init__(self, kind: str, output_index: int, item_id: str):
         self.kind = kind  # text | refusal | tool | custom | reasoning | opaque | skip
-        self.oi = oi
-        self.ci = 0
-        self.iid = iid
+        self.output_index = output_index
+        self.content_index = 0
+        self.item_id = item_id
         self.acc: list[str] = []
         self.msg: _Msg | None = None
         self.item: dict[str, Any] | None = None
@@ -988,7 +992,8 @@ class _Blk:
         self.part: Any = None
         self.scan: JsonObjectScanner | None = None  # built only when another block waits for this one
         self.scanned = 0  # acc entries fed to scan
-        self.tmpl: bytes | None = None  # this block's delta frame, written at its first delta
+        #: this block's delta frame, written at its first delta (sequence number and value left)
+        self.delta_template: bytes | None = None
 
     def ends_early(self) -> bool:
         """A function call whose arguments are one whole JSON object can take nothing more."""
@@ -1024,15 +1029,15 @@ _INPUT_DELTA = _delta_frame("response.custom_tool_call_input.delta")
 _SUMMARY_DELTA = _delta_frame("response.reasoning_summary_text.delta")
 
 
-def _delta_template(frame: tuple[bytes, bytes], iid: str, indices: bytes) -> bytes:
+def _delta_template(frame: tuple[bytes, bytes], item_id: str, indices: bytes) -> bytes:
     """The one builder of a delta event's frame: everything but its sequence number and its value
     fixed once per item; the bytes frame() gives for the event's dict."""
-    return frame[0] + orjson.dumps(iid).replace(b"%", b"%%") + indices + frame[1]
+    return frame[0] + orjson.dumps(item_id).replace(b"%", b"%%") + indices + frame[1]
 
 
-def _message_item(iid: str) -> dict[str, Any]:
+def _message_item(item_id: str) -> dict[str, Any]:
     """A message output item as it opens."""
-    return {"id": iid, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
+    return {"id": item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
 
 
 class StreamEncoder(OneOpenBlockEncoder):
@@ -1149,7 +1154,7 @@ class StreamEncoder(OneOpenBlockEncoder):
             self._finish_block(b, final, out)
 
     # ------------------------------------------------------------------ items
-    def _new_oi(self, item: dict[str, Any]) -> int:
+    def _add_item(self, item: dict[str, Any]) -> int:
         oi = len(self._items)
         self._items.append(item)
         return oi
@@ -1159,7 +1164,7 @@ class StreamEncoder(OneOpenBlockEncoder):
             return
         m.closed = True
         m.item["status"] = status
-        self._emit(out, "response.output_item.done", {"output_index": m.oi, "item": m.item})
+        self._emit(out, "response.output_item.done", {"output_index": m.output_index, "item": m.item})
 
     def _detach_msg(self, out: list[bytes], status: str = "completed") -> None:
         m = self._msg
@@ -1179,11 +1184,11 @@ class StreamEncoder(OneOpenBlockEncoder):
             self._detach_msg(out)
             item = _call_item(part, self.ctx, "", "in_progress")
             iid = item["id"]
-            b = _Blk("custom" if part.kind == "custom" else "tool", self._new_oi(item), iid)
+            b = _Blk("custom" if part.kind == "custom" else "tool", self._add_item(item), iid)
             b.item = item
             b.part = part
             self._blocks[index] = b
-            self._emit(out, "response.output_item.added", {"output_index": b.oi, "item": item})
+            self._emit(out, "response.output_item.added", {"output_index": b.output_index, "item": item})
             return
         if isinstance(part, Reasoning):
             self._detach_msg(out)
@@ -1191,19 +1196,19 @@ class StreamEncoder(OneOpenBlockEncoder):
             oi = len(self._items)
             iid = own or f"rs_{self._base}_{oi}"
             item = {"id": iid, "type": "reasoning", "summary": []}
-            b = _Blk("reasoning", self._new_oi(item), iid)
+            b = _Blk("reasoning", self._add_item(item), iid)
             b.item = item
             b.part = part
             self._blocks[index] = b
-            self._emit(out, "response.output_item.added", {"output_index": b.oi, "item": item})
+            self._emit(out, "response.output_item.added", {"output_index": b.output_index, "item": item})
             return
         if isinstance(part, Opaque) and part.protocol == PROTOCOL and isinstance(part.raw, dict):
             self._detach_msg(out)
             item = part.raw
-            b = _Blk("opaque", self._new_oi(item), str(item.get("id") or ""))
+            b = _Blk("opaque", self._add_item(item), str(item.get("id") or ""))
             b.item = item
             self._blocks[index] = b
-            self._emit(out, "response.output_item.added", {"output_index": b.oi, "item": item})
+            self._emit(out, "response.output_item.added", {"output_index": b.output_index, "item": item})
             return
         label = part.label if isinstance(part, Opaque) else part.type
         if self._dropped is None:
@@ -1219,22 +1224,22 @@ class StreamEncoder(OneOpenBlockEncoder):
         if m is None:
             oi = len(self._items)
             item = _message_item(f"msg_{self._base}_{oi}")
-            m = _Msg(self._new_oi(item), item)
+            m = _Msg(self._add_item(item), item)
             self._msg = m
             self._emit(out, "response.output_item.added", {"output_index": oi, "item": item})
         ci = len(m.item["content"])
         part = _text_part("", []) if is_text else {"type": "refusal", "refusal": ""}
         m.item["content"].append(part)
         m.open_parts += 1
-        b = _Blk("text" if is_text else "refusal", m.oi, m.item["id"])
-        b.ci = ci
+        b = _Blk("text" if is_text else "refusal", m.output_index, m.item["id"])
+        b.content_index = ci
         b.msg = m
         if index is not None:
             self._blocks[index] = b
         if not is_text:
             self._refusal_sent = True
         self._emit(out, "response.content_part.added",
-                   {"item_id": b.iid, "output_index": m.oi, "content_index": ci, "part": part})
+                   {"item_id": b.item_id, "output_index": m.output_index, "content_index": ci, "part": part})
         return b
 
     # ------------------------------------------------------------------ deltas
@@ -1262,22 +1267,22 @@ class StreamEncoder(OneOpenBlockEncoder):
 
     # one builder per delta frame (concatenated: the hot path; test_wire_builders checks them against frame())
     def _text_delta(self, b: _Blk, v: str, out: list[bytes]) -> None:
-        t = b.tmpl
+        t = b.delta_template
         if t is None:
-            t = b.tmpl = _delta_template(_TEXT_DELTA, b.iid, b',"output_index":%d,"content_index":%d' % (b.oi, b.ci))
+            t = b.delta_template = _delta_template(_TEXT_DELTA, b.item_id, b',"output_index":%d,"content_index":%d' % (b.output_index, b.content_index))
         seq = self._seq
         self._seq = seq + 1
         out.append(t % (seq, orjson.dumps(v)))
 
     def _refusal_delta(self, b: _Blk, v: str, out: list[bytes]) -> None:
         self._emit(out, "response.refusal.delta",
-                   {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "delta": v})
+                   {"item_id": b.item_id, "output_index": b.output_index, "content_index": b.content_index, "delta": v})
 
     def _args_delta(self, b: _Blk, v: str, out: list[bytes]) -> None:
-        t = b.tmpl
+        t = b.delta_template
         if t is None:
-            t = b.tmpl = _delta_template(_ARGS_DELTA if b.kind == "tool" else _INPUT_DELTA, b.iid,
-                                         b',"output_index":%d' % b.oi)
+            t = b.delta_template = _delta_template(_ARGS_DELTA if b.kind == "tool" else _INPUT_DELTA, b.item_id,
+                                         b',"output_index":%d' % b.output_index)
         seq = self._seq
         self._seq = seq + 1
         out.append(t % (seq, orjson.dumps(v)))
@@ -1286,12 +1291,12 @@ class StreamEncoder(OneOpenBlockEncoder):
         if not b.summary_open:
             b.summary_open = True
             self._emit(out, "response.reasoning_summary_part.added",
-                       {"item_id": b.iid, "output_index": b.oi, "summary_index": 0,
+                       {"item_id": b.item_id, "output_index": b.output_index, "summary_index": 0,
                         "part": {"type": "summary_text", "text": ""}})
         b.acc.append(value)
-        t = b.tmpl
+        t = b.delta_template
         if t is None:
-            t = b.tmpl = _delta_template(_SUMMARY_DELTA, b.iid, b',"output_index":%d,"summary_index":0' % b.oi)
+            t = b.delta_template = _delta_template(_SUMMARY_DELTA, b.item_id, b',"output_index":%d,"summary_index":0' % b.output_index)
         seq = self._seq
         self._seq = seq + 1
         out.append(t % (seq, orjson.dumps(value)))
@@ -1313,21 +1318,21 @@ class StreamEncoder(OneOpenBlockEncoder):
                 anns = citations_to_annotations(cits, text, self.warnings) if cits else []
                 for ai, a in enumerate(anns):
                     self._emit(out, "response.output_text.annotation.added",
-                               {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci,
+                               {"item_id": b.item_id, "output_index": b.output_index, "content_index": b.content_index,
                                 "annotation_index": ai, "annotation": a})
-                self._emit(out, "response.output_text.done", {"item_id": b.iid, "output_index": b.oi,
-                                                             "content_index": b.ci, "text": text, "logprobs": []})
+                self._emit(out, "response.output_text.done", {"item_id": b.item_id, "output_index": b.output_index,
+                                                             "content_index": b.content_index, "text": text, "logprobs": []})
                 part = _text_part(text, anns)
                 self._emit(out, "response.content_part.done",
-                           {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "part": part})
+                           {"item_id": b.item_id, "output_index": b.output_index, "content_index": b.content_index, "part": part})
             else:
                 self._emit(out, "response.refusal.done",
-                           {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "refusal": text})
+                           {"item_id": b.item_id, "output_index": b.output_index, "content_index": b.content_index, "refusal": text})
                 part = {"type": "refusal", "refusal": text}
                 self._emit(out, "response.content_part.done",
-                           {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "part": part})
+                           {"item_id": b.item_id, "output_index": b.output_index, "content_index": b.content_index, "part": part})
             if m is not None:
-                m.item["content"][b.ci] = part
+                m.item["content"][b.content_index] = part
                 m.open_parts -= 1
                 if not m.joinable and m.open_parts == 0:
                     self._close_msg(m, out)
@@ -1345,13 +1350,13 @@ class StreamEncoder(OneOpenBlockEncoder):
             if k == "tool":
                 item["arguments"] = args
                 self._emit(out, "response.function_call_arguments.done",
-                           {"item_id": b.iid, "output_index": b.oi, "arguments": args, "name": item["name"]})
+                           {"item_id": b.item_id, "output_index": b.output_index, "arguments": args, "name": item["name"]})
             else:
                 item["input"] = args
                 self._emit(out, "response.custom_tool_call_input.done",
-                           {"item_id": b.iid, "output_index": b.oi, "input": args})
+                           {"item_id": b.item_id, "output_index": b.output_index, "input": args})
             item["status"] = "completed"
-            self._emit(out, "response.output_item.done", {"output_index": b.oi, "item": item})
+            self._emit(out, "response.output_item.done", {"output_index": b.output_index, "item": item})
             return
         if k == "reasoning":
             text = "".join(b.acc)
@@ -1361,27 +1366,27 @@ class StreamEncoder(OneOpenBlockEncoder):
                 self._summary_delta(b, text, out)
             if b.summary_open:
                 self._emit(out, "response.reasoning_summary_text.done",
-                           {"item_id": b.iid, "output_index": b.oi, "summary_index": 0, "text": text})
+                           {"item_id": b.item_id, "output_index": b.output_index, "summary_index": 0, "text": text})
                 self._emit(out, "response.reasoning_summary_part.done",
-                           {"item_id": b.iid, "output_index": b.oi, "summary_index": 0,
+                           {"item_id": b.item_id, "output_index": b.output_index, "summary_index": 0,
                             "part": {"type": "summary_text", "text": text}})
             r = Reasoning(text=text, summary=p.summary if isinstance(p, Reasoning) else None,
                           opaque=p.opaque if isinstance(p, Reasoning) else None,
                           redacted=p.redacted if isinstance(p, Reasoning) else False)
             own = _is_own(r)
-            item = _reasoning_out(r, b.iid, own)
+            item = _reasoning_out(r, b.item_id, own)
             if own:
                 # the summary went out as one part: keep the snapshot equal to the events
                 item["summary"] = [{"type": "summary_text", "text": text}] if text else []
                 item.pop("content", None)
-            self._items[b.oi] = item
-            self._emit(out, "response.output_item.done", {"output_index": b.oi, "item": item})
+            self._items[b.output_index] = item
+            self._emit(out, "response.output_item.done", {"output_index": b.output_index, "item": item})
             return
         if k == "opaque":
             item = final.raw if isinstance(final, Opaque) and isinstance(final.raw, dict) else b.item
             assert item is not None  # (an opaque block opens with its item)
-            self._items[b.oi] = item
-            self._emit(out, "response.output_item.done", {"output_index": b.oi, "item": item})
+            self._items[b.output_index] = item
+            self._emit(out, "response.output_item.done", {"output_index": b.output_index, "item": item})
 
     # ------------------------------------------------------------------ terminals
     def _close_open(self, out: list[bytes]) -> None:
@@ -1428,9 +1433,9 @@ class StreamEncoder(OneOpenBlockEncoder):
                 continue
             text = "".join(b.acc)
             if b.kind == "text" and b.msg is not None:
-                b.msg.item["content"][b.ci] = _text_part(text, [])
+                b.msg.item["content"][b.content_index] = _text_part(text, [])
             elif b.kind == "refusal" and b.msg is not None:
-                b.msg.item["content"][b.ci] = {"type": "refusal", "refusal": text}
+                b.msg.item["content"][b.content_index] = {"type": "refusal", "refusal": text}
             elif b.kind == "tool" and b.item is not None:
                 b.item["arguments"] = text
             elif b.kind == "custom" and b.item is not None:
