@@ -1,4 +1,4 @@
-"""ProxAI translator core: a neutral model, one codec per protocol (``codec(protocol)``, ``all_codecs()``),
+"""ProxAI translator core: a neutral model, one codec per protocol (``get(protocol)``, ``all_codecs()``),
 StopInfo. Never imports mitmproxy."""
 
 from .api import (
@@ -17,17 +17,21 @@ from .api import (
     translate_response,
     translate_response_result,
 )
-from .codecs import Codec, all_codecs, codec
-from .context import ClientContext, build_context, short_tool_name
+from .codecs import Codec, all_codecs, build_context, get
+from .context import ClientContext, short_tool_name
 from .errors import TranslationError
+from .exchange import Exchange, Outcome, Plan
 from .jsonutil import dumps
 from .protocol import Protocol
 from .stop import GENERIC_CONTENT_FILTER_REFUSAL, StopInfo, StopReason, classify_stop
 
 __all__ = [
+    "Exchange",
+    "Outcome",
+    "Plan",
     "Protocol",
     "Codec",
-    "codec",
+    "get",
     "all_codecs",
     "StopInfo",
     "StopReason",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,35 +67,18 @@ class ClientContext:
         return self.name_map.get(name, name)
 
 
-def build_context(request: dict[str, Any] | None, protocol: Protocol | str,
-                  path: str | None = None) -> ClientContext:
-    """What the client's codec reads from its request: model, stream flags, tools, stop sequences;
-    ``path`` (the client's request path and query) where the protocol keeps the model in the URL."""
-    get = _registry[0] if _registry else _load_registry()
-    return context_of(request, get(protocol), path)
-
-
-#: the registry's ``get``, once loaded (the codecs import this module: it cannot import them first)
-_registry: list[Callable[[Protocol | str], Any]] = []
-
-
-def _load_registry() -> Callable[[Protocol | str], Any]:
-    from .codecs import get
-
-    _registry.append(get)
-    return get
-
-
 def context_of(request: dict[str, Any] | None, c: Any, path: str | None = None) -> ClientContext:
-    """:func:`build_context` for the client's codec ``c`` already looked up."""
+    """What the client's codec ``c`` reads from its request: model, stream flags, tools, stop
+    sequences; ``path`` (the client's request path and query) where the protocol keeps the model in
+    the URL. (:func:`proxai_core.codecs.build_context` looks the codec up by protocol.)"""
     ctx = ClientContext(c.protocol)
-    parse = c.endpoints.parse_path
+    parse = c.wire.endpoints.parse_path
     facts = parse(path) if path and parse is not None else None
     if facts is not None:
         ctx.model, ctx.stream, ctx.sse = facts.model, facts.stream, facts.sse
     if not isinstance(request, dict):
         return ctx
-    f = c.fields
+    f = c.wire.fields
     model = request.get(f.model)
     if isinstance(model, str) or facts is None:
         ctx.model = model if isinstance(model, str) else None

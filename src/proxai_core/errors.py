@@ -1,8 +1,9 @@
-"""Errors: TranslationError, and upstream errors in neutral form and in each native shape.
+"""Errors: TranslationError, and upstream errors in neutral form.
 
 Reading is neutral: any JSON error shape (plus OpenRouter / Google style) or no JSON at all (HTML,
-text, empty); the types and codes of every protocol come from the codecs (the registry). Writing
-asks the client's codec.
+text, empty). The wire error names of every protocol are the codecs' facts: the registry adds each
+codec's ``error.type`` / ``error.code`` tables here when it loads it (this module sits below the
+codecs, which read errors through it). Writing a native error asks the client's codec.
 """
 
 from __future__ import annotations
@@ -13,8 +14,17 @@ from typing import Any
 
 import orjson
 
-from .neutral import Error
-from .protocol import Protocol
+from .neutral import Error, ErrorKind
+
+__all__ = [
+    "ErrorKind",
+    "TranslationError",
+    "add_error_names",
+    "client_status",
+    "error_kind",
+    "kind_for_status",
+    "parse_error",
+]
 
 
 class TranslationError(Exception):
@@ -27,49 +37,62 @@ class TranslationError(Exception):
 
 #: HTTP status -> kind (HTTP meaning, the same for every protocol)
 _STATUS_TO_KIND = {
-    400: "invalid_request",
-    401: "authentication",
-    402: "billing",
-    403: "permission",
-    404: "not_found",
-    408: "timeout",
-    409: "invalid_request",
-    413: "request_too_large",
-    422: "invalid_request",
-    429: "rate_limit",
-    500: "api_error",
-    502: "api_error",
-    503: "overloaded",
-    504: "timeout",
-    529: "overloaded",
+    400: ErrorKind.INVALID_REQUEST,
+    401: ErrorKind.AUTHENTICATION,
+    402: ErrorKind.BILLING,
+    403: ErrorKind.PERMISSION,
+    404: ErrorKind.NOT_FOUND,
+    408: ErrorKind.TIMEOUT,
+    409: ErrorKind.INVALID_REQUEST,
+    413: ErrorKind.REQUEST_TOO_LARGE,
+    422: ErrorKind.INVALID_REQUEST,
+    429: ErrorKind.RATE_LIMIT,
+    500: ErrorKind.API_ERROR,
+    502: ErrorKind.API_ERROR,
+    503: ErrorKind.OVERLOADED,
+    504: ErrorKind.TIMEOUT,
+    529: ErrorKind.OVERLOADED,
 }
 #: kinds a status gives when it says nothing more precise (a type or code may refine them)
-_GENERIC_KINDS = frozenset({"invalid_request", "api_error"})
+_GENERIC_KINDS = frozenset({ErrorKind.INVALID_REQUEST, ErrorKind.API_ERROR})
 
-#: kind -> the status an error without one gets
-_KIND_STATUS = {
-    "invalid_request": 400,
-    "authentication": 401,
-    "billing": 429,
-    "permission": 403,
-    "not_found": 404,
-    "request_too_large": 413,
-    "rate_limit": 429,
-    "api_error": 500,
-    "timeout": 504,
-    "overloaded": 529,
-    "interrupted": 502,
+#: kind -> the status an error without one gets (every kind)
+KIND_STATUS: Mapping[ErrorKind, int] = {
+    ErrorKind.INVALID_REQUEST: 400,
+    ErrorKind.AUTHENTICATION: 401,
+    ErrorKind.BILLING: 429,
+    ErrorKind.PERMISSION: 403,
+    ErrorKind.NOT_FOUND: 404,
+    ErrorKind.REQUEST_TOO_LARGE: 413,
+    ErrorKind.RATE_LIMIT: 429,
+    ErrorKind.API_ERROR: 500,
+    ErrorKind.TIMEOUT: 504,
+    ErrorKind.OVERLOADED: 529,
+    ErrorKind.INTERRUPTED: 502,
 }
 
+#: every protocol's ``error.type`` and precise ``error.code`` names -> kind (the first codec in
+#: registry order that knows a name decides it); filled by the registry through add_error_names
+_TYPE_KINDS: dict[str, ErrorKind] = {}
+_CODE_KINDS: dict[str, ErrorKind] = {}
 
-def kind_for_status(status: int | None) -> str:
+
+def add_error_names(types: Mapping[str, ErrorKind], codes: Mapping[str, ErrorKind]) -> None:
+    """Read a protocol's wire error names too (names already known keep their kind)."""
+    for name, kind in types.items():
+        _TYPE_KINDS.setdefault(name, kind)
+    for name, kind in codes.items():
+        _CODE_KINDS.setdefault(name, kind)
+
+
+def kind_for_status(status: int | None) -> ErrorKind:
     if status is None:
-        return "api_error"
+        return ErrorKind.API_ERROR
     if status in _STATUS_TO_KIND:
         return _STATUS_TO_KIND[status]
     if 400 <= status < 500:
-        return "invalid_request"
-    return "api_error"
+        return ErrorKind.INVALID_REQUEST
+    return ErrorKind.API_ERROR
 
 
 def _text_of_non_json(body: bytes) -> str:
@@ -132,36 +155,34 @@ def parse_error(status: int | None, body: bytes | str | dict[str, Any] | None) -
     kind = error_kind(status, etype if isinstance(etype, str) else None,
                       code if isinstance(code, str) else None)
     if status is None:
-        status = _KIND_STATUS[kind]
+        status = KIND_STATUS[kind]
     return Error(kind=kind, message=message, status=status,
                  code=code if isinstance(code, str) else None,
                  param=param if isinstance(param, str) else None, raw=obj)
 
 
-def error_kind(status: int | None, etype: str | None, code: str | None) -> str:
+def error_kind(status: int | None, etype: str | None, code: str | None) -> ErrorKind:
     """The error's kind: a precise code first (``invalid_api_key``, ``model_not_found``), then the
     status, then the type (which only refines a generic status: 400, 500, 502), else the status's
     generic kind. Every protocol's types and codes are read (an upstream may speak any)."""
-    from .codecs import error_code_kind, error_type_kind
-
     if code is not None:
-        by_code = error_code_kind(code)
+        by_code = _CODE_KINDS.get(code)
         if by_code is not None:
             return by_code
     by_status = kind_for_status(status) if status is not None else None
     if by_status is not None and by_status not in _GENERIC_KINDS:
         return by_status
-    by_type = error_type_kind(etype) if etype is not None else None
+    by_type = _TYPE_KINDS.get(etype) if etype is not None else None
     if by_type is not None:
         return by_type
     if by_status is not None:
         return by_status
     if code is not None and code.startswith("invalid_"):
-        return "invalid_request"
-    return "api_error"
+        return ErrorKind.INVALID_REQUEST
+    return ErrorKind.API_ERROR
 
 
-def client_status(err: Error, statuses: Mapping[str, int], foreign: Collection[int]) -> int:
+def client_status(err: Error, statuses: Mapping[ErrorKind, int], foreign: Collection[int]) -> int:
     """The HTTP status a client gets for ``err``, given its protocol's kind -> status table and the
     statuses its clients never see.
 
@@ -173,31 +194,10 @@ def client_status(err: Error, statuses: Mapping[str, int], foreign: Collection[i
     an HTTP error status (a mid-stream error, a failed response) gets its kind's status."""
     st = err.status
     if st is None or not 400 <= st < 600:
-        return statuses.get(err.kind, statuses["api_error"])
+        return statuses.get(err.kind, statuses[ErrorKind.API_ERROR])
     by_status = kind_for_status(st)
     if st in foreign:
-        return statuses.get(by_status, statuses["api_error"])
+        return statuses.get(by_status, statuses[ErrorKind.API_ERROR])
     if by_status == err.kind or by_status in _GENERIC_KINDS:
         return st
-    return statuses.get(err.kind, statuses["api_error"])
-
-
-def native_error(err: Error, target: Protocol | str) -> tuple[int, dict[str, Any]]:
-    """(status, body) of ``err`` in the client protocol's native shape."""
-    from .codecs import get
-
-    return get(target).error_response(err)
-
-
-def native_status(err: Error, target: Protocol | str) -> int:
-    """HTTP status the client protocol expects for this error."""
-    from .codecs import get
-
-    return get(target).error_status(err)
-
-
-def translation_error_response(exc: Exception, target: Protocol | str) -> tuple[int, dict[str, Any]]:
-    """A client mistake or an unrepresentable request: 400 invalid_request_error, never 500."""
-    err = Error(kind="invalid_request", message=str(exc), status=400,
-                param=getattr(exc, "field", None))
-    return native_error(err, target)
+    return statuses.get(err.kind, statuses[ErrorKind.API_ERROR])

@@ -18,6 +18,7 @@ Conventions shared by all codecs (the contract between decoders and encoders):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
 from .stop import StopInfo
@@ -217,6 +218,9 @@ class Tool:
     #: Custom tool input format (Responses/Chat custom tools), e.g. {"type": "grammar", ...}.
     format: dict[str, Any] | None = None
     cache_control: dict[str, Any] | None = None
+    #: (namespace, name) of a tool flattened out of a Responses ``namespace`` tool (``name`` is then
+    #: the flat name): how its calls are named back for the client
+    namespace: tuple[str, str] | None = None
 
 
 @dataclass(slots=True)
@@ -333,15 +337,29 @@ class Response:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+class ErrorKind(StrEnum):
+    """What went wrong, the same for every protocol. Each codec maps every kind to its own HTTP
+    status and error body (a StrEnum: a kind compares equal to its plain string)."""
+
+    INVALID_REQUEST = "invalid_request"
+    AUTHENTICATION = "authentication"
+    BILLING = "billing"
+    PERMISSION = "permission"
+    NOT_FOUND = "not_found"
+    REQUEST_TOO_LARGE = "request_too_large"
+    RATE_LIMIT = "rate_limit"
+    API_ERROR = "api_error"
+    TIMEOUT = "timeout"
+    OVERLOADED = "overloaded"
+    #: the upstream stream or turn ended before its terminal
+    INTERRUPTED = "interrupted"
+
+
 @dataclass(slots=True)
 class Error:
-    """A provider error in neutral form.
+    """A provider error in neutral form."""
 
-    ``kind`` is one of: invalid_request, authentication, billing, permission, not_found,
-    request_too_large, rate_limit, api_error, timeout, overloaded, interrupted.
-    """
-
-    kind: str
+    kind: ErrorKind
     message: str
     status: int | None = None
     code: str | None = None

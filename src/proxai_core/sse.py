@@ -12,6 +12,8 @@ from typing import Any, cast
 
 import orjson
 
+from .jsonutil import dumps
+
 __all__ = ["SSEReader", "SSEEvent", "frame", "frame_data", "DONE_FRAME"]
 
 SSEEvent = tuple[str | None, str]  # (event name or None, data joined with "\n")
@@ -319,6 +321,4 @@ def frame_data(obj: object) -> bytes:
 
 def _deep_dumps(obj: object) -> bytes:
     # bodies nested deeper than orjson writes (an upstream's own) still become a frame
-    from .jsonutil import dumps
-
     return dumps(obj)

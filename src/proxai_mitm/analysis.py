@@ -9,12 +9,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxai_core import Protocol, StopInfo, StreamTranslator, classify_stop, decode_response
+from proxai_core import Exchange, Protocol, StopInfo, error_stop_info
 from proxai_core import neutral as n
-from proxai_core.api import error_stop_info, stop_of_error
-from proxai_core.collect import Collector
 from proxai_core.errors import parse_error
-from proxai_core.sse import SSEReader
 
 from .protocols import is_error_body, json_or_none, looks_like_sse, sniff_protocol, sniff_sse
 
@@ -68,21 +65,7 @@ def analyze_response(data: bytes | str | None, protocol: Protocol | None, *, sta
     if protocol is None:
         info.warnings.append("unknown protocol")
         return info
-    try:
-        resp = decode_response(obj, protocol, info.warnings)
-    except Exception as e:  # noqa: BLE001 - reports must survive odd bodies
-        info.warnings.append(f"could not decode the {protocol.value} response: {e}")
-        return info
-    info.response = resp
-    info.model = resp.model
-    info.usage = resp.usage
-    err = resp.extra.get("error")
-    if isinstance(err, n.Error):
-        info.error = err
-        info.stop = stop_of_error(err)
-    else:
-        info.stop = resp.stop or classify_stop(None)
-    return info
+    return _observe(info, protocol, data, "application/json")
 
 
 def _analyze_sse(data: bytes, protocol: Protocol | None) -> BodyInfo:
@@ -90,43 +73,20 @@ def _analyze_sse(data: bytes, protocol: Protocol | None) -> BodyInfo:
     if protocol is None:
         info.warnings.append("unknown protocol")
         return info
-    # StopInfo / usage / model exactly as the addon's stream translator observes them
-    try:
-        tr = StreamTranslator(protocol, protocol)
-        tr.feed(data)
-        tr.close()
-        info.stop, info.usage, info.model, info.error = tr.stop, tr.usage, tr.model, tr.error
-        info.warnings.extend(tr.warnings)
-    except Exception as e:  # noqa: BLE001
-        info.warnings.append(f"stream translator failed: {e}")
-    # the parts, accumulated
-    try:
-        from proxai_core.codecs import codec
+    return _observe(info, protocol, data, "text/event-stream")
 
-        w: list[str] = []
-        reader = SSEReader()
-        dec = codec(protocol).StreamDecoder(w)
-        col = Collector()
-        events = reader.feed(data) + reader.close()
-        info.events = len(events)
-        for name, payload in events:
-            for ev in dec.feed(name, payload):
-                col.add(ev)
-        if not dec.done:
-            for ev in dec.finish():
-                col.add(ev)
-        resp = col.finish()
-        info.response = resp
-        if info.stop is None:
-            info.stop = resp.stop
-        if info.usage is None:
-            info.usage = resp.usage
-        if info.model is None:
-            info.model = resp.model
-        if info.error is None:
-            info.error = col.error
-    except Exception as e:  # noqa: BLE001
-        info.warnings.append(f"could not accumulate the {protocol.value} stream: {e}")
+
+def _observe(info: BodyInfo, protocol: Protocol, data: bytes, content_type: str) -> BodyInfo:
+    """StopInfo, usage, model and the accumulated parts exactly as the addon's exchange observes them."""
+    ex = Exchange(protocol, None, stream=False, warnings=info.warnings, keep_response=True)
+    try:
+        ex.respond(protocol, 200, content_type)
+        ex.complete(data)
+    except Exception as e:  # noqa: BLE001 - reports must survive odd bodies
+        info.warnings.append(f"could not decode the {protocol.value} response: {e}")
+        return info
+    info.response, info.stop, info.usage, info.model = ex.response, ex.stop, ex.usage, ex.model
+    info.error, info.events = ex.error, ex.events
     return info
 
 

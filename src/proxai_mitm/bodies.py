@@ -43,9 +43,8 @@ from mitmproxy import ctx, exceptions, http
 from mitmproxy.utils import human
 
 from proxai_core import Protocol
-from proxai_core.codecs import all_codecs
-from proxai_core.errors import native_error
-from proxai_core.neutral import Error
+from proxai_core.codecs import all_codecs, native_error
+from proxai_core.neutral import Error, ErrorKind
 
 if sys.version_info >= (3, 14):
     from compression import zstd
@@ -324,12 +323,12 @@ def too_large_reply(exc: BodyError, protocol: Protocol | str | None, request: bo
     A request body: 413 ``request_too_large`` (400 for a bad encoding); an upstream body: 502."""
     proto = Protocol(protocol) if protocol else all_codecs()[0].protocol
     if request and isinstance(exc, BodyTooLarge):
-        err = Error(kind="request_too_large", status=413,
+        err = Error(kind=ErrorKind.REQUEST_TOO_LARGE, status=413,
                     message=f"request body too large: over {exc.limit} bytes once decoded")
     elif request:
-        err = Error(kind="invalid_request", status=400, message=f"request body: {exc}")
+        err = Error(kind=ErrorKind.INVALID_REQUEST, status=400, message=f"request body: {exc}")
     else:
-        err = Error(kind="api_error", status=502, message=f"upstream response body: {exc}")
+        err = Error(kind=ErrorKind.API_ERROR, status=502, message=f"upstream response body: {exc}")
     status, body = native_error(err, proto)
     return http.Response.make(status, orjson.dumps(body), {
         "content-type": "application/json",

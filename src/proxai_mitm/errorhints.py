@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 from mitmproxy import http
 
-from proxai_core import StopInfo
+from proxai_core import Plan, StopInfo
 
 from .config import Route
 from .replies import set_body
@@ -46,8 +46,8 @@ def note_key_origin(state: FlowState, resp: http.Response) -> None:
         body = None
     if _add_note(body, note):
         set_body(resp, resp.status_code, orjson.dumps(body), "application/json")
-        if state.translation == "observe":
-            state.translation = "error"  # the client's body differs now: the record keeps the upstream's
+        if state.translation is Plan.OBSERVE:
+            state.translation = Plan.ERROR  # the client's body differs now: the record keeps the upstream's
     stop = state.stop
     if stop is not None and note not in (stop.message or ""):
         message = f"{stop.message} {note}" if stop.message else note

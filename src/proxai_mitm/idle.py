@@ -117,15 +117,15 @@ def timeout_response(flow: Any, seconds: float) -> Any:
     import orjson
     from mitmproxy import http
 
-    from proxai_core.errors import native_error
-    from proxai_core.neutral import Error
+    from proxai_core.codecs import native_error
+    from proxai_core.neutral import Error, ErrorKind
 
     from .protocols import DEFAULT_PROTOCOL
     from .routing import recognize
 
     ep = recognize(flow.request.method, flow.request.path)
     proto = (ep.protocol if ep is not None else None) or DEFAULT_PROTOCOL
-    err = Error(kind="timeout", status=504, message=(
+    err = Error(kind=ErrorKind.TIMEOUT, status=504, message=(
         f"upstream sent no response headers within {seconds:g} s (proxai_header_timeout)"))
     status, body = native_error(err, proto)
     return http.Response.make(status, orjson.dumps(body), {

@@ -20,8 +20,8 @@ from typing import Any
 import orjson
 from mitmproxy import ctx, http
 
-from proxai_core.errors import native_error
-from proxai_core.neutral import Error
+from proxai_core.codecs import native_error
+from proxai_core.neutral import Error, ErrorKind
 
 from .protocols import DEFAULT_PROTOCOL, client_protocol_of_headers
 from .routing import recognize
@@ -121,7 +121,7 @@ class ListenGuard:
         if ep is None:
             return
         proto = ep.protocol or client_protocol_of_headers(flow.request.headers) or DEFAULT_PROTOCOL
-        status, body = native_error(Error(kind="permission", status=403, message=(
+        status, body = native_error(Error(kind=ErrorKind.PERMISSION, status=403, message=(
             "proxai: this proxy injects an API key and refuses clients from other machines "
             "(listen on 127.0.0.1, set proxyauth, or proxai_allow_remote=true)")), proto)
         flow.response = http.Response.make(status, orjson.dumps(body), {"content-type": "application/json"})

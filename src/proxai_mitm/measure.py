@@ -117,7 +117,7 @@ def measure_live(flow: Any, state: Any, *, priced: bool = True) -> dict[str, Any
     usage = state.usage.to_dict() if isinstance(state.usage, Usage) else (state.usage or None)
     handler = state.handler
     if handler is not None and hasattr(handler, "first_content"):
-        facts = _Facts(True, handler.first_content, getattr(handler.translator, "model", None))
+        facts = _Facts(True, handler.first_content, getattr(handler.exchange, "model", None))
     elif flow.response is None or flow.response.status_code >= 400:
         facts = _Facts(True, None, None)
     else:

@@ -13,90 +13,40 @@ whole body arrived: that is when the client could read the first token.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from proxai_core import Protocol
-from proxai_core import neutral as n
-from proxai_core.codecs import codec
-from proxai_core.sse import SSEReader
+from proxai_core import Exchange, Protocol
+from proxai_core.streams import CONTENT_DELTAS
 
-__all__ = ["CONTENT_DELTAS", "FirstContent", "Timings", "first_content_offset", "fmt_ms", "fmt_usd",
-           "summary_line", "timings"]
+__all__ = ["CONTENT_DELTAS", "Timings", "first_content_offset", "fmt_ms", "fmt_usd", "summary_line", "timings"]
 
-#: delta kinds that carry what the model produced (signatures do not)
-CONTENT_DELTAS = frozenset({"text", "refusal", "reasoning", "summary", "arguments"})
 #: a generation span shorter than this gives no meaningful rate (the answer came in one read)
 _MIN_SPAN_MS = 50.0
 
 
-def _is_content(ev: Any) -> bool:
-    t = type(ev)
-    if t is n.Delta:
-        return ev.kind in CONTENT_DELTAS and bool(ev.value)
-    if t is n.Stop:  # an answer without content (e.g. a bare refusal) is complete here
-        return True
-    if t is n.BlockStart:
-        p = ev.part
-        if isinstance(p, n.ToolCall):
-            return True
-        text = getattr(p, "text", None)
-        return isinstance(text, str) and bool(text)
-    return False
-
-
-class FirstContent:
-    """Watches an upstream SSE stream until its first content event; then costs nothing more.
-
-    A second decoder of the upstream protocol reads only the events before the first content (a few
-    small events), so the translated stream is not slowed down; a stream without content for its first
-    ``budget`` bytes is not watched further (its TTFT stays unknown)."""
-
-    __slots__ = ("_budget", "_dec", "_reader", "found", "model")
-
-    def __init__(self, protocol: Protocol, budget: int = 1 << 20) -> None:
-        self._reader = SSEReader()
-        self._dec = codec(protocol).StreamDecoder([])
-        self._budget = budget
-        self.found = False
-        self.model: str | None = None  # the model named by the stream's opening event
-
-    def feed(self, chunk: bytes) -> bool:
-        """Feed decoded upstream bytes; True once the first content event has been seen."""
-        if self.found:
-            return True
-        if self._budget <= 0:
-            return False
-        self._budget -= len(chunk)
-        try:
-            for name, data in self._reader.feed(chunk):
-                for ev in self._dec.feed(name, data):
-                    if type(ev) is n.Start and ev.model:
-                        self.model = ev.model
-                    if _is_content(ev):
-                        self.found = True
-                        self._reader = self._dec = None  # type: ignore[assignment]
-                        return True
-        except Exception:  # noqa: BLE001 - a malformed event is not content; the translator reports it
-            return False
-        return False
-
-
-def first_content_offset(protocol: Protocol, body: bytes, chunks: list[tuple[float, int]] | None
-                         ) -> tuple[float | None, str | None]:
+def first_content_offset(protocol: Protocol, body: bytes, chunks: list[tuple[float, int]] | None,
+                         *, stream: bool = True) -> tuple[float | None, str | None]:
     """For a recorded stream: the offset (ms after the response headers, as recorded per chunk) of the
-    chunk that carried the first content event (None when unknown), and the model the stream named."""
+    chunk that carried the first content event (None when unknown), and the model the stream named.
+    Every framing of the protocol (SSE, a JSON array) is read by its exchange."""
     if not chunks or not body:
         return None, None
-    watch = FirstContent(protocol)
+    ex = Exchange(protocol, None, stream=stream)
+    ctype = "application/json" if body.lstrip()[:1] == b"[" else "text/event-stream"
+    ex.respond(protocol, 200, ctype)
+    if not ex.streaming:
+        return None, None
     pos = 0
     for off, size in chunks:
         piece = body[pos:pos + int(size)]
         pos += int(size)
         if not piece:
             break  # the recording was cut before the content
-        if watch.feed(piece):
-            return float(off), watch.model
-    return None, watch.model
+        ex.feed(piece)
+        if ex.first_content is not None:
+            ex.observed()
+            return float(off), ex.model
+    ex.observed()
+    return None, ex.model
 
 
 @dataclass(slots=True)

@@ -9,14 +9,13 @@ from __future__ import annotations
 import orjson
 from mitmproxy import http
 
-from proxai_core import error_stop_info, stop_of_error
-from proxai_core.neutral import Error
+from proxai_core import Plan, stop_of_error
+from proxai_core.neutral import Error, ErrorKind
 
 from . import routing
-from .complete import observe_body
 from .protocols import request_model, request_stream
 from .record import FlowRecord, read_body
-from .state import FlowState, get_state, set_state
+from .state import FlowState, get_state, open_exchange, set_state
 
 __all__ = ["offline_state"]
 
@@ -49,7 +48,7 @@ def offline_state(flow: http.HTTPFlow) -> FlowState | None:
         return None
     state = FlowState("generate", ep.protocol, ep.protocol, None, client_body=body, endpoint=ep,
                       client_stream=ep.stream if ep.stream is not None else request_stream(body, ep.protocol),
-                      translation="observe", client_model=ep.model_id or request_model(body, ep.protocol))
+                      translation=Plan.OBSERVE, client_model=ep.model_id or request_model(body, ep.protocol))
     set_state(flow, state)
     resp = flow.response
     try:
@@ -57,12 +56,15 @@ def offline_state(flow: http.HTTPFlow) -> FlowState | None:
             content = read_body(resp)
             if content is None:
                 state.warnings.append("response body not stored (streamed without store_streamed_bodies)")
-            elif resp.status_code >= 400:
-                state.stop = error_stop_info(resp.status_code, content)
             else:
-                observe_body(state, content, resp.headers.get("content-type", ""))
+                ex = open_exchange(state)
+                ex.respond(ex.client.protocol, resp.status_code, resp.headers.get("content-type", ""), routed=False)
+                ex.complete(content)
+                state.stop, state.usage = ex.stop, ex.usage
+                if ex.model and not state.upstream_model:
+                    state.upstream_model = ex.model
         if flow.error is not None and (state.stop is None or state.stop.ok):
-            state.stop = stop_of_error(Error(kind="interrupted", message=flow.error.msg, status=502))
+            state.stop = stop_of_error(Error(kind=ErrorKind.INTERRUPTED, message=flow.error.msg, status=502))
     except Exception as exc:  # noqa: BLE001 - annotation is best effort offline
         state.warnings.append(f"could not read the response: {type(exc).__name__}: {exc}")
     return state

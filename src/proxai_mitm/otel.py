@@ -50,7 +50,7 @@ def provider_name(host: str | None, protocol: str | None, priced_by: str | None 
     vendor = "openai"
     if protocol:
         try:
-            vendor = get(protocol).credentials.vendor  # the protocol's vendor, from the registry
+            vendor = get(protocol).wire.credentials.vendor  # the protocol's vendor, from the registry
         except ValueError:
             pass
     return _OTEL_PROVIDER.get(vendor, vendor)

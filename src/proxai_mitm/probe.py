@@ -17,7 +17,7 @@ from typing import Any
 from mitmproxy import ctx, http
 
 from proxai_core import stop_of_error
-from proxai_core.neutral import Error
+from proxai_core.neutral import Error, ErrorKind
 
 from .options import RouteOptions
 from .replies import reply
@@ -92,7 +92,7 @@ class Probe:
             reason = str(e) or type(e).__name__
             reply(flow, state, 502, "api_error", f"proxai: upstream {host}:{port} is unreachable: {reason}",
                   extra_headers={"x-should-retry": "true"})
-            state.stop = stop_of_error(Error(kind="interrupted", status=502,
+            state.stop = stop_of_error(Error(kind=ErrorKind.INTERRUPTED, status=502,
                                              message=f"upstream {host}:{port} unreachable: {reason}"))
             return
         writer.close()

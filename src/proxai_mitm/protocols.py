@@ -23,7 +23,7 @@ from proxai_core.codecs import (
     sniff_response,
     sniff_stream,
 )
-from proxai_core.neutral import Error
+from proxai_core.neutral import Error, ErrorKind
 
 __all__ = [
     "DEFAULT_PROTOCOL",
@@ -139,7 +139,7 @@ def _fields(protocol: Protocol | None, attr: str) -> list[str]:
     codecs = (get(protocol),) if protocol is not None else all_codecs()
     out: list[str] = []
     for c in codecs:
-        name = getattr(c.fields, attr)
+        name = getattr(c.wire.fields, attr)
         if name and name not in out:
             out.append(name)
     return out
@@ -186,14 +186,14 @@ def model_list_client(headers: Mapping[str, str]) -> Protocol | None:
 
 def counts_tokens(protocol: Protocol) -> bool:
     """The protocol has a token counting endpoint."""
-    return get(protocol).endpoints.count_tokens is not None
+    return get(protocol).wire.endpoints.count_tokens is not None
 
 
 def fallback_error_frame(protocol: Protocol, message: str) -> bytes:
     """The client's native SSE error frame when the normal path failed: the codec's frame for a
     plain ``api_error``; if even that fails, a bare SSE event carrying the message."""
     try:
-        return get(protocol).error_frame(Error(kind="api_error", message=message, status=500))
+        return get(protocol).error_frame(Error(kind=ErrorKind.API_ERROR, message=message, status=500))
     except Exception:  # noqa: BLE001 - the last resort must not fail
         return b"data: " + orjson.dumps({"error": {"message": message}}) + b"\n\n"
 
@@ -222,7 +222,7 @@ def convert_models(obj: Any, kind: str, client: Protocol | None, client_names: l
         return None
     c = get(client or DEFAULT_PROTOCOL)
     if kind == "model":
-        return c.model_entry(requested or _model_id(obj) or "", obj)
+        return c.wire.model_entry(requested or _model_id(obj) or "", obj)
     data = _upstream_models(obj)
     if data is None:
         return None
@@ -231,10 +231,10 @@ def convert_models(obj: Any, kind: str, client: Protocol | None, client_names: l
     for name in client_names:
         if name not in seen:
             seen.add(name)
-            items.append(c.model_entry(name, None))
+            items.append(c.wire.model_entry(name, None))
     for m in data:
         mid = _model_id(m)
         if mid is not None and mid not in seen:
             seen.add(mid)
-            items.append(c.model_entry(mid, m))
-    return c.model_list(items)
+            items.append(c.wire.model_entry(mid, m))
+    return c.wire.model_list(items)

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from proxai_core import Protocol, StopInfo
+from proxai_core import Plan, Protocol, StopInfo
 from proxai_core.neutral import Usage
 
 from .bodies import DEFAULT_LIMIT, BodyError, body_limit, decode
@@ -34,21 +34,6 @@ __all__ = ["LIMIT_OPTIONS", "METADATA_KEY", "read_body", "safe_body_limit", "SCH
 METADATA_KEY = "proxai"
 SCHEMA_VERSION = 2
 _CACHE_ATTR = "_proxai_record"
-
-#: what translation ran on a flow, decided once (translate.py ``plan``)
-Translation = Literal[
-    "none",          # not touched: pass-through, or answered before any upstream response
-    "observe",       # pass-through observed (StopInfo / usage read, bytes unchanged)
-    "stream",        # upstream stream translated event by event
-    "stream_whole",  # an upstream stream that arrived in one piece, translated at once
-    "collect",       # upstream stream collected into one JSON answer
-    "to_stream",     # upstream JSON re-emitted as the client's stream
-    "json",          # upstream JSON translated to the client's JSON
-    "error",         # upstream error body translated to the client's native error
-    "models",        # model list / model converted
-    "synthetic",     # answered by ProxAI itself (native error, token estimate, 426)
-]
-
 
 class _Plain(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=False)
@@ -139,7 +124,9 @@ class FlowRecord(_Plain):
     upstream_protocol: Protocol | None = None
     #: the route name; None when the flow passed through unrouted
     route: str | None = None
-    translation: Translation | None = None
+    #: what translation ran on the flow (proxai_core.Plan: none, observe, stream, stream_whole,
+    #: collect, to_stream, json, error, models, synthetic)
+    translation: Plan | None = None
     client_model: str | None = None
     upstream_model: str | None = None
     #: the client asked for a stream

@@ -67,7 +67,7 @@ _REDACTED_URL = "%3Credacted%3E"
 
 #: Headers whose values are credentials (compared lower-case): every protocol's key headers and
 #: the usual others.
-SECRET_HEADERS = frozenset({h for c in all_codecs() for h in c.credentials.key_headers}) | frozenset({
+SECRET_HEADERS = frozenset({h for c in all_codecs() for h in c.wire.credentials.key_headers}) | frozenset({
     "authorization",
     "proxy-authorization",
     "anthropic-api-key",
@@ -89,7 +89,7 @@ _SECRET_HEADER_NAME = re.compile(
 
 #: Query parameters whose values are credentials (compared lower-case, after unquoting): every
 #: protocol's key parameters and key header names, and the usual others.
-SECRET_PARAMS = frozenset({n for c in all_codecs() for n in (*c.credentials.key_query, *c.credentials.key_headers)
+SECRET_PARAMS = frozenset({n for c in all_codecs() for n in (*c.wire.credentials.key_query, *c.wire.credentials.key_headers)
                            if n != "authorization"}) | frozenset({
     "key",
     "api_key",

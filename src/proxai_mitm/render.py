@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from proxai_core import Protocol, StopInfo, decode_request
+from proxai_core import Exchange, Protocol, StopInfo
 from proxai_core import neutral as n
 from proxai_core.codecs import get
 
@@ -239,7 +239,7 @@ def _stop_lines(stop: StopInfo | None, shown_refusal: bool) -> list[str]:
 # ----------------------------------------------------------------------------- requests / responses
 def render_request(obj: dict[str, Any], protocol: Protocol, note: str | None = None) -> str:
     warnings: list[str] = []
-    req = decode_request(obj, protocol, warnings)
+    req = Exchange(protocol, obj, warnings=warnings).request
     head = [f"{_TITLES[protocol]} request"]
     facts = []
     if req.model:
@@ -303,7 +303,7 @@ def render_request_lenient(obj: dict[str, Any], protocol: Protocol | None, error
     """A best-effort rendering of a request the codec rejects (unknown part types, provider extras):
     the facts the registry says where to find, the reader's complaint, then the body as indented JSON."""
     title = _TITLES.get(protocol, "LLM") if protocol else "LLM"
-    fields = get(protocol).fields if protocol else None
+    fields = get(protocol).wire.fields if protocol else None
     model = obj.get(fields.model) if fields else None
     facts = [f"model {model}"] if model else []
     if fields:

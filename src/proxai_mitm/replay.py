@@ -55,7 +55,7 @@ __all__ = [
 #: every codec's stream flag, stream options and volatile fields
 VOLATILE_FIELDS = frozenset(
     f for c in all_codecs()
-    for f in (c.fields.stream, c.fields.stream_options, *c.fields.volatile) if f)
+    for f in (c.wire.fields.stream, c.wire.fields.stream_options, *c.wire.fields.volatile) if f)
 
 MISS_HEADER = "x-proxai-replay"
 
@@ -358,12 +358,12 @@ class RecordingIndex:
 def miss_body(method: str, path: str, key: str) -> dict[str, Any]:
     """A native 404 of the path's protocol (the default's for other paths) naming the key."""
     from proxai_core.codecs import get
-    from proxai_core.neutral import Error
+    from proxai_core.neutral import Error, ErrorKind
 
     from .protocols import miss_protocol
 
     msg = f"proxai replay: no recording matches {method.upper()} {_path_only(path)} (key {key})"
-    body = get(miss_protocol(path)).errors.body(Error(kind="not_found", message=msg, status=404,
+    body = get(miss_protocol(path)).errors.body(Error(kind=ErrorKind.NOT_FOUND, message=msg, status=404,
                                                        code="proxai_replay_miss"))
     err = body.get("error")
     if isinstance(err, dict):

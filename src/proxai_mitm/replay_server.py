@@ -299,16 +299,17 @@ def adapt(rec: Recording, wants_stream: bool | None) -> tuple[list[tuple[str, st
     if proto is None:
         return headers, body, sse, chunks
     try:
-        from proxai_core import dumps, response_from_stream, stream_from_response
+        from proxai_core import Exchange
 
+        ex = Exchange(proto, None, stream=wants_stream)
+        ex.respond(proto, 200, "text/event-stream" if sse else "application/json", reframe=True)
+        new = ex.complete(body).body
+        if new is None:
+            return headers, body, sse, chunks
         if sse and not wants_stream:
-            res = response_from_stream(body, proto, proto)
-            new = dumps(res.body)
             hdrs = [(k, v) for k, v in headers if k.lower() != "content-type"]
             hdrs.append(("content-type", "application/json"))
             return hdrs, new, False, [(0.0, new)]
-        obj = orjson.loads(body)
-        new, _stop, _w = stream_from_response(obj, proto, proto)
         hdrs = [(k, v) for k, v in headers if k.lower() != "content-type"]
         hdrs.append(("content-type", "text/event-stream; charset=utf-8"))
         return hdrs, new, True, [(0.0, ev) for ev in split_sse_events(new)]

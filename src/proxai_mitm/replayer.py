@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from mitmproxy import ctx, http
 
-from proxai_core import error_stop_info, translate_error
+from proxai_core import Plan, error_stop_info, translate_error
 
 from . import routing
 from .options import check_deferred, lazy_connections, options_error
@@ -216,7 +216,7 @@ class Replayer:
         set_body(resp, st, orjson.dumps(native), "application/json")
         resp.headers["x-should-retry"] = "false"
         state.stop = error_stop_info(404, content) if state.kind in ("generate", "count_tokens") else None
-        state.translation = "error"
+        state.translation = Plan.ERROR
         state.synthetic = True  # nothing more to translate
         state.replay["result"] = "miss"
         with contextlib.suppress(Exception):

@@ -8,9 +8,9 @@ import orjson
 from mitmproxy import http
 from mitmproxy.net.http import status_codes
 
-from proxai_core import Protocol, error_stop_info
-from proxai_core.errors import native_error as _native
-from proxai_core.neutral import Error
+from proxai_core import Plan, Protocol, error_stop_info
+from proxai_core.codecs import native_error as _native
+from proxai_core.neutral import Error, ErrorKind
 
 from .protocols import DEFAULT_PROTOCOL
 from .state import FlowState
@@ -21,7 +21,7 @@ __all__ = ["native_error", "reply", "reply_body", "set_body"]
 def native_error(status: int, kind: str, message: str, protocol: Protocol | None) -> tuple[int, dict]:
     """A native error body of the client's protocol; ``kind`` is a neutral error kind
     (``invalid_request``, ``authentication``, ``api_error``, ...)."""
-    return _native(Error(kind=kind, message=message, status=status), protocol or DEFAULT_PROTOCOL)
+    return _native(Error(kind=ErrorKind(kind), message=message, status=status), protocol or DEFAULT_PROTOCOL)
 
 
 def set_body(resp: http.Response, status: int, content: bytes, content_type: str) -> None:
@@ -48,6 +48,6 @@ def reply_body(flow: http.HTTPFlow, state: FlowState, status: int, body: dict[st
         headers.update(extra_headers)
     flow.response = http.Response.make(status, orjson.dumps(body), headers)
     state.synthetic = True
-    state.translation = "synthetic"
+    state.translation = Plan.SYNTHETIC
     if state.kind in ("generate", "count_tokens"):
         state.stop = error_stop_info(status, body)

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from proxai_core import Protocol, decode_request
+from proxai_core import Exchange, Protocol
 from proxai_core import neutral as n
 from proxai_core.api import stop_of_error
 
@@ -90,7 +90,7 @@ def _summary(flow: Any, *, full: bool) -> dict[str, Any] | None:
     elif info is not None and info.stop is not None:
         stop = info.stop.to_dict()
     elif getattr(flow, "error", None) is not None:
-        stop = stop_of_error(n.Error(kind="interrupted", message=str(flow.error.msg))).to_dict()
+        stop = stop_of_error(n.Error(kind=n.ErrorKind.INTERRUPTED, message=str(flow.error.msg))).to_dict()
     else:
         stop = None
     if rec is not None and rec.usage is not None:
@@ -142,7 +142,7 @@ def _details(out: dict[str, Any], flow: Any, info: BodyInfo | None, client_obj: 
     for obj, proto in ((client_obj, client), (upstream_obj, upstream)):
         if isinstance(obj, dict) and proto is not None:
             try:
-                conv = compact_request(decode_request(obj, proto, []))
+                conv = compact_request(Exchange(proto, obj).request)
                 break
             except Exception as e:  # noqa: BLE001
                 out["warnings"].append(f"could not decode the {proto.value} request: {e}")

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from mitmproxy import ctx, http
 
-from proxai_core import TranslationError, dumps, error_response, error_stop_info, translate_request
+from proxai_core import Plan, TranslationError, dumps, error_response, error_stop_info
 from proxai_core.codecs import get
 
 from . import routing
@@ -36,7 +36,7 @@ from .protocols import (
 )
 from .record import LIMIT_OPTIONS, safe_body_limit
 from .replies import reply, reply_body
-from .state import FlowState, get_state, set_state
+from .state import FlowState, get_state, open_exchange, set_state
 
 logger = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ class Router:
 
         def payload() -> bytes | None:
             try:
-                up = translate_request(body, client, route.protocol, warnings=state.warnings, path=req.path)
+                up = open_exchange(state).request_for(route.protocol)
             except Exception as exc:
                 if not isinstance(exc, (TranslationError, ValueError, TypeError, KeyError, AttributeError)):
                     logger.exception("proxai: translate_request failed")
@@ -194,9 +194,9 @@ class Router:
                 return None
             if up is body:
                 up = dict(body)
-            in_url = get(route.protocol).endpoints.path_for is not None
+            in_url = get(route.protocol).wire.endpoints.path_for is not None
             if in_url:
-                up.pop(get(route.protocol).fields.model, None)  # the model travels in the URL
+                up.pop(get(route.protocol).wire.fields.model, None)  # the model travels in the URL
             mapped = route.models.map(request_model(up) or model)
             if mapped and not in_url:
                 set_request_model(up, mapped, route.protocol)
@@ -228,8 +228,8 @@ class Router:
             state.warnings.append("input tokens estimated locally (about 4 characters per token); "
                                   f"the {route.protocol.value} upstream {why}")
             state.synthetic = True
-            state.translation = "synthetic"
-            shape = get(ep.protocol).count_tokens_body if ep.protocol is not None else None
+            state.translation = Plan.SYNTHETIC
+            shape = get(ep.protocol).wire.count_tokens_body if ep.protocol is not None else None
             if shape is None:  # recognized as a count only where the protocol has one
                 return reply(flow, state, 404, "not_found", "this protocol has no token counting endpoint")
             flow.response = http.Response.make(
@@ -241,7 +241,7 @@ class Router:
         def payload() -> bytes | None:
             up = dict(body)
             mapped = route.models.map(model)
-            if mapped and get(route.protocol).endpoints.path_for is None:  # else the model is in the URL
+            if mapped and get(route.protocol).wire.endpoints.path_for is None:  # else the model is in the URL
                 set_request_model(up, mapped, route.protocol)
             state.upstream_model = mapped
             return encode_body(flow, state, up)
@@ -320,7 +320,7 @@ def bad_body(flow: http.HTTPFlow, ep: routing.Endpoint, exc: BodyError) -> None:
     set_state(flow, state)
     flow.response = too_large_reply(exc, ep.protocol, request=True)
     state.synthetic = True
-    state.translation = "synthetic"
+    state.translation = Plan.SYNTHETIC
     state.stop = error_stop_info(flow.response.status_code, flow.response.content or b"")
 
 

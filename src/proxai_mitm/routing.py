@@ -68,8 +68,8 @@ class Endpoint:
 
 def _generate_path(c: Codec, model: str | None, stream: bool) -> str:
     """The generation path of a codec after the version prefix (query included)."""
-    path_for = c.endpoints.path_for
-    return path_for(model or "", stream) if path_for is not None else c.endpoints.generate
+    path_for = c.wire.endpoints.path_for
+    return path_for(model or "", stream) if path_for is not None else c.wire.endpoints.generate
 
 
 def recognize(method: str, path: str, headers: Mapping[str, str] | None = None) -> Endpoint | None:
@@ -114,7 +114,7 @@ def looks_like_llm(body: Any) -> bool:
     """A JSON object some protocol would read as a request (a model field, or a codec's evidence)."""
     if not isinstance(body, dict):
         return False
-    return any(c.fields.model in body for c in all_codecs()) or any(
+    return any(c.wire.fields.model in body for c in all_codecs()) or any(
         c.sniff_request(body) is not None for c in all_codecs())
 
 
@@ -122,16 +122,16 @@ def _base_prefix(base: BaseURL, target: Codec) -> tuple[str, str | None]:
     """(prefix, explicit endpoint path or None) of a base URL."""
     bp = base.path
     for c in all_codecs():
-        g = c.endpoints.generate
+        g = c.wire.endpoints.generate
         if g.startswith("/") and "{" not in g and bp.endswith(g):
             return bp[: -len(g)], bp
     for c in all_codecs():
-        ct = c.endpoints.count_tokens
+        ct = c.wire.endpoints.count_tokens
         if ct and ct.startswith("/") and "{" not in ct and bp.endswith(ct):
             return bp[: -len(ct)], None
     if _VERSIONED.search(bp) or "/deployments/" in bp:
         return bp, None
-    ep = target.endpoints
+    ep = target.wire.endpoints
     if ep.parse_path is not None and ep.path_for is not None and ep.parse_path(bp + ep.path_for("m", False)):
         return bp, None  # a prefix the protocol itself recognizes (Vertex AI's project/location path)
     return bp + ep.default_prefix, None
@@ -155,12 +155,12 @@ def _same_host_prefix(ep: Endpoint, client: Codec | None, target: Codec) -> str:
         return prefix
     m = _VERSION_SEGMENT.search(prefix)
     head = prefix[: m.start()] if m is not None else ""
-    own = target.endpoints.default_prefix
+    own = target.wire.endpoints.default_prefix
     return prefix if prefix == head + own else head + own
 
 
 def _key_query_names() -> frozenset[str]:
-    return frozenset(n for c in all_codecs() for n in c.credentials.key_query)
+    return frozenset(n for c in all_codecs() for n in c.wire.credentials.key_query)
 
 
 def credential_query(query: str) -> str | None:
@@ -229,7 +229,7 @@ def upstream_target(
     query = _strip_credentials(query)
     model = model_id or ep.model_id
     if ep.kind == "generate":
-        if client is tc and tc.endpoints.parse_path is not None and base is None and model == ep.model_id:
+        if client is tc and tc.wire.endpoints.parse_path is not None and base is None and model == ep.model_id:
             path, extra = prefix + ep.tail, ""  # the same URL-keyed protocol, same model: as the client wrote it
         else:
             gen = _generate_path(tc, model, stream)
@@ -240,23 +240,23 @@ def upstream_target(
                 path = prefix + path
         return scheme, host, port, path + _join_query(extra, query)
     if ep.kind == "count_tokens":
-        ct = tc.endpoints.count_tokens or ""
-        if tc.endpoints.path_for is not None:  # the method follows the model's path: "…/models/m:countTokens"
+        ct = tc.wire.endpoints.count_tokens or ""
+        if tc.wire.endpoints.path_for is not None:  # the method follows the model's path: "…/models/m:countTokens"
             base_path = _generate_path(tc, model, False).partition("?")[0]
             path = prefix + base_path.rpartition(":")[0] + ":" + ct.rpartition(":")[2]
         else:
             path = prefix + ct
     elif ep.kind == "models":
-        path = prefix + tc.endpoints.models
+        path = prefix + tc.wire.endpoints.models
     else:
-        path = prefix + tc.endpoints.models + "/" + (model or "")
+        path = prefix + tc.wire.endpoints.models + "/" + (model or "")
     return scheme, host, port, path + _join_query("", query)
 
 
 def _key_headers() -> tuple[str, ...]:
     out: list[str] = []
     for c in all_codecs():
-        for h in c.credentials.key_headers:
+        for h in c.wire.credentials.key_headers:
             if h not in out:
                 out.append(h)
     return tuple(out)
@@ -304,7 +304,7 @@ _FORWARD_PREFIXES = ("x-stainless-",)
 
 def _forward_by_target(target: Protocol) -> frozenset[str]:
     """The target protocol's own harmless headers (its vendor's and protocol's, never an account's)."""
-    cr = get(target).credentials
+    cr = get(target).wire.credentials
     return frozenset({*cr.vendor_headers, *cr.protocol_headers, *cr.default_headers}) - frozenset(
         {*cr.account_headers, *cr.key_headers})
 
@@ -342,8 +342,8 @@ def rewrite_headers(
     for h in foreign_headers(get(client) if client is not None else None, tc):
         headers.pop(h, None)
     if key:
-        tc.credentials.inject(headers, key, upstream_host)
-    for name, value in tc.credentials.default_headers.items():
+        headers.update(tc.wire.credentials.auth_headers(key, upstream_host))
+    for name, value in tc.wire.credentials.default_headers.items():
         if name not in headers:
             headers[name] = value
     headers["accept-encoding"] = "identity"

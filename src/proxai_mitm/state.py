@@ -8,15 +8,19 @@ translation and annotation addons fill it in; :func:`to_record` turns it into th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from proxai_core import Protocol, StopInfo
+from proxai_core import Exchange, Plan, Protocol, StopInfo
 from proxai_core.neutral import Usage
 
-from .record import SCHEMA_VERSION, FlowRecord, read_body
+from .record import SCHEMA_VERSION, read_body
 from .scrubber import scrub_secrets
 
-__all__ = ["FlowState", "get_state", "read_body", "record_dict", "scrub", "set_state", "to_record"]
+if TYPE_CHECKING:
+    from .routing import Endpoint
+    from .streaming import ErrorOnce, StreamHandler
+
+__all__ = ["FlowState", "get_state", "open_exchange", "read_body", "record_dict", "scrub", "set_state"]
 
 _STATE_ATTR = "_proxai_state"
 
@@ -36,17 +40,20 @@ class FlowState:
     upstream_model: str | None = None
     warnings: list[str] = field(default_factory=list)
     stop: StopInfo | None = None
-    usage: Any = None
+    usage: Usage | None = None
     upstream_text: str | None = None
     #: the StreamHandler installed as ``flow.response.stream`` (or the one-frame error callable)
-    handler: Any = None
+    handler: StreamHandler | ErrorOnce | None = None
     synthetic: bool = False
     translated: bool = False
     annotated: bool = False
-    #: what translation ran (decided once by translate.plan); see record.Translation
-    translation: str | None = None
-    #: the recognized endpoint (routing.Endpoint)
-    endpoint: Any = None
+    #: what translation ran (decided once by translate.plan)
+    translation: Plan | None = None
+    #: the recognized endpoint
+    endpoint: Endpoint | None = None
+    #: the exchange of a generation (proxai_core): the request decoded once, the response translated
+    #: or observed, its observations (see :func:`open_exchange`)
+    exchange: Exchange | None = None
     #: model lists: did the client speak Anthropic, which model it asked for
     extra: dict[str, Any] = field(default_factory=dict)
     #: the flow's own secrets (the client's credential, the injected key): scrubbed from the record
@@ -82,6 +89,18 @@ class FlowState:
         if self.client_model and self.upstream_model and self.client_model != self.upstream_model:
             return f"{self.client_model} → {self.upstream_model}"
         return self.upstream_model or self.client_model
+
+
+def open_exchange(state: FlowState) -> Exchange:
+    """The flow's exchange, made on first use from the client's protocol, body and path (its
+    warnings are the flow's)."""
+    ex = state.exchange
+    if ex is None:
+        assert state.client_protocol is not None, "an exchange needs the client's protocol"
+        ex = state.exchange = Exchange(state.client_protocol, state.client_body, path=state.client_path,
+                                       stream=state.client_stream, refusal_in_content=state.refusal_in_content,
+                                       warnings=state.warnings)
+    return ex
 
 
 def get_state(flow: Any) -> FlowState | None:
@@ -121,7 +140,7 @@ def record_dict(state: FlowState) -> dict[str, Any]:
         "client_protocol": state.client_protocol.value if state.client_protocol else None,
         "upstream_protocol": state.upstream_protocol.value if state.upstream_protocol else None,
         "route": state.route,
-        "translation": state.translation,
+        "translation": str(state.translation) if state.translation is not None else None,
         "client_model": state.client_model,
         "upstream_model": state.upstream_model,
         "stream": state.client_stream if state.kind == "generate" else None,
@@ -139,8 +158,3 @@ def record_dict(state: FlowState) -> dict[str, Any]:
         "truncated": [{"part": p, "kept": k, "total": t} for p, k, t in state.truncated],
         "metrics": state.metrics,  # timings and cost (measure.py)
     }
-
-
-def to_record(state: FlowState) -> FlowRecord:
-    """The typed record of a finished flow (what :meth:`FlowRecord.of` reads back from the flow)."""
-    return FlowRecord.model_validate(record_dict(state))

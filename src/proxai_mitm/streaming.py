@@ -17,17 +17,16 @@ import sys
 import time
 from typing import Any
 
-from proxai_core import Protocol, StreamTranslator
+from proxai_core import Exchange, Protocol
 
 from .bodies import BadEncoding, BodyError, Decoder, body_limit, codings
-from .metrics import FirstContent
 from .protocols import fallback_error_frame
 from .recordcap import CappedBuffer, record_limit, truncation_note
 
 logger = logging.getLogger(__name__)
 _monotonic = time.monotonic
 
-__all__ = ["StreamHandler", "make_decoder"]
+__all__ = ["ErrorOnce", "StreamHandler", "make_decoder"]
 
 
 # ----------------------------------------------------------------------------- content-encoding
@@ -55,14 +54,14 @@ class StreamHandler:
     them (StopInfo, usage); otherwise forward what the translator produces."""
 
     __slots__ = (
-        "_forwarded", "_out_bytes", "_times", "chunks", "client_protocol", "decoder", "extra_warnings",
-        "failed", "finished", "first_content", "first_watch", "idle_message", "interrupted", "last_activity",
-        "mirror", "observe_ok", "out", "passthrough", "t0", "translator",
+        "_forwarded", "_out_bytes", "_times", "chunks", "client_protocol", "decoder", "exchange", "extra_warnings",
+        "failed", "finished", "first_content", "idle_message", "interrupted", "last_activity",
+        "mirror", "observe_ok", "out", "passthrough", "t0",
     )
 
-    def __init__(self, translator: StreamTranslator, client_protocol: Protocol, *, passthrough: bool,
+    def __init__(self, exchange: Exchange, client_protocol: Protocol, *, passthrough: bool,
                  content_encoding: str | None = None) -> None:
-        self.translator = translator
+        self.exchange = exchange
         self.client_protocol = client_protocol
         self.passthrough = passthrough
         # recording copies, capped (recordcap.py): decoded upstream bytes with their timings
@@ -81,7 +80,6 @@ class StreamHandler:
         self._out_bytes = 0
         # epoch time of the first content event (time to first token, metrics.py)
         self.first_content: float | None = None
-        self.first_watch: FirstContent | None = FirstContent(translator.source)
         try:
             self.decoder = make_decoder(content_encoding)
         except ValueError as e:
@@ -119,13 +117,10 @@ class StreamHandler:
         self._forwarded += len(data)
         if self.observe_ok:
             try:
-                watch = self.first_watch
-                if watch is not None and watch.feed(data):
-                    self.first_content, self.first_watch = time.time(), None
                 room = out.limit - out.kept  # timings of the recorded head only: bounded too
                 if room > 0:
                     self._times.append([round((now - self.t0) * 1000.0, 1), min(len(data), room)])
-                self.translator.feed(data)
+                self._feed(data)
             except Exception as exc:
                 self._observe_failed(exc)
         out.add(data)
@@ -150,7 +145,7 @@ class StreamHandler:
             self._add_chunk(chunk)
             if self.failed:
                 return []
-            out = self.translator.feed(chunk)
+            out = self._feed(chunk)
             if out:
                 self._out_bytes += len(out)
                 return [out]
@@ -183,13 +178,15 @@ class StreamHandler:
 
     def _add_chunk(self, chunk: bytes) -> None:
         """A decoded upstream chunk of a stream that is not mirrored (:meth:`_mirror` notes those)."""
-        if self.first_watch is not None and self.first_watch.feed(chunk):
-            self.first_content, self.first_watch = time.time(), None
         self.chunks.add(chunk, round((_monotonic() - self.t0) * 1000.0, 1))
 
-    @property
-    def warnings(self) -> list[str]:
-        return list(self.translator.warnings) + self.extra_warnings
+    def _feed(self, chunk: bytes) -> bytes:
+        """Decoded upstream bytes to the exchange; the time of the chunk that carried the first
+        content event is the time to first token."""
+        out = self.exchange.feed(chunk)
+        if self.first_content is None and self.exchange.first_content is not None:
+            self.first_content = time.time()
+        return out
 
     def _decode(self, data: bytes) -> bytes:
         if self.decoder is None:
@@ -203,7 +200,7 @@ class StreamHandler:
             chunk = self._decode(data)
             if chunk:
                 self._add_chunk(chunk)
-                self.translator.feed(chunk)
+                self._feed(chunk)
         except Exception as exc:
             self._observe_failed(exc)
 
@@ -223,8 +220,8 @@ class StreamHandler:
                 tail = self.decoder.close()
                 if tail:
                     self._add_chunk(tail)
-                    self.translator.feed(tail)
-            self.translator.close()
+                    self._feed(tail)
+            self.exchange.close()
         except Exception as exc:  # noqa: BLE001
             self.extra_warnings.append(f"stream not observed: {type(exc).__name__}: {exc}")
 
@@ -239,8 +236,10 @@ class StreamHandler:
             tail = self.decoder.close()
             if tail:
                 self._add_chunk(tail)
-                out = self.translator.feed(tail)
-        out += self.translator.close()
+                out = self._feed(tail)
+        out += self.exchange.close()
+        if self.first_content is None and self.exchange.first_content is not None:
+            self.first_content = time.time()
         return [out] if out else []
 
     def _idle_end(self) -> list[bytes]:
@@ -249,14 +248,14 @@ class StreamHandler:
         if self.finished:
             return []
         self.finished = True
-        if not self.translator.finished:  # a stream whose terminal event arrived is complete
+        if not self.exchange.finished:  # a stream whose terminal event arrived is complete
             self.interrupted = self.idle_message
             self.extra_warnings.append(self.idle_message or "idle timeout")
         if self.failed or (self.passthrough and not self.observe_ok):
             frame = b"" if self.failed else fallback_error_frame(self.client_protocol, self.idle_message or "")
             return [frame] if frame else []
         try:
-            frame = self.translator.abort(self.idle_message or "idle timeout")
+            frame = self.exchange.abort(self.idle_message or "idle timeout")
         except Exception:  # noqa: BLE001
             frame = fallback_error_frame(self.client_protocol, self.idle_message or "idle timeout")
         return [frame] if frame else []
@@ -269,7 +268,7 @@ class StreamHandler:
         logger.error("proxai: %s", msg, exc_info=None if isinstance(exc, BodyError) else exc)  # a bomb: no traceback
         self.extra_warnings.append(msg)
         try:
-            frame = self.translator.abort(msg)
+            frame = self.exchange.abort(msg)
         except Exception:  # noqa: BLE001
             frame = fallback_error_frame(self.client_protocol, msg)
         return [frame] if frame else []
@@ -282,9 +281,24 @@ class StreamHandler:
         self.finished = True
         self.interrupted = interrupted
         try:
-            if interrupted and not self.translator.finished:
-                self.translator.abort(interrupted)
+            if interrupted and not self.exchange.finished:
+                self.exchange.abort(interrupted)
             elif not interrupted:
-                self.translator.close()
+                self.exchange.close()
         except Exception as exc:  # noqa: BLE001
             self.extra_warnings.append(f"stream finalization failed: {type(exc).__name__}: {exc}")
+
+
+class ErrorOnce:
+    """Stream callable used when no translator can be built: one native error frame, then nothing."""
+
+    def __init__(self, frame: bytes) -> None:
+        self.frame = frame
+        self.sent = False
+
+    def __call__(self, data: bytes) -> Any:
+        if self.sent:
+            return []
+        self.sent = True
+        return [self.frame]
+

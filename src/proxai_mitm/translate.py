@@ -15,16 +15,12 @@ from typing import Any
 import orjson
 from mitmproxy import ctx, http
 
-from proxai_core import (
-    StreamTranslator,
-    error_stop_info,
-    stop_of_error,
-)
-from proxai_core.codecs import get
-from proxai_core.neutral import Error
+from proxai_core import Plan, error_stop_info, stop_of_error
+from proxai_core.neutral import Error, ErrorKind
 
 from .bodies import DEFAULT_LIMIT, BodyError, codings, offload
-from .complete import decode_or_error, finish_error, observe_body, stream_type, translate_body, unreadable
+from .complete import apply_outcome, decode_or_error, unreadable
+from .errorhints import note_key_origin
 from .idle import IdleWatch
 from .modellist import finish_models
 from .options import RouteOptions, check_deferred, options_error
@@ -32,12 +28,12 @@ from .protocols import fallback_error_frame
 from .record import LIMIT_OPTIONS, safe_body_limit
 from .replies import native_error, set_body
 from .scrubber import exact_redactor
-from .state import FlowState, get_state
-from .streaming import StreamHandler
+from .state import FlowState, get_state, open_exchange
+from .streaming import ErrorOnce, StreamHandler
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["IDLE_TIMEOUT", "Translator", "plan"]
+__all__ = ["IDLE_TIMEOUT", "ErrorOnce", "Translator", "plan"]
 
 #: default seconds of upstream silence after which a stream is ended (below mitmproxy's tcp_timeout
 #: of 600 s, above the longest silent reasoning we know of)
@@ -47,39 +43,21 @@ _SSE = "text/event-stream"
 THREAD_BYTES = 1 << 20
 
 
-def _streamed(state: FlowState, resp: http.Response) -> bool:
-    """A stream on the wire: SSE, or a streamed request whose protocol has its own stream framing."""
-    if _SSE in resp.headers.get("content-type", "").lower():
-        return True
-    up = state.upstream_protocol
-    return state.client_stream and up is not None and get(up).stream_reader is not None
-
-
-def plan(state: FlowState, resp: http.Response) -> str:
-    """What translation a flow's response gets (see record.Translation), from its head."""
+def plan(state: FlowState, resp: http.Response) -> Plan:
+    """What translation a flow's response gets, from its head: the proxy's own answers and model lists
+    here, a generation's by its exchange (status, content type)."""
     if state.synthetic:
-        return "synthetic"
+        return Plan.SYNTHETIC
     if state.kind in ("models", "model"):
-        return "models"
-    status = resp.status_code
-    if status >= 400:
-        return "error"
-    if state.kind != "generate":
-        return "none"
-    client, upstream = state.client_protocol, state.upstream_protocol
-    same = upstream is client
-    sse = _streamed(state, resp)
-    if sse and status < 300:
-        if same:
-            return "observe"  # streamed through, observed event by event
-        if not state.client_stream:
-            return "collect"
-        return "stream_whole" if resp.headers.get("content-length", "").strip() == "0" else "stream"
-    if sse:
-        return "observe" if same or state.route is None else "collect"
-    if same:
-        return "observe"
-    return "to_stream" if state.client_stream else "json"
+        return Plan.MODELS
+    if state.upstream_protocol is None or state.client_protocol is None:
+        return Plan.ERROR if resp.status_code >= 400 else Plan.NONE
+    if state.kind != "generate" and resp.status_code < 400:
+        return Plan.NONE
+    return open_exchange(state).respond(state.upstream_protocol, resp.status_code,
+                                        resp.headers.get("content-type", ""), headers=resp.headers,
+                                        routed=state.route is not None,
+                                        whole=resp.headers.get("content-length", "").strip() == "0")
 
 
 class Translator:
@@ -117,44 +95,51 @@ class Translator:
         resp = flow.response
         if state is None or resp is None or not flow.live or state.synthetic:
             return
-        state.translation = plan(state, resp)
-        if state.translation not in ("observe", "none") or state.replay is not None:
+        try:
+            state.translation = plan(state, resp)
+        except Exception as exc:  # noqa: BLE001 - a failing exchange must not break the flow
+            self._unplanned(flow, state, resp, exc)
+            return
+        if state.translation not in (Plan.OBSERVE, Plan.NONE) or state.replay is not None:
             # what the upstream answered, before the status and headers are rewritten for the client
             # (a pass-through flow's own response shows them: no copy)
             state.upstream_status = resp.status_code
             state.upstream_headers = [(k, v) for k, v in resp.headers.items(multi=True)
                                       if not k.lower().startswith("x-proxai-replay")]
-        if state.translation == "stream" or (state.translation == "observe" and state.kind == "generate"
-                                             and resp.status_code < 300 and _streamed(state, resp)):
+        if state.exchange is not None and state.exchange.streaming:
             self._install_stream(flow, state, resp)
 
-    def _install_stream(self, flow: http.HTTPFlow, state: FlowState, resp: http.Response) -> None:
-        client, upstream = state.client_protocol, state.upstream_protocol
-        assert client is not None and upstream is not None
-        passthrough = upstream is client
-        try:
-            translator = StreamTranslator(upstream, client, state.client_body, path=state.client_path,
-                                          refusal_in_content=state.refusal_in_content)
-        except Exception as exc:  # noqa: BLE001 - a missing codec must not break the flow
-            logger.error("proxai: cannot create the stream translator: %s", exc)
-            state.warnings.append(f"stream translator unavailable: {exc}")
-            if passthrough:
-                resp.stream = True
-                return
-            state.handler = resp.stream = ErrorOnce(
-                fallback_error_frame(client, f"proxai cannot translate this stream: {exc}"))
-            translator = None
-        if translator is not None:
-            handler = StreamHandler(translator, client, passthrough=passthrough,
-                                    content_encoding=resp.headers.get("content-encoding"))
-            state.handler = resp.stream = handler
-            self.idle.add(flow, handler)
-        if passthrough:
+    def _unplanned(self, flow: http.HTTPFlow, state: FlowState, resp: http.Response, exc: Exception) -> None:
+        """No exchange could plan the response (a ProxAI bug): passed through when nothing had to be
+        translated, else the client's native error frame."""
+        logger.error("proxai: cannot plan the response: %s", exc, exc_info=exc)
+        state.warnings.append(f"stream translator unavailable: {exc}")
+        if state.upstream_protocol is state.client_protocol or state.client_protocol is None:
+            state.translation = Plan.NONE
             return
+        state.translation = Plan.ERROR
+        state.handler = resp.stream = ErrorOnce(
+            fallback_error_frame(state.client_protocol, f"proxai cannot translate this stream: {exc}"))
+        self._client_stream_headers(flow, resp, "text/event-stream; charset=utf-8")
+
+    def _install_stream(self, flow: http.HTTPFlow, state: FlowState, resp: http.Response) -> None:
+        ex = state.exchange
+        assert ex is not None and state.client_protocol is not None
+        passthrough = state.translation is Plan.OBSERVE
+        handler = StreamHandler(ex, state.client_protocol, passthrough=passthrough,
+                                content_encoding=resp.headers.get("content-encoding"))
+        state.handler = resp.stream = handler
+        self.idle.add(flow, handler)
+        if not passthrough:
+            self._client_stream_headers(flow, resp, ex.client_content_type)
+
+    @staticmethod
+    def _client_stream_headers(flow: http.HTTPFlow, resp: http.Response, content_type: str) -> None:
+        """The head of a stream ProxAI writes: its content type, no length, chunked on HTTP/1.1."""
         h = resp.headers
         for name in ("content-length", "content-encoding", "content-md5", "etag"):
             h.pop(name, None)
-        h["content-type"] = stream_type(state)
+        h["content-type"] = content_type
         h["cache-control"] = "no-cache"
         if flow.request.http_version == "HTTP/1.1":
             h["transfer-encoding"] = "chunked"
@@ -214,7 +199,7 @@ class Translator:
         if state.handler is not None:
             finish_stream(flow, state, interrupted=msg)
         elif state.stop is None:
-            state.stop = stop_of_error(Error(kind="interrupted", message=msg, status=502))
+            state.stop = stop_of_error(Error(kind=ErrorKind.INTERRUPTED, message=msg, status=502))
 
     # ------------------------------------------------------------------------- complete bodies
     def _finish_body(self, flow: http.HTTPFlow, state: FlowState, resp: http.Response,
@@ -227,16 +212,17 @@ class Translator:
         if isinstance(content, BodyError):
             unreadable(flow, state, content)
             return
-        if how not in ("none", "observe"):
+        if how not in (Plan.NONE, Plan.OBSERVE):
             state.upstream_text = content.decode("utf-8", "replace")
-        if how == "models":
+        if how is Plan.MODELS:
             finish_models(resp, state, content, self.options.routes)
-        elif how == "error":
-            finish_error(state, resp, _without_secrets(state, resp, content, clean))
-        elif how in ("stream_whole", "collect", "to_stream", "json"):
-            translate_body(state, resp, content, how)
-        elif how == "observe":
-            observe_body(state, content, resp.headers.get("content-type", ""))
+        elif how is Plan.ERROR:
+            content = _without_secrets(state, resp, content, clean)
+            if state.exchange is not None:
+                apply_outcome(state, resp, state.exchange.complete(content))
+            note_key_origin(state, resp)
+        elif state.exchange is not None and how not in (Plan.NONE, Plan.SYNTHETIC):
+            apply_outcome(state, resp, state.exchange.complete(content))
 
 
 def _secretless(state: FlowState, content: bytes) -> bytes:
@@ -264,26 +250,28 @@ def finish_stream(flow: http.HTTPFlow, state: FlowState, interrupted: str | None
     """End of a streamed response (or its cut): StopInfo, usage, recording copies."""
     handler = state.handler
     if isinstance(handler, ErrorOnce):
-        state.stop = stop_of_error(Error(kind="interrupted", message="stream translator unavailable", status=502))
+        state.stop = stop_of_error(Error(kind=ErrorKind.INTERRUPTED, message="stream translator unavailable", status=502))
         _keep_client_body(flow, handler.frame if handler.sent else b"")
         return
+    assert handler is not None
     handler.finish(interrupted)
     state.keep_upstream = bool(handler.interrupted or handler.failed)
-    if state.translation != "observe" or state.keep_upstream:
+    if state.translation is not Plan.OBSERVE or state.keep_upstream:
         state.upstream_text = handler.upstream_bytes.decode("utf-8", "replace")
     state.upstream_chunks = [(float(o), int(n)) for o, n in handler.chunk_times]
     state.truncated.extend(handler.truncations)  # recording caps (recordcap.py), once per copy
-    t = handler.translator
-    state.stop = t.stop
+    ex = handler.exchange
+    ex.observed()
+    state.stop = ex.stop
     if state.stop is None and (interrupted or not handler.observe_ok):
-        state.stop = stop_of_error(Error(kind="interrupted", message=interrupted or "stream not observed",
+        state.stop = stop_of_error(Error(kind=ErrorKind.INTERRUPTED, message=interrupted or "stream not observed",
                                          status=502))
-    state.usage = t.usage
-    for w in handler.warnings:
+    state.usage = ex.usage
+    for w in handler.extra_warnings:
         if w not in state.warnings:
             state.warnings.append(w)
-    if t.model and not state.upstream_model:
-        state.upstream_model = t.model
+    if ex.model and not state.upstream_model:
+        state.upstream_model = ex.model
     _keep_client_body(flow, handler.client_bytes)
 
 
@@ -292,18 +280,3 @@ def _keep_client_body(flow: http.HTTPFlow, data: bytes) -> None:
     client got, so the saved flow shows it. Headers stay as sent (content-encoding included)."""
     if flow.response is not None:
         flow.response.raw_content = data
-
-
-class ErrorOnce:
-    """Stream callable used when no translator can be built: one native error frame, then nothing."""
-
-    def __init__(self, frame: bytes) -> None:
-        self.frame = frame
-        self.sent = False
-
-    def __call__(self, data: bytes) -> Any:
-        if self.sent:
-            return []
-        self.sent = True
-        return [self.frame]
-

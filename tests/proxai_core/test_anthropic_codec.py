@@ -880,7 +880,7 @@ def test_error_frame() -> None:
 def test_decode_request_plain_text_forms_are_one_neutral_and_one_wire(text_form: Any) -> None:
     """String content and a list of one plain text block decode to text-only messages/results; the
     neutral request and every target's body are those of the explicit one-Text-part form."""
-    from proxai_core.codecs import codec
+    from proxai_core.codecs import get
 
     def body(form: Any) -> dict[str, Any]:
         return {"model": "m", "max_tokens": 10, "messages": [
@@ -901,7 +901,7 @@ def test_decode_request_plain_text_forms_are_one_neutral_and_one_wire(text_form:
         NMessage("assistant", [Text("done")]),
     ])
     for target in Protocol:
-        c = codec(target)
+        c = get(target)
         got, want = (orjson.dumps(c.encode_request(r, [])) for r in (
             A.decode_request(body(text_form), []), explicit))
         assert got == want, target

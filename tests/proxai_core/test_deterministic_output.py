@@ -21,7 +21,7 @@ from proxai_core import (
     translate_response,
 )
 from proxai_core.api import translate_error
-from proxai_core.codecs import codec
+from proxai_core.codecs import get
 from proxai_core.neutral import Error
 from tests.fake_upstream import RECORDED, _enc_event
 
@@ -111,7 +111,7 @@ def test_interrupted_stream_and_errors_same_bytes(source, target, monkeypatch):
     a, b = _twice(lambda: translate_error(503, b'{"error": {"message": "busy"}}', source, target), monkeypatch)
     assert a == b
     err = Error(kind="overloaded", message="busy", status=529)
-    a, b = _twice(lambda: codec(target).error_frame(err), monkeypatch)
+    a, b = _twice(lambda: get(target).error_frame(err), monkeypatch)
     assert a == b
 
 

@@ -10,8 +10,8 @@ import pytest
 from openai.types.shared import ErrorObject
 
 from proxai_core import Protocol, StreamTranslator, translate_error, translate_response_result
-from proxai_core.codecs import get
-from proxai_core.errors import TranslationError, kind_for_status, translation_error_response
+from proxai_core.codecs import get, translation_error_response
+from proxai_core.errors import TranslationError, kind_for_status
 from proxai_core.neutral import Error
 from tests.conftest import FIXTURES, PROTOCOLS, fixture_dir, needs_fixtures, sse, sse_events
 from tests.sdk import validate_anthropic_error

@@ -109,19 +109,18 @@ def test_path_facts_are_remembered_without_the_query_key():
 
 def test_upstream_path_and_credentials():
     g = get(G)
-    assert g.endpoints.path_for("gemini-2.5-flash", True) == "/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
-    assert g.endpoints.path_for("models/gemini-2.5-flash", False) == "/models/gemini-2.5-flash:generateContent"
-    assert g.credentials.key_query == ("key",)
-    assert "x-goog-api-key" in g.credentials.key_headers
-    h: dict[str, str] = {}
-    g.credentials.inject(h, "secret", "generativelanguage.googleapis.com")
-    assert h == {"x-goog-api-key": "secret"}
+    assert g.wire.endpoints.path_for("gemini-2.5-flash", True) == "/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    assert g.wire.endpoints.path_for("models/gemini-2.5-flash", False) == "/models/gemini-2.5-flash:generateContent"
+    assert g.wire.credentials.key_query == ("key",)
+    assert "x-goog-api-key" in g.wire.credentials.key_headers
+    assert g.wire.credentials.auth_headers("secret", "generativelanguage.googleapis.com") == {
+        "x-goog-api-key": "secret"}
     assert client_of_headers({"x-goog-api-key": "k"}) is g
 
 
 def test_model_list_in_gemini_format():
     g = get(G)
-    body = g.model_list([g.model_entry("gemini-2.5-flash", None)])
+    body = g.wire.model_list([g.wire.model_entry("gemini-2.5-flash", None)])
     assert body["models"][0]["name"] == "models/gemini-2.5-flash"
     from google.genai import models as gm
     from google.genai import types as gt

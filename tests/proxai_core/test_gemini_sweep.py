@@ -293,5 +293,5 @@ def test_every_request_into_gemini(proto, path):
         assert_documented_rejection(e)
         return
     validate_request(G, out)
-    assert get(G).endpoints.path_for(src.model or "m", src.stream)
+    assert get(G).wire.endpoints.path_for(src.model or "m", src.stream)
     assert _shape(decode_request(out, G)) == _shape(src)

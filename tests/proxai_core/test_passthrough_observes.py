@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxai_core import Protocol, StreamTranslator, api
+from proxai_core import Protocol, StreamTranslator
 from proxai_core.codecs import all_codecs, chat
 from tests.conftest import FIXTURES, fixture_dir, needs_fixtures, sse_events
 
@@ -40,11 +40,12 @@ def test_events_the_codec_does_not_observe_are_forwarded_undecoded(monkeypatch, 
         return feed(self, event, data)
 
     monkeypatch.setattr(chat.StreamDecoder, "feed", counting)
-    monkeypatch.setattr(api, "_STREAM_PAIRS", {})  # (pairs are looked up once per direction)
     monkeypatch.setattr(chat.CODEC, "stream_observes", lambda name, data: '"content":"Hi"' not in data)
     out, t = _run(reads)
     assert out == out0 == STREAM  # byte for byte
-    assert len(decoded) == 4 and not any('"content":"Hi"' in d for d in decoded)
+    # the first content event is decoded (it marks the time to first token), the later ones are not
+    assert len(decoded) == 5 and sum('"content":"Hi"' in d for d in decoded) == 1
+    assert t.first_content is not None
     assert t.stop == t0.stop and t.stop is not None and t.stop.raw == "length"
     assert t.usage == t0.usage and t.usage is not None
     assert t.model == t0.model == "m" and t.warnings == t0.warnings == []
@@ -70,12 +71,10 @@ def test_skipping_changes_no_observed_fact_on_real_streams(monkeypatch, codec):
     for f in files:
         raw = f.read_bytes()
         for reads in ([raw], [raw[i:i + 61] for i in range(0, len(raw), 61)]):
-            monkeypatch.setattr(api, "_STREAM_PAIRS", {})
             t = StreamTranslator(codec.protocol, codec.protocol)
             out = b"".join(t.feed(r) for r in reads) + t.close()
             with monkeypatch.context() as m:
                 m.setattr(codec, "stream_observes", None)
-                m.setattr(api, "_STREAM_PAIRS", {})
                 t0 = StreamTranslator(codec.protocol, codec.protocol)
                 out0 = b"".join(t0.feed(r) for r in reads) + t0.close()
             assert out == out0, f.name

@@ -53,8 +53,8 @@ def _facts() -> dict[str, str]:
 
     for c in all_codecs():
         add([c.protocol.value, c.label], "protocol name")
-        add([c.endpoints.generate, c.endpoints.count_tokens], "endpoint")
-        cr = c.credentials
+        add([c.wire.endpoints.generate, c.wire.endpoints.count_tokens], "endpoint")
+        cr = c.wire.credentials
         add([*cr.vendor_headers, *cr.protocol_headers, *cr.client_markers, *cr.account_headers,
              *cr.default_headers], "header")
         add([*c.errors.types, *c.errors.codes], "error type or code")

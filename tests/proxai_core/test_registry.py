@@ -3,6 +3,7 @@ lists) so nothing outside ``codecs/`` needs to know a protocol."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import orjson
@@ -12,8 +13,8 @@ from proxai_core import Protocol
 from proxai_core.codecs import (
     Codec,
     all_codecs,
+    check_codec,
     client_of_headers,
-    codec,
     foreign_headers,
     get,
     match_path,
@@ -22,8 +23,9 @@ from proxai_core.codecs import (
     sniff_response,
     sniff_stream,
 )
-from proxai_core.codecs.base import SNIFF_HINT
-from proxai_core.neutral import Error
+from proxai_core.codecs.base import SNIFF_HINT, ErrorFacts
+from proxai_core.neutral import Error, ErrorKind
+from proxai_core.sse import SSEReader
 from tests.conftest import PROTOCOLS, fixture_dir, needs_fixtures
 
 CHAT, RESPONSES, ANTHROPIC = get("chat"), get("responses"), get("anthropic")
@@ -33,7 +35,7 @@ def test_every_protocol_has_exactly_one_codec():
     assert [c.protocol for c in all_codecs()] == list(Protocol)
     assert PROTOCOLS == tuple(Protocol)
     for c in all_codecs():
-        assert get(c.protocol) is c is get(c.protocol.value) is get(c.name) is codec(c.protocol)
+        assert get(c.protocol) is c is get(c.protocol.value) is get(c.name)
     assert len({c.name for c in all_codecs()}) == len(all_codecs())
 
 
@@ -49,11 +51,48 @@ def test_a_codec_keeps_the_module_attributes(c: Codec):
         assert callable(getattr(c, attr))
     assert c.label and c.name
     # a fixed path, or (model and method in the URL) a ":method" read by parse_path
-    assert c.endpoints.generate.startswith("/") or (
-        c.endpoints.generate.startswith(":") and c.endpoints.parse_path is not None)
-    assert set(c.errors.statuses) >= {"invalid_request", "authentication", "billing", "permission", "not_found",
-                                      "request_too_large", "rate_limit", "api_error", "timeout", "overloaded",
-                                      "interrupted"}
+    assert c.wire.endpoints.generate.startswith("/") or (
+        c.wire.endpoints.generate.startswith(":") and c.wire.endpoints.parse_path is not None)
+
+
+def test_there_are_eleven_error_kinds_and_plain_strings_still_compare():
+    assert [k.value for k in ErrorKind] == [
+        "invalid_request", "authentication", "billing", "permission", "not_found", "request_too_large",
+        "rate_limit", "api_error", "timeout", "overloaded", "interrupted"]
+    assert ErrorKind.INTERRUPTED == "interrupted" and f"{ErrorKind.API_ERROR}" == "api_error"
+    assert orjson.dumps({"k": ErrorKind.TIMEOUT}) == b'{"k":"timeout"}'
+
+
+@pytest.mark.parametrize("c", all_codecs(), ids=lambda c: c.name)
+def test_every_error_table_speaks_error_kinds(c: Codec):
+    assert set(c.errors.statuses) == set(ErrorKind)
+    assert all(type(k) is ErrorKind for k in c.errors.statuses)
+    assert c.errors.types
+    for table in (c.errors.types, c.errors.codes):
+        assert all(type(k) is ErrorKind for k in table.values())
+
+
+@pytest.mark.parametrize("c", all_codecs(), ids=lambda c: c.name)
+def test_the_registry_refuses_a_codec_missing_an_error_kind(c: Codec):
+    statuses = {k: v for k, v in c.errors.statuses.items() if k not in (ErrorKind.BILLING, ErrorKind.TIMEOUT)}
+    broken = dataclasses.replace(c, errors=dataclasses.replace(c.errors, statuses=statuses))
+    with pytest.raises(TypeError, match=f"{c.name}.CODEC: errors.statuses has no status for the error kinds "
+                                        "billing, timeout"):
+        check_codec(broken, c.protocol)
+    names = dataclasses.replace(c.errors, types={**c.errors.types, "odd_error": "api_error"})
+    with pytest.raises(TypeError, match="errors.types maps odd_error to no ErrorKind"):
+        check_codec(dataclasses.replace(c, errors=names), c.protocol)
+    with pytest.raises(TypeError, match="is not the codec of"):
+        check_codec(c, next(p for p in Protocol if p is not c.protocol))
+    assert check_codec(c, c.protocol) is c
+    assert isinstance(c.errors, ErrorFacts)
+
+
+@pytest.mark.parametrize("c", all_codecs(), ids=lambda c: c.name)
+def test_stream_framing_is_a_wire_fact(c: Codec):
+    # a protocol whose streams may come in another framing than SSE has its own reader, and says so
+    assert c.wire.sse_only is (c.stream_reader is SSEReader)
+    assert [p for p in Protocol if not get(p).wire.sse_only] == [Protocol.GEMINI]
 
 
 @pytest.mark.parametrize("path,kind,name,prefix", [
@@ -95,21 +134,17 @@ def test_headers_and_credentials():
     assert "openai-beta" not in foreign_headers(RESPONSES, RESPONSES)
     assert "anthropic-beta" not in foreign_headers(ANTHROPIC, ANTHROPIC)
     assert "openai-beta" in foreign_headers(None, CHAT)
-    h: dict[str, str] = {}
-    CHAT.credentials.inject(h, "k", "api.openai.com")
-    assert h == {"authorization": "Bearer k"}
-    h = {}
-    RESPONSES.credentials.inject(h, "k", "x.openai.azure.com")
-    assert h == {"api-key": "k"}
-    h = {}
-    ANTHROPIC.credentials.inject(h, "k", "api.anthropic.com")
-    assert h == {"x-api-key": "k"} and ANTHROPIC.credentials.default_headers["anthropic-version"]
+    # the key's headers are returned, never set: the proxy applies them
+    assert CHAT.wire.credentials.auth_headers("k", "api.openai.com") == {"authorization": "Bearer k"}
+    assert RESPONSES.wire.credentials.auth_headers("k", "x.openai.azure.com") == {"api-key": "k"}
+    assert ANTHROPIC.wire.credentials.auth_headers("k", "api.anthropic.com") == {"x-api-key": "k"}
+    assert ANTHROPIC.wire.credentials.default_headers["anthropic-version"]
 
 
 def test_model_lists():
-    a = ANTHROPIC.model_list([ANTHROPIC.model_entry("m1", None)])
+    a = ANTHROPIC.wire.model_list([ANTHROPIC.wire.model_entry("m1", None)])
     assert a["data"][0]["type"] == "model" and a["first_id"] == "m1" and a["has_more"] is False
-    o = CHAT.model_list([CHAT.model_entry("m1", {"created": 5, "owned_by": "x"})])
+    o = CHAT.wire.model_list([CHAT.wire.model_entry("m1", {"created": 5, "owned_by": "x"})])
     assert o == {"object": "list", "data": [{"id": "m1", "object": "model", "created": 5, "owned_by": "x"}]}
 
 
@@ -119,7 +154,7 @@ def test_error_status_follows_the_kind(c: Codec):
         assert c.error_status(Error(kind=kind, message="x")) == status
         assert c.error_response(Error(kind=kind, message="x"))[1]
     for st in c.errors.foreign_statuses:
-        assert c.error_status(Error(kind="overloaded", message="x", status=st)) != st
+        assert c.error_status(Error(kind=ErrorKind.OVERLOADED, message="x", status=st)) != st
 
 
 @pytest.mark.parametrize("c", all_codecs(), ids=lambda c: c.name)

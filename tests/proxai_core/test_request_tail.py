@@ -60,13 +60,13 @@ def test_message_built_from_its_text_makes_its_part_on_first_use():
 def test_text_form_and_part_form_encode_alike(role, target):
     """A decoder's plain-text message (``Message(role, None, name, text)``) encodes exactly as the
     same message with its one Text part, to every target."""
-    from proxai_core.codecs import codec
+    from proxai_core.codecs import get
     from proxai_core.neutral import Message, Request, Text
 
     def encoded(msg: Message) -> tuple[dict, list[str]]:
         w: list[str] = []
         req = Request(model="m", messages=[Message("user", [Text("q")]), msg, Message("user", [Text("z")])])
-        return codec(target).encode_request(req, w), w
+        return get(target).encode_request(req, w), w
 
     for name in (None, "ann"):
         assert encoded(Message(role, None, name, "the text")) == encoded(Message(role, [Text("the text")], name))
@@ -104,7 +104,7 @@ def test_tool_result_built_from_its_text_makes_its_content_on_first_use():
 @pytest.mark.parametrize("target", list(Protocol))
 @pytest.mark.parametrize("is_error", [None, True])
 def test_tool_result_text_form_and_part_form_encode_alike(target, is_error):
-    from proxai_core.codecs import codec
+    from proxai_core.codecs import get
     from proxai_core.neutral import Message, Request, Text, ToolCall, ToolResult
 
     def encoded(tr: ToolResult) -> tuple[dict, list[str]]:
@@ -112,7 +112,7 @@ def test_tool_result_text_form_and_part_form_encode_alike(target, is_error):
         req = Request(model="m", messages=[Message("user", [Text("q")]),
                                            Message("assistant", [ToolCall("c1", "f", "{}")]),
                                            Message("user", [tr])])
-        return codec(target).encode_request(req, w), w
+        return get(target).encode_request(req, w), w
 
     for text in ("", "15 degrees"):
         assert encoded(ToolResult("c1", None, is_error, "function", None, text)) == \

@@ -16,9 +16,10 @@ from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.responses import response_create_params as rcp
 
 from proxai_core import reasoning as rz
+from proxai_core.codecs import build_context
 from proxai_core.codecs import responses as R
 from proxai_core.collect import Collector, response_to_events
-from proxai_core.context import ClientContext, build_context
+from proxai_core.context import ClientContext
 from proxai_core.errors import TranslationError, parse_error
 from proxai_core.neutral import (
     BlockEnd,

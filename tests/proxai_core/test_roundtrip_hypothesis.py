@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from proxai_core import Protocol, decode_request, translate_request
 from proxai_core import neutral as n
-from proxai_core.codecs import codec
+from proxai_core.codecs import get
 
 PROTOS = [Protocol.CHAT, Protocol.RESPONSES, Protocol.ANTHROPIC]
 
@@ -78,7 +78,7 @@ def shape(req: n.Request):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conv=conversations(), a=st.sampled_from(PROTOS), b=st.sampled_from(PROTOS))
 def test_request_round_trip_keeps_the_conversation(conv, a, b):
-    body_a = codec(a).encode_request(conv, [])
+    body_a = get(a).encode_request(conv, [])
     ref = decode_request(body_a, a)
     body_b = translate_request(body_a, a, b)
     body_a2 = translate_request(body_b, b, a)

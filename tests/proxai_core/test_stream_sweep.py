@@ -19,9 +19,8 @@ from proxai_core import (
     stream_from_response,
 )
 from proxai_core.api import decode_response
-from proxai_core.codecs import codec
+from proxai_core.codecs import get
 from proxai_core.collect import Collector
-from proxai_core.sse import SSEReader
 
 from ..sdk import (
     FIXTURES,
@@ -49,9 +48,9 @@ STREAMS = list(_streams())
 
 def neutral_of_stream(proto: Protocol, data: bytes):
     w: list[str] = []
-    dec = codec(proto).StreamDecoder(w)
+    dec = get(proto).StreamDecoder(w)
     col = Collector()
-    reader = (codec(proto).stream_reader or SSEReader)()  # (Gemini: SSE or one JSON array)
+    reader = get(proto).stream_reader()  # (Gemini: SSE or one JSON array)
     for name, d in reader.feed(data) + reader.close():
         for ev in dec.feed(name, d):
             col.add(ev)

@@ -93,3 +93,13 @@ def bomb(encoding: str, size: int = 64 * 1024 * 1024) -> bytes:
 
 
 ENCODINGS = ("gzip", "deflate", "br", "zstd")
+
+
+def stream_exchange(upstream: Any, client: Any) -> Any:
+    """A streamed exchange of a ``client`` request answered by an ``upstream`` SSE stream (what the
+    translation addon hands to a StreamHandler)."""
+    from proxai_core import Exchange
+
+    ex = Exchange(client, None, stream=True)
+    ex.respond(upstream, 200, "text/event-stream")
+    return ex

@@ -13,7 +13,6 @@ from mitmproxy import io as mio
 
 from proxai_mitm.record import FlowRecord
 
-from .conftest import needs_codecs
 from .helpers import ANTH, BODIES, CHAT, RESP, feed, make_flow, respond, sse_bytes
 
 SECRET = "sk-client-secret-123"  # the Authorization of make_flow
@@ -36,7 +35,6 @@ def reread(f: http.HTTPFlow) -> http.HTTPFlow:
     return next(iter(mio.FlowReader(io.BytesIO(stored(f))).stream()))
 
 
-@needs_codecs
 def test_translated_stream_saves_client_body_upstream_bytes_and_pacing(addon):
     addon.configure(proxai_target=CHAT)
     f = make_flow(ANTH, stream=True)
@@ -63,7 +61,6 @@ def test_translated_stream_saves_client_body_upstream_bytes_and_pacing(addon):
     assert m["stop"]["reason"] == "tool_use" and m["upstream_cut"] is None
 
 
-@needs_codecs
 def test_translated_json_keeps_upstream_status_and_headers(addon):
     addon.configure(proxai_target=ANTH)
     f = make_flow(RESP)
@@ -77,7 +74,6 @@ def test_translated_json_keeps_upstream_status_and_headers(addon):
     assert ["retry-after", "3"] in m["upstream_headers"]
 
 
-@needs_codecs
 @pytest.mark.parametrize("msg, cut", [
     ("HTTP/1 protocol error: peer closed connection without sending complete message body", True),
     ("Client disconnected.", False),
@@ -98,7 +94,6 @@ def test_disconnect_keeps_partial_client_body_and_cut_flag(addon, msg, cut):
     assert m["stop"]["reason"] == "interrupted"
 
 
-@needs_codecs
 def test_passthrough_stream_keeps_wire_bytes(addon):
     import gzip
 
@@ -126,7 +121,6 @@ def _annotated(addon, body: bytes, status: int = 200):
     return f
 
 
-@needs_codecs
 def test_comment_marker_and_one_log_line(addon, caplog):
     import logging
 

@@ -12,8 +12,6 @@ from mitmproxy.test import tflow, tutils
 from tests.fake_upstream import RECORDED, _enc_event
 from tests.mitm_harness import Mitmdump, read_flows
 
-from .conftest import codecs_available, needs_codecs
-
 pytestmark = pytest.mark.e2e
 
 
@@ -29,12 +27,11 @@ BAD = {
 def runs(tmp_path_factory):
     """All mitmdumps of this module start at once (startup dominates these tests)."""
     out: dict = {k: Mitmdump(options=o, save=False) for k, (o, _) in BAD.items()}
-    if codecs_available():
-        tmp = tmp_path_factory.mktemp("offline")
-        _write_capture(tmp / "plain.mitm")
-        out["offline"] = Mitmdump(options={"proxai_target": "openai_chat_completions"}, save=False,
-                                  extra_args=["-n", "-r", str(tmp / "plain.mitm"), "-w", str(tmp / "out.mitm")])
-        out["offline_out"] = tmp / "out.mitm"
+    tmp = tmp_path_factory.mktemp("offline")
+    _write_capture(tmp / "plain.mitm")
+    out["offline"] = Mitmdump(options={"proxai_target": "openai_chat_completions"}, save=False,
+                              extra_args=["-n", "-r", str(tmp / "plain.mitm"), "-w", str(tmp / "out.mitm")])
+    out["offline_out"] = tmp / "out.mitm"
     for m in out.values():
         if isinstance(m, Mitmdump):
             m.start(wait=False)
@@ -79,7 +76,6 @@ def _write_capture(src) -> None:
             w.add(f)
 
 
-@needs_codecs
 def test_offline_read_annotates_plain_capture(runs):
     m = runs["offline"]
     assert m.wait_exit(90) == 0, m.log

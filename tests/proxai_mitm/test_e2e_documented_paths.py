@@ -17,10 +17,9 @@ from google.oauth2.credentials import Credentials
 from tests.fake_upstream import FakeUpstream
 from tests.mitm_harness import Mitmdump
 
-from .conftest import needs_codecs
 from .e2e_util import ANTH, CHAT, CLIENT_KEY, ENV_KEY, ENV_KEY_VALUE, RESP, UPSTREAM_MODEL, UPSTREAM_PATH
 
-pytestmark = [pytest.mark.e2e, needs_codecs]
+pytestmark = pytest.mark.e2e
 
 GEMINI = "gemini_generate_content"
 TEXT = "Hello! The weather is sunny."

@@ -13,7 +13,6 @@ import pytest
 from tests.conftest import fixture_dir, needs_fixtures
 from tests.fake_upstream import Reply
 
-from .conftest import needs_codecs
 from .e2e_util import (
     ANTH,
     CHAT,
@@ -23,7 +22,7 @@ from .e2e_util import (
     call,
 )
 
-pytestmark = [pytest.mark.e2e, needs_codecs]
+pytestmark = pytest.mark.e2e
 
 #: a real OpenAI answer to an unknown model (recorded with 404; served here as the 400 some
 #: OpenAI-compatible upstreams send)

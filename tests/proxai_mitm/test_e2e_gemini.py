@@ -17,7 +17,6 @@ from proxai_mitm.record import FlowRecord
 from tests.fake_upstream import GEMINI_MODEL, RECORDED, FakeUpstream, Reply
 from tests.mitm_harness import Mitmdump
 
-from .conftest import needs_codecs
 from .e2e_util import (
     ANTH,
     CHAT,
@@ -35,7 +34,7 @@ from .e2e_util import (
     wait_flows,
 )
 
-pytestmark = [pytest.mark.e2e, needs_codecs]
+pytestmark = pytest.mark.e2e
 
 GEMINI = "gemini_generate_content"
 TEXT = "Hello! The weather is sunny."

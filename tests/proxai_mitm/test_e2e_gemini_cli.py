@@ -21,10 +21,9 @@ import pytest
 from tests.fake_upstream import Reply, _anth_json, _anth_sse
 from tests.mitm_harness import Mitmdump
 
-from .conftest import needs_codecs
 from .e2e_util import ANTH, CLIENT_KEY, ENV_KEY, ENV_KEY_VALUE, UPSTREAM_MODEL
 
-pytestmark = [pytest.mark.e2e, needs_codecs]
+pytestmark = pytest.mark.e2e
 
 #: the CLI version the test is written against (its flags and its read_file tool's parameters)
 CLI_VERSION = "0.61.0"

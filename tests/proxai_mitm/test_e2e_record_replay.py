@@ -38,9 +38,7 @@ from proxai_mitm.replay import canonical_key, split_sse_events
 from tests.fake_upstream import FakeUpstream, Reply
 from tests.mitm_harness import ROOT, Mitmdump, free_port, read_flows
 
-from .conftest import needs_codecs
-
-pytestmark = [pytest.mark.e2e, needs_codecs]
+pytestmark = pytest.mark.e2e
 
 FLOWS = ROOT / "flows"
 

@@ -11,7 +11,6 @@ import pytest
 
 from tests.mitm_harness import Mitmdump, free_port
 
-from .conftest import needs_codecs
 from .e2e_util import (
     CLIENT_KEY,
     DIRECTIONS,
@@ -27,7 +26,7 @@ from .e2e_util import (
     write_routes,
 )
 
-pytestmark = [pytest.mark.e2e, needs_codecs]
+pytestmark = pytest.mark.e2e
 
 SCENARIOS = ["text", "tool", "refusal"]
 

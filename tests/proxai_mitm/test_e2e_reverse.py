@@ -14,7 +14,6 @@ import pytest
 from proxai_mitm.record import FlowRecord
 from tests.fake_upstream import RECORDED, Reply
 
-from .conftest import needs_codecs
 from .e2e_util import (
     ANTH,
     CHAT,
@@ -30,7 +29,7 @@ from .e2e_util import (
     wait_flows,
 )
 
-pytestmark = [pytest.mark.e2e, needs_codecs]
+pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.parametrize("scenario", ["text", "tool", "refusal"])

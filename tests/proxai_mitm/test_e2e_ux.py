@@ -12,7 +12,6 @@ import pytest
 from tests.fake_upstream import Reply
 from tests.mitm_harness import Mitmdump, free_port
 
-from .conftest import needs_codecs
 from .e2e_util import (
     ANTH,
     CHAT,
@@ -25,7 +24,7 @@ from .e2e_util import (
     wait_flows,
 )
 
-pytestmark = [pytest.mark.e2e, needs_codecs]
+pytestmark = pytest.mark.e2e
 
 UNAUTHORIZED = {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
 NOTE = f"(the key came from ${ENV_KEY}, route 'to-anthropic')"

@@ -47,7 +47,7 @@ def test_other_host_keeps_only_the_allowlist(target):
     for name in h.keys():
         # besides the allowlist: the injected key in the target's own header, and ours
         assert routing.forwardable(name, target) or name.lower() in (
-            *get(target).credentials.key_headers, "accept-encoding"), name
+            *get(target).wire.credentials.key_headers, "accept-encoding"), name
     for k, v in HARMLESS.items():
         if k != "content-type":
             assert h[k] == v

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 
-from .conftest import needs_codecs
 from .helpers import ANTH, CHAT, RESP, json_bytes, make_flow, respond, sse_bytes
 
 
-@needs_codecs
 def test_offline_annotation_from_stored_sse(addon):
     f = make_flow(RESP, stream=True)
     respond(f, 200, sse_bytes(RESP, "tool"), "text/event-stream")
@@ -21,7 +19,6 @@ def test_offline_annotation_from_stored_sse(addon):
     assert f.comment.startswith("tool_use")
 
 
-@needs_codecs
 def test_offline_annotation_from_json_and_errors(addon):
     f = make_flow(CHAT)
     respond(f, 200, json_bytes(CHAT, "max"), "application/json")
@@ -61,7 +58,6 @@ def test_offline_stream_without_body(addon):
     assert m["stop"] is None and any("not stored" in w for w in m["warnings"])
 
 
-@needs_codecs
 def test_annotator_alone_observes_a_plain_capture():
     from mitmproxy.test import taddons
 
@@ -82,7 +78,6 @@ def test_annotator_alone_observes_a_plain_capture():
         assert get_state(g) is None and "proxai" not in g.metadata
 
 
-@needs_codecs
 def test_offline_gemini_capture_reads_model_and_stream_from_the_url(addon):
     from tests.fake_upstream import RECORDED
 

@@ -16,7 +16,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from proxai_mitm.otel import provider_name  # noqa: E402
 
-from .conftest import needs_codecs  # noqa: E402
 from .helpers import ANTH, CHAT, json_bytes, make_flow, respond, sse_bytes  # noqa: E402
 
 
@@ -83,7 +82,6 @@ def _otel(addon):
     return next(a for a in addon.addons if type(a).__name__ == "OTelExport")
 
 
-@needs_codecs
 def test_one_span_per_llm_flow_with_genai_attributes(addon, receiver):
     addon.configure(proxai_target=ANTH, proxai_otel_endpoint=receiver.url, proxai_otel_service="proxy-a")
     # a translated stream
@@ -131,7 +129,6 @@ def test_one_span_per_llm_flow_with_genai_attributes(addon, receiver):
     assert e["gen_ai.response.finish_reasons"]
 
 
-@needs_codecs
 def test_content_only_when_opted_in(addon, receiver):
     addon.configure(proxai_otel_endpoint=receiver.url, proxai_otel_content=True)
     f = make_flow(ANTH)
@@ -191,7 +188,6 @@ def _through(addon, f, echoed: str) -> None:
     addon.response(f)
 
 
-@needs_codecs
 def test_content_redacted_like_recordings(addon, receiver, monkeypatch):
     """Prompts and answers carrying the client's own key (Bearer, Gemini ?key=, Vertex bearer), the
     configured (injected) key and known key shapes reach the collector redacted."""
@@ -229,7 +225,6 @@ def test_content_redacted_like_recordings(addon, receiver, monkeypatch):
         assert not leaked, (leaked, text)
 
 
-@needs_codecs
 def test_content_not_redacted_when_recordings_are_not(addon, receiver):
     """proxai_redact=false (recordings keep credentials) keeps the spans' content as it was."""
     addon.configure(proxai_otel_endpoint=receiver.url, proxai_otel_content=True, proxai_redact=False)
@@ -241,7 +236,6 @@ def test_content_not_redacted_when_recordings_are_not(addon, receiver):
     assert SHAPED[0] in _attrs(s.attributes)["gen_ai.input.messages"]
 
 
-@needs_codecs
 def test_content_omitted_while_the_collector_is_backed_up(addon, receiver):
     """The conversations held by spans not yet sent are capped (test_otel_hostile runs a real
     hanging collector): beyond the budget a span goes without its conversation, marked; a sent span

@@ -11,10 +11,24 @@ from mitmproxy import io as mio
 
 from proxai_core import Protocol, StopInfo, StopReason
 from proxai_core.neutral import Usage
-from proxai_mitm.record import SCHEMA_VERSION, FlowRecord
-from proxai_mitm.state import FlowState, to_record
+from proxai_mitm.annotate import annotate
+from proxai_mitm.record import METADATA_KEY, SCHEMA_VERSION, FlowRecord
+from proxai_mitm.state import FlowState, record_dict
 
 from .helpers import ANTH, BODIES, CHAT, json_bytes, make_flow, respond
+
+#: example recordings written by the addon through a real mitmdump (flows/make_flows.py)
+FLOWS = Path(__file__).resolve().parents[2] / "flows"
+
+
+def to_record(st: FlowState) -> FlowRecord:
+    """The record as production writes it (the annotation addon), read back."""
+    f = make_flow(ANTH)
+    annotate(f, st)
+    rec = FlowRecord.of(f)
+    assert rec is not None
+    return rec
+
 
 #: the example recordings as the addon wrote them before the record was typed (schema 1)
 SCHEMA1 = Path(__file__).resolve().parent / "data" / "schema1"
@@ -114,3 +128,23 @@ def test_the_stored_dict_is_the_typed_records_schema():
     assert set(raw) == set(FlowRecord.model_fields)
     rec = FlowRecord.model_validate(raw)
     assert json.loads(json.dumps(rec.dump())) == json.loads(json.dumps(raw))
+
+
+def test_the_production_write_is_the_typed_schema():
+    """What the addon writes (``record_dict``, stored without validation on the hot path) has exactly
+    the fields of :class:`FlowRecord`, and on real flows written through mitmdump it validates and
+    dumps back to the same values: nothing written is lost, renamed or of another type."""
+    assert record_dict(FlowState("generate", Protocol(ANTH), Protocol(CHAT))).keys() == FlowRecord.model_fields.keys()
+    files = sorted(FLOWS.glob("*.mitm"))
+    assert files
+    seen = 0
+    for p in files:
+        with open(p, "rb") as fh:
+            for f in mio.FlowReader(fh).stream():
+                raw = f.metadata.get(METADATA_KEY)
+                if raw is None:
+                    continue
+                seen += 1
+                assert raw["version"] == SCHEMA_VERSION
+                assert FlowRecord.model_validate(raw).dump() == raw, p.name
+    assert seen >= 9  # every flow of the seven example recordings

@@ -9,10 +9,12 @@ import pytest
 from mitmproxy import exceptions
 from mitmproxy.test import taddons
 
-from proxai_core import Protocol, StreamTranslator
+from proxai_core import Protocol
 from proxai_mitm import recordcap, streaming
 from proxai_mitm.recordcap import CappedBuffer, RecordLimit, truncation_note
 from proxai_mitm.streaming import StreamHandler
+
+from .helpers import stream_exchange
 
 
 def test_capped_buffer_keeps_the_head_and_counts_the_rest():
@@ -46,14 +48,14 @@ def test_stream_handler_copies_are_capped_stop_and_usage_intact(passthrough, mon
     # the handler reads the cap when it is built (a master left by another test may hold the option)
     monkeypatch.setattr(streaming, "record_limit", lambda: 4096)
     client = Protocol.CHAT if passthrough else Protocol.ANTHROPIC
-    h = StreamHandler(StreamTranslator(Protocol.CHAT, client), client, passthrough=passthrough)
+    h = StreamHandler(stream_exchange(Protocol.CHAT, client), client, passthrough=passthrough)
     total = 0
     for ev in _chat_events(2000):
         total += len(ev)
         h(ev)
     h(b"")
-    assert h.translator.stop is not None and h.translator.stop.reason == "max_output"
-    assert h.translator.usage.output == 4000
+    assert h.exchange.stop is not None and h.exchange.stop.reason == "max_output"
+    assert h.exchange.usage.output == 4000
     if passthrough:  # identity pass-through: the upstream's bytes are the client's, kept once (out)
         assert len(h.chunks) == 0
     else:

@@ -15,7 +15,6 @@ from proxai_mitm.router import REPLAY_PLACEHOLDER_KEY
 from proxai_mitm.state import get_state
 
 from .chain import Chain
-from .conftest import needs_codecs
 from .helpers import ANTH, BODIES, CHAT, RESP, json_bytes, make_flow, respond, sse_bytes
 
 SECRET = "sk-client-secret-123"  # the Authorization of make_flow
@@ -82,7 +81,6 @@ def test_replay_sets_lazy_connections(addon, tmp_path, caplog):
     assert "proxai: replay 1 recording(s)" in caplog.text
 
 
-@needs_codecs
 def test_upstream_request_goes_to_the_replay_server(addon, tmp_path):
     addon.configure(proxai_target=ANTH, proxai_replay=_recording(tmp_path))
     start_replay(addon)
@@ -109,7 +107,6 @@ def test_lifecycle_hooks_are_sync_and_replay_can_be_switched_off(addon, tmp_path
     addon.replayer.done()
 
 
-@needs_codecs
 def test_replay_server_started_on_demand(addon, tmp_path):
     addon.configure(proxai_replay=_recording(tmp_path))
     f = make_flow(ANTH)
@@ -117,7 +114,6 @@ def test_replay_server_started_on_demand(addon, tmp_path):
     assert addon.replayer.server is not None and f.request.port == addon.replayer.server.port
 
 
-@needs_codecs
 @pytest.mark.parametrize("client", [CHAT, RESP, ANTH])
 def test_replay_miss_is_the_clients_native_404(addon, tmp_path, client):
     addon.configure(proxai_target=ANTH, proxai_replay=_recording(tmp_path))
@@ -139,7 +135,6 @@ def test_replay_miss_is_the_clients_native_404(addon, tmp_path, client):
     assert m["stop"]["reason"] == "rejected"  # nothing was generated; retrying unchanged misses again
 
 
-@needs_codecs
 def test_replay_miss_forward_leaves_the_request_alone(addon, tmp_path, caplog):
     caplog.set_level(logging.INFO)
     addon.configure(proxai_replay=_recording(tmp_path), proxai_replay_miss="forward")

@@ -9,7 +9,6 @@ import pytest
 
 from proxai_mitm.state import get_state
 
-from .conftest import needs_codecs
 from .helpers import ANTH, BODIES, CHAT, ENCODINGS, RESP, bomb, compress, make_flow
 
 
@@ -22,7 +21,6 @@ def test_non_llm_requests_untouched(addon):
     assert get_state(f) is None
 
 
-@needs_codecs
 def test_translated_request_rewrite(addon, monkeypatch):
     monkeypatch.setenv("PROXAI_TEST_KEY", "sk-ant-env-key-456")
     addon.configure(proxai_target=ANTH, proxai_upstream="https://api.anthropic.com",
@@ -43,7 +41,6 @@ def test_translated_request_rewrite(addon, monkeypatch):
     assert st.client_text == json.dumps(BODIES[RESP]) and st.route == "default"
 
 
-@needs_codecs
 def test_zstd_request_body_is_decoded(addon):
     from backports import zstd  # mitmproxy's own dependency on 3.12
 
@@ -58,7 +55,6 @@ def test_zstd_request_body_is_decoded(addon):
     assert get_state(f).client_text == raw.decode()
 
 
-@needs_codecs
 def test_same_host_moves_client_credentials(addon):
     addon.configure(proxai_target=ANTH)
     f = make_flow(CHAT)
@@ -117,7 +113,6 @@ def test_wrong_protocol_for_path_is_native_400(addon):
     assert "openai_responses" in f.response.text
 
 
-@needs_codecs
 def test_translation_error_is_native_400_never_500(addon):
     addon.configure(proxai_target=ANTH)
     f = make_flow(CHAT, body={"model": "gpt-4o", "messages": "not a list"})

@@ -7,14 +7,12 @@ import json
 
 from proxai_mitm.state import get_state
 
-from .conftest import needs_codecs
 from .helpers import ANTH, BODIES, make_flow
 
 GEM = "gemini_generate_content"
 GEM_BODY = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
 
 
-@needs_codecs
 def test_gemini_client_to_anthropic_model_and_stream_from_the_url(addon, monkeypatch):
     monkeypatch.setenv("PROXAI_TEST_KEY", "sk-ant-env-key-456")
     addon.configure(proxai_target=ANTH, proxai_upstream="https://api.anthropic.com",
@@ -32,7 +30,6 @@ def test_gemini_client_to_anthropic_model_and_stream_from_the_url(addon, monkeyp
     assert "AIzaCLIENTKEY99" in st.secrets  # redacted wherever the flow is written
 
 
-@needs_codecs
 def test_anthropic_client_to_gemini_model_in_the_url(addon, monkeypatch):
     monkeypatch.setenv("PROXAI_TEST_KEY", "AIza-env-key-456")
     addon.configure(proxai_target=GEM, proxai_upstream="https://generativelanguage.googleapis.com",
@@ -49,7 +46,6 @@ def test_anthropic_client_to_gemini_model_in_the_url(addon, monkeypatch):
     assert get_state(f).upstream_model == "gemini-2.5-pro"
 
 
-@needs_codecs
 def test_token_count_across_protocols_is_estimated_in_the_clients_shape(addon):
     addon.configure(proxai_target=ANTH, proxai_upstream="https://api.anthropic.com")
     f = make_flow(ANTH, body=GEM_BODY, path="/v1beta/models/gemini-2.5-flash:countTokens",
@@ -65,7 +61,6 @@ def test_token_count_across_protocols_is_estimated_in_the_clients_shape(addon):
     assert set(json.loads(f.response.content)) == {"input_tokens"}
 
 
-@needs_codecs
 def test_gemini_token_count_to_gemini_keeps_the_model_in_the_url(addon, monkeypatch):
     monkeypatch.setenv("PROXAI_TEST_KEY", "AIza-env-key-456")
     addon.configure(proxai_target=GEM, proxai_upstream="https://generativelanguage.googleapis.com",

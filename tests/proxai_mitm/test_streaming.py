@@ -6,11 +6,11 @@ import gzip
 
 from mitmproxy.test import taddons
 
-from proxai_core import Protocol, StreamTranslator
+from proxai_core import Protocol
 from proxai_mitm.bodies import BodyLimit
 from proxai_mitm.streaming import StreamHandler
 
-from .helpers import ANTH, sse_bytes
+from .helpers import ANTH, sse_bytes, stream_exchange
 
 
 def _feed(h: StreamHandler, data: bytes, step: int = 50) -> None:
@@ -20,19 +20,19 @@ def _feed(h: StreamHandler, data: bytes, step: int = 50) -> None:
 
 def test_identity_pass_through_keeps_one_copy_with_its_timings():
     data = sse_bytes(ANTH, "tool")
-    h = StreamHandler(StreamTranslator(Protocol.ANTHROPIC, Protocol.ANTHROPIC), Protocol.ANTHROPIC, passthrough=True)
+    h = StreamHandler(stream_exchange(Protocol.ANTHROPIC, Protocol.ANTHROPIC), Protocol.ANTHROPIC, passthrough=True)
     _feed(h, data)
     h(b"")
     assert h.mirror and len(h.chunks) == 0
     assert h.client_bytes == data and h.upstream_bytes == data
     assert sum(n for _, n in h.chunk_times) == len(data) and len(h.chunk_times) > 1
-    assert h.translator.stop.reason.value == "tool_use"
+    assert h.exchange.stop.reason.value == "tool_use"
 
 
 def test_pass_through_ended_by_proxai_records_the_upstreams_bytes_without_the_frame():
     data = sse_bytes(ANTH, "text")
     part = data[: len(data) // 2]
-    h = StreamHandler(StreamTranslator(Protocol.ANTHROPIC, Protocol.ANTHROPIC), Protocol.ANTHROPIC, passthrough=True)
+    h = StreamHandler(stream_exchange(Protocol.ANTHROPIC, Protocol.ANTHROPIC), Protocol.ANTHROPIC, passthrough=True)
     _feed(h, part)
     h.idle_message = "upstream sent nothing for 2 s"
     h(b"")  # the idle watchdog's end of message
@@ -44,7 +44,7 @@ def test_compressed_pass_through_keeps_the_decoded_upstream_copy():
     data = sse_bytes(ANTH, "text")
     wire = gzip.compress(data)
     with taddons.context(BodyLimit()):  # the stream decoder's per-chunk cap is an option
-        h = StreamHandler(StreamTranslator(Protocol.ANTHROPIC, Protocol.ANTHROPIC), Protocol.ANTHROPIC,
+        h = StreamHandler(stream_exchange(Protocol.ANTHROPIC, Protocol.ANTHROPIC), Protocol.ANTHROPIC,
                           passthrough=True, content_encoding="gzip")
         _feed(h, wire, step=13)
         h(b"")

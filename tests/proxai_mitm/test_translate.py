@@ -16,7 +16,6 @@ from proxai_mitm.state import get_state
 from proxai_mitm.streaming import StreamHandler
 from tests.fake_upstream import RECORDED, _enc_event
 
-from .conftest import needs_codecs
 from .helpers import (
     ANTH,
     BODIES,
@@ -33,7 +32,6 @@ from .helpers import (
 )
 
 
-@needs_codecs
 def test_passthrough_json_is_annotated_not_rewritten(addon, caplog):
     caplog.set_level(logging.INFO)
     f = make_flow(ANTH)
@@ -59,7 +57,6 @@ def test_passthrough_json_is_annotated_not_rewritten(addon, caplog):
     assert "sk-client-secret-123" not in json.dumps(f.metadata)
 
 
-@needs_codecs
 def test_passthrough_stream_forwards_bytes_unchanged_and_observes(addon):
     f = make_flow(CHAT, stream=True)
     addon.request(f)
@@ -74,7 +71,6 @@ def test_passthrough_stream_forwards_bytes_unchanged_and_observes(addon):
     assert m["upstream_response"] is None and FlowRecord.of(f).upstream_body(f) == data
 
 
-@needs_codecs
 @pytest.mark.parametrize("client, upstream", [(CHAT, ANTH), (ANTH, RESP), (RESP, CHAT)])
 def test_translated_json_response(addon, client, upstream):
     addon.configure(proxai_target=upstream)
@@ -98,7 +94,6 @@ def test_translated_json_response(addon, client, upstream):
     assert json.loads(m["upstream_response"]) == RECORDED[upstream]["tool"]["json"]
 
 
-@needs_codecs
 @pytest.mark.parametrize("client, upstream", [(ANTH, CHAT), (CHAT, RESP), (RESP, ANTH)])
 def test_translated_stream(addon, client, upstream):
     addon.configure(proxai_target=upstream)
@@ -123,7 +118,6 @@ def test_translated_stream(addon, client, upstream):
     assert f.comment.startswith("end_turn")
 
 
-@needs_codecs
 def test_stream_headers_for_http2_client_have_no_transfer_encoding(addon):
     addon.configure(proxai_target=CHAT)
     f = make_flow(ANTH, stream=True, http_version="HTTP/2.0")
@@ -133,7 +127,6 @@ def test_stream_headers_for_http2_client_have_no_transfer_encoding(addon):
     assert "transfer-encoding" not in f.response.headers
 
 
-@needs_codecs
 def test_gzip_stream_is_decoded_defensively(addon):
     addon.configure(proxai_target=CHAT)
     f = make_flow(ANTH, stream=True)
@@ -147,7 +140,6 @@ def test_gzip_stream_is_decoded_defensively(addon):
     assert f.metadata["proxai"]["stop"]["reason"] == "end_turn"
 
 
-@needs_codecs
 def test_exception_in_stream_becomes_native_error_frame(addon, caplog):
     addon.configure(proxai_target=CHAT)
     f = make_flow(ANTH, stream=True)
@@ -159,7 +151,7 @@ def test_exception_in_stream_becomes_native_error_frame(addon, caplog):
     def boom(_chunk: bytes) -> bytes:
         raise RuntimeError("kaputt")
 
-    handler.translator.feed = boom
+    handler.exchange.feed = boom
     caplog.set_level(logging.ERROR)
     out = feed(f, sse_bytes(CHAT))
     assert b"event: error" in out and b"kaputt" in out
@@ -170,7 +162,6 @@ def test_exception_in_stream_becomes_native_error_frame(addon, caplog):
     assert "kaputt" in caplog.text
 
 
-@needs_codecs
 def test_upstream_eof_before_terminal_is_native_error_event(addon):
     addon.configure(proxai_target=CHAT)
     f = make_flow(ANTH, stream=True)
@@ -184,7 +175,6 @@ def test_upstream_eof_before_terminal_is_native_error_event(addon):
     assert f.metadata["proxai"]["stop"]["reason"] == "interrupted" and f.marked == ":electric_plug:"
 
 
-@needs_codecs
 def test_json_answer_to_streaming_client_becomes_sse(addon):
     addon.configure(proxai_target=CHAT)
     f = make_flow(ANTH, stream=True)
@@ -197,7 +187,6 @@ def test_json_answer_to_streaming_client_becomes_sse(addon):
     assert f.metadata["proxai"]["stop"]["reason"] == "end_turn"
 
 
-@needs_codecs
 def test_sse_answer_to_non_streaming_client_becomes_json(addon):
     addon.configure(proxai_target=RESP)
     f = make_flow(CHAT)
@@ -251,7 +240,6 @@ def test_passthrough_upstream_error_untouched(addon):
     assert f.metadata["proxai"]["stop"]["reason"] == "interrupted"
 
 
-@needs_codecs
 def test_disconnect_mid_stream_recorded_as_interrupted(addon):
     addon.configure(proxai_target=CHAT)
     f = make_flow(ANTH, stream=True)
@@ -287,9 +275,8 @@ def test_unreachable_upstream_then_native_502(addon):
     assert body["type"] == "error" and "unreachable" in body["error"]["message"]
 
 
-@needs_codecs
 def test_translator_unavailable_sends_one_native_error_frame(addon, monkeypatch):
-    import proxai_mitm.translate as mod
+    import proxai_core.exchange as mod
 
     def broken(*_a: Any, **_k: Any) -> None:
         raise ImportError("codec missing")
@@ -306,7 +293,6 @@ def test_translator_unavailable_sends_one_native_error_frame(addon, monkeypatch)
     assert f.metadata["proxai"]["stop"]["reason"] == "interrupted"
 
 
-@needs_codecs
 def test_passthrough_gzip_stream_forwarded_raw_and_observed(addon):
     f = make_flow(ANTH, stream=True)
     addon.request(f)
@@ -343,7 +329,6 @@ def test_plan_decides_from_the_head(client, upstream, stream, status, ctype, len
     assert plan(FlowState("generate", Protocol(client), Protocol(client), None, synthetic=True), resp) == "synthetic"
 
 
-@needs_codecs
 def test_translation_is_decided_once_and_recorded(addon):
     addon.configure(proxai_target=CHAT)
     f = make_flow(ANTH)

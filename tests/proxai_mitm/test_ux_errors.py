@@ -10,7 +10,6 @@ import pytest
 from proxai_mitm.measure import _notes
 from proxai_mitm.metrics import summary_line
 
-from .conftest import needs_codecs
 from .helpers import ANTH, CHAT, json_bytes, make_flow, respond
 
 KEY_VAR, KEY = "PROXAI_UX_KEY", "sk-ant-ux-secret-0123456789"
@@ -23,7 +22,6 @@ def _answer(addon, f, status, body, headers=()):
     addon.response(f)
 
 
-@needs_codecs
 def test_upstream_401_names_the_key_variable_for_a_chat_client(addon, monkeypatch):
     monkeypatch.setenv(KEY_VAR, KEY)
     addon.configure(proxai_target=ANTH, proxai_upstream="https://api.anthropic.com", proxai_key_env=KEY_VAR)
@@ -41,7 +39,6 @@ def test_upstream_401_names_the_key_variable_for_a_chat_client(addon, monkeypatc
     assert KEY not in f.comment and KEY not in f.response.text and KEY not in json.dumps(f.metadata)
 
 
-@needs_codecs
 def test_same_protocol_401_keeps_the_upstream_body_and_adds_the_note(addon, monkeypatch):
     monkeypatch.setenv(KEY_VAR, KEY)
     addon.configure(proxai_target=ANTH, proxai_upstream="https://api.anthropic.com", proxai_key_env=KEY_VAR)
@@ -55,7 +52,6 @@ def test_same_protocol_401_keeps_the_upstream_body_and_adds_the_note(addon, monk
     assert m["translation"] == "error" and m["upstream_response"] == UNAUTHORIZED.decode()  # the upstream's words
 
 
-@needs_codecs
 def test_client_own_key_gets_no_note(addon):
     addon.configure(proxai_target=ANTH)  # same host: the client's own credential goes upstream
     f = make_flow(CHAT)
@@ -65,7 +61,6 @@ def test_client_own_key_gets_no_note(addon):
     assert f.metadata["proxai"]["stop"]["reason"] == "rejected"
 
 
-@needs_codecs
 def test_a_403_names_the_variable_a_429_does_not(addon, monkeypatch):
     monkeypatch.setenv(KEY_VAR, KEY)
     addon.configure(proxai_target=ANTH, proxai_upstream="https://api.anthropic.com", proxai_key_env=KEY_VAR)
@@ -79,7 +74,6 @@ def test_a_403_names_the_variable_a_429_does_not(addon, monkeypatch):
     assert "key came from" not in g.response.text and g.metadata["proxai"]["stop"]["reason"] == "interrupted"
 
 
-@needs_codecs
 def test_retry_after_is_kept_recorded_and_shown(addon):
     addon.configure(proxai_target=ANTH)
     f = make_flow(CHAT)
@@ -95,7 +89,6 @@ def test_retry_after_is_kept_recorded_and_shown(addon):
     assert f.marked == ":electric_plug:"
 
 
-@needs_codecs
 def test_comment_starts_with_the_stop_reason(addon):
     addon.configure(proxai_target=ANTH, proxai_model="claude-sonnet-4-5")
     f = make_flow(CHAT)

@@ -9,7 +9,6 @@ import pytest
 
 from proxai_mitm.config import ConfigError, routes_from_toml
 
-from .conftest import needs_codecs
 from .helpers import ANTH, CHAT, feed, json_bytes, make_flow, respond, sse_bytes
 
 
@@ -49,7 +48,6 @@ def _deltas(sse: bytes) -> list[dict]:
             if x.startswith("data: {") and json.loads(x[6:])["choices"]]
 
 
-@needs_codecs
 def test_off_by_default(addon):
     addon.configure(proxai_target=ANTH)
     msg = _chat_refusal(addon, stream=False)
@@ -57,7 +55,6 @@ def test_off_by_default(addon):
     assert not any(d.get("content") for d in _deltas(_chat_refusal(addon, stream=True)))
 
 
-@needs_codecs
 def test_global_option_puts_the_refusal_in_content(addon):
     addon.configure(proxai_target=ANTH, proxai_refusal_in_content=True)
     msg = _chat_refusal(addon, stream=False)
@@ -66,7 +63,6 @@ def test_global_option_puts_the_refusal_in_content(addon):
     assert deltas and all(d["content"] == d["refusal"] for d in deltas)
 
 
-@needs_codecs
 def test_route_option_wins_over_the_global_one(addon, tmp_path):
     p = tmp_path / "routes.toml"
     p.write_text(f'[[routes]]\nname = "qwen"\nrefusal_in_content = true\nmatch = {{ model = "qwen*" }}\n'

@@ -11,7 +11,6 @@ from proxai_mitm import contentview
 from proxai_mitm.contentview import LLMContentview
 from proxai_mitm.views import ClientRequestView, UpstreamResponseView
 
-from .conftest import needs_codecs
 from .helpers import ANTH, CHAT, feed, make_flow, respond, sse_bytes
 
 
@@ -41,7 +40,6 @@ def _translated_stream(addon, *, cut: bool = False):
     return f
 
 
-@needs_codecs
 def test_translated_stream_header_has_the_usage_and_measures(addon):
     f = _translated_stream(addon)
     out = _view(LLMContentview(), f, f.response)
@@ -58,7 +56,6 @@ def test_translated_stream_header_has_the_usage_and_measures(addon):
     assert req.startswith("─") and "tokens     input 21" in req and "LLM client request" in req
 
 
-@needs_codecs
 def test_cut_stream_says_unknown_never_zero(addon):
     f = _translated_stream(addon, cut=True)
     out = _view(LLMContentview(), f, f.response)
@@ -67,7 +64,6 @@ def test_cut_stream_says_unknown_never_zero(addon):
     assert "TTFT ?" in out or "TTFT " in out
 
 
-@needs_codecs
 def test_other_side_views(addon):
     f = _translated_stream(addon)
     client = _view(ClientRequestView(), f, f.response)  # works from either tab

@@ -1,7 +1,8 @@
 """The codec registry: one :class:`~.base.Codec` per protocol, asked by everything outside ``codecs/``.
 
 The registry's list is the :class:`~proxai_core.protocol.Protocol` enum: member ``X`` is served by
-``proxai_core.codecs.<x>`` (its ``CODEC``), imported on first use. See ``docs/dev/codec-contract.md``.
+``proxai_core.codecs.<x>`` (its ``CODEC``). Every codec is loaded and checked when this module is
+imported (each one reads the others' error names). See ``docs/dev/codec-contract.md``.
 """
 
 from __future__ import annotations
@@ -9,7 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import import_module
+from typing import Any
 
+from ..context import ClientContext, context_of
+from ..errors import add_error_names
+from ..neutral import Error, ErrorKind
 from ..protocol import Protocol
 from .base import Codec, Evidence, JSONObject
 
@@ -17,61 +22,68 @@ __all__ = [
     "Codec",
     "PathMatch",
     "all_codecs",
+    "build_context",
+    "check_codec",
     "client_of_headers",
-    "codec",
-    "error_code_kind",
-    "error_type_kind",
     "foreign_headers",
     "get",
     "match_path",
+    "native_error",
     "sniff",
     "sniff_request",
     "sniff_response",
     "sniff_stream",
+    "translation_error_response",
 ]
 
-_BY_PROTOCOL: dict[Protocol, Codec] = {}
-_BY_KEY: dict[str, Codec] = {}
-_ALL: tuple[Codec, ...] | None = None
+
+def check_codec(c: object, p: Protocol) -> Codec:
+    """``c`` if it is a whole codec of ``p``, else a TypeError saying what is wrong."""
+    where = f"{__name__}.{p.name.lower()}.CODEC"
+    if not isinstance(c, Codec) or c.protocol is not p:
+        raise TypeError(f"{where} is not the codec of {p.value}")
+    missing = [k.value for k in ErrorKind if k not in c.errors.statuses]
+    if missing:
+        raise TypeError(f"{where}: errors.statuses has no status for the error kinds {', '.join(missing)}")
+    for table in ("types", "codes"):
+        wrong = sorted(n for n, k in getattr(c.errors, table).items() if not isinstance(k, ErrorKind))
+        if wrong:
+            raise TypeError(f"{where}: errors.{table} maps {', '.join(wrong)} to no ErrorKind")
+    return c
 
 
 def _load(p: Protocol) -> Codec:
-    c = _BY_PROTOCOL.get(p)
-    if c is None:
-        c = import_module(f"{__name__}.{p.name.lower()}").CODEC
-        if not isinstance(c, Codec) or c.protocol is not p:
-            raise TypeError(f"{__name__}.{p.name.lower()}.CODEC is not the codec of {p.value}")
-        _BY_PROTOCOL[p] = c
-        _BY_KEY[p.value] = _BY_KEY[c.name] = c
+    # (a dynamic import: the module's name is the enum member's, so a new protocol needs no edit here)
+    c = check_codec(import_module(f"{__name__}.{p.name.lower()}").CODEC, p)
+    add_error_names(c.errors.types, c.errors.codes)
     return c
+
+
+_ALL: tuple[Codec, ...] = tuple(_load(p) for p in Protocol)
+_BY_PROTOCOL: dict[Protocol, Codec] = {c.protocol: c for c in _ALL}
+_BY_KEY: dict[str, Codec] = {k: c for c in _ALL for k in (c.protocol.value, c.name)}
 
 
 def get(key: Protocol | str) -> Codec:
     """The codec of a protocol: its enum member, its value ("openai_chat_completions") or its short
     name ("chat"). Unknown names raise ValueError listing the known ones."""
-    if isinstance(key, Protocol):
-        return _BY_PROTOCOL.get(key) or _load(key)
-    c = _BY_KEY.get(key)
+    c = _BY_PROTOCOL.get(key) if isinstance(key, Protocol) else _BY_KEY.get(key)
     if c is not None:
         return c
-    for p in Protocol:
-        if key == p.value or key == _load(p).name:
-            return _load(p)
-    names = ", ".join(f"{c.protocol.value} ({c.name})" for c in all_codecs())
+    names = ", ".join(f"{c.protocol.value} ({c.name})" for c in _ALL)
     raise ValueError(f"unknown protocol {key!r}; expected one of: {names}")
-
-
-def codec(protocol: Protocol | str) -> Codec:
-    """Kept name of :func:`get` (a Codec has the attributes the codec modules had)."""
-    return get(protocol)
 
 
 def all_codecs() -> tuple[Codec, ...]:
     """Every codec, in registry (enum) order."""
-    global _ALL
-    if _ALL is None:
-        _ALL = tuple(_load(p) for p in Protocol)
     return _ALL
+
+
+def build_context(request: dict[str, Any] | None, protocol: Protocol | str,
+                  path: str | None = None) -> ClientContext:
+    """What the client's codec reads from its request: model, stream flags, tools, stop sequences;
+    ``path`` (the client's request path and query) where the protocol keeps the model in the URL."""
+    return context_of(request, get(protocol), path)
 
 
 # ----------------------------------------------------------------------------- paths
@@ -94,9 +106,9 @@ class PathMatch:
 def _suffixes() -> list[tuple[str, str, Codec]]:
     out: list[tuple[str, str, Codec]] = []
     for c in all_codecs():
-        out.append((c.endpoints.generate, "generate", c))
-        if c.endpoints.count_tokens:
-            out.append((c.endpoints.count_tokens, "count_tokens", c))
+        out.append((c.wire.endpoints.generate, "generate", c))
+        if c.wire.endpoints.count_tokens:
+            out.append((c.wire.endpoints.count_tokens, "count_tokens", c))
     out.sort(key=lambda t: -len(t[0]))  # longest first: "/messages/count_tokens" before "/messages"
     return out
 
@@ -112,11 +124,11 @@ def match_path(path: str, method: str = "POST", *, websocket: bool = False) -> P
         p = p.rstrip("/")
     if method.upper() == "GET" and websocket:
         for c in all_codecs():
-            if c.endpoints.websocket and p.endswith(c.endpoints.generate):
-                return PathMatch("generate", c, p[: -len(c.endpoints.generate)])
+            if c.wire.endpoints.websocket and p.endswith(c.wire.endpoints.generate):
+                return PathMatch("generate", c, p[: -len(c.wire.endpoints.generate)])
         return None
     if method.upper() == "GET":
-        models = {c.endpoints.models for c in all_codecs()}
+        models = {c.wire.endpoints.models for c in all_codecs()}
         for m in models:
             if p.endswith(m):
                 return PathMatch("models", None, p[: -len(m)])
@@ -125,7 +137,7 @@ def match_path(path: str, method: str = "POST", *, websocket: bool = False) -> P
                 return PathMatch("model", None, head, mid)
         return None
     for c in all_codecs():
-        parse = c.endpoints.parse_path
+        parse = c.wire.endpoints.parse_path
         facts = parse(path) if parse is not None else None
         if facts is not None:
             return PathMatch(facts.kind, c, facts.prefix, facts.model, facts.stream, facts.sse)
@@ -138,7 +150,7 @@ def match_path(path: str, method: str = "POST", *, websocket: bool = False) -> P
 def client_of_headers(headers: Mapping[str, str]) -> Codec | None:
     """The first codec whose vendor's client markers are in ``headers`` (lower-case names)."""
     for c in all_codecs():
-        if any(h in headers for h in c.credentials.client_markers):
+        if any(h in headers for h in c.wire.credentials.client_markers):
             return c
     return None
 
@@ -148,8 +160,8 @@ def foreign_headers(client: Codec | None, target: Codec) -> frozenset[str]:
     other vendor's headers, and protocol-only headers unless the client speaks the target protocol."""
     drop: set[str] = set()
     for c in all_codecs():
-        cr = c.credentials
-        if cr.vendor != target.credentials.vendor:
+        cr = c.wire.credentials
+        if cr.vendor != target.wire.credentials.vendor:
             drop.update(cr.vendor_headers, cr.protocol_headers, cr.default_headers)
         if client is not target:
             drop.update(cr.protocol_headers)
@@ -157,22 +169,16 @@ def foreign_headers(client: Codec | None, target: Codec) -> frozenset[str]:
 
 
 # ----------------------------------------------------------------------------- errors
-def error_type_kind(etype: str) -> str | None:
-    """The kind an ``error.type`` of any protocol names (None: no protocol knows it)."""
-    for c in all_codecs():
-        k = c.errors.types.get(etype)
-        if k is not None:
-            return k
-    return None
+def native_error(err: Error, target: Protocol | str) -> tuple[int, JSONObject]:
+    """(status, body) of ``err`` in the client protocol's native shape."""
+    return get(target).error_response(err)
 
 
-def error_code_kind(code: str) -> str | None:
-    """The kind a precise ``error.code`` of any protocol names (None: not a precise code)."""
-    for c in all_codecs():
-        k = c.errors.codes.get(code)
-        if k is not None:
-            return k
-    return None
+def translation_error_response(exc: Exception, target: Protocol | str) -> tuple[int, JSONObject]:
+    """A client mistake or an unrepresentable request: 400 invalid_request_error, never 500."""
+    err = Error(kind=ErrorKind.INVALID_REQUEST, message=str(exc), status=400,
+                param=getattr(exc, "field", None))
+    return native_error(err, target)
 
 
 # ----------------------------------------------------------------------------- sniffing

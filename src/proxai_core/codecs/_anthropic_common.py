@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import MutableMapping
 from typing import Any
 
-from ..neutral import Error, Usage
+from ..errors import client_status
+from ..neutral import Error, ErrorKind, Usage
 from ..stop import StopInfo, StopKey, StopReason, WireStop, check_stop_table, classify_stop, map_stop
 from .base import (
     SNIFF_CONTENT,
@@ -191,8 +191,8 @@ FIELDS = RequestFields(stop="stop_sequences", volatile=("metadata", "service_tie
 CAPABILITIES = Capabilities(custom_tools=False, interrupted_is_status=False)
 
 
-def inject_key(headers: MutableMapping[str, str], key: str, host: str) -> None:
-    headers["x-api-key"] = key
+def auth_headers(key: str, host: str) -> dict[str, str]:
+    return {"x-api-key": key}
 
 
 CREDENTIALS = Credentials(
@@ -202,7 +202,7 @@ CREDENTIALS = Credentials(
     protocol_headers=(),
     client_markers=("anthropic-version", "x-api-key"),
     default_headers={"anthropic-version": ANTHROPIC_VERSION},
-    inject=inject_key,
+    auth_headers=auth_headers,
     vendor=VENDOR,
 )
 
@@ -210,23 +210,21 @@ CREDENTIALS = Credentials(
 # only: Anthropic answers an oversized request 413 request_too_large, and its SDK picks the exception
 # by the status (RequestTooLargeError), so a request_too_large kind under another status is invalid.
 _ERROR_TYPE = {
-    "invalid_request": "invalid_request_error",
-    "authentication": "authentication_error",
-    "billing": "billing_error",
-    "permission": "permission_error",
-    "not_found": "not_found_error",
-    "request_too_large": "invalid_request_error",
-    "rate_limit": "rate_limit_error",
-    "api_error": "api_error",
-    "timeout": "timeout_error",
-    "overloaded": "overloaded_error",
-    "interrupted": "api_error",
+    ErrorKind.INVALID_REQUEST: "invalid_request_error",
+    ErrorKind.AUTHENTICATION: "authentication_error",
+    ErrorKind.BILLING: "billing_error",
+    ErrorKind.PERMISSION: "permission_error",
+    ErrorKind.NOT_FOUND: "not_found_error",
+    ErrorKind.REQUEST_TOO_LARGE: "invalid_request_error",
+    ErrorKind.RATE_LIMIT: "rate_limit_error",
+    ErrorKind.API_ERROR: "api_error",
+    ErrorKind.TIMEOUT: "timeout_error",
+    ErrorKind.OVERLOADED: "overloaded_error",
+    ErrorKind.INTERRUPTED: "api_error",
 }
 
 
 def error_body(err: Error) -> dict[str, Any]:
-    from ..errors import client_status
-
     if client_status(err, ERRORS.statuses, ERRORS.foreign_statuses) == 413:
         etype = "request_too_large"
     else:
@@ -236,31 +234,31 @@ def error_body(err: Error) -> dict[str, Any]:
 
 ERRORS = ErrorFacts(
     types={
-        "invalid_request_error": "invalid_request",
-        "authentication_error": "authentication",
-        "billing_error": "billing",
-        "permission_error": "permission",
-        "not_found_error": "not_found",
-        "request_too_large": "request_too_large",
-        "rate_limit_error": "rate_limit",
-        "api_error": "api_error",
-        "timeout_error": "timeout",
-        "overloaded_error": "overloaded",
-        "conflict_error": "invalid_request",
+        "invalid_request_error": ErrorKind.INVALID_REQUEST,
+        "authentication_error": ErrorKind.AUTHENTICATION,
+        "billing_error": ErrorKind.BILLING,
+        "permission_error": ErrorKind.PERMISSION,
+        "not_found_error": ErrorKind.NOT_FOUND,
+        "request_too_large": ErrorKind.REQUEST_TOO_LARGE,
+        "rate_limit_error": ErrorKind.RATE_LIMIT,
+        "api_error": ErrorKind.API_ERROR,
+        "timeout_error": ErrorKind.TIMEOUT,
+        "overloaded_error": ErrorKind.OVERLOADED,
+        "conflict_error": ErrorKind.INVALID_REQUEST,
     },
     codes={},
     statuses={
-        "invalid_request": 400,
-        "authentication": 401,
-        "billing": 402,
-        "permission": 403,
-        "not_found": 404,
-        "request_too_large": 413,
-        "rate_limit": 429,
-        "api_error": 500,
-        "timeout": 504,
-        "overloaded": 529,
-        "interrupted": 502,
+        ErrorKind.INVALID_REQUEST: 400,
+        ErrorKind.AUTHENTICATION: 401,
+        ErrorKind.BILLING: 402,
+        ErrorKind.PERMISSION: 403,
+        ErrorKind.NOT_FOUND: 404,
+        ErrorKind.REQUEST_TOO_LARGE: 413,
+        ErrorKind.RATE_LIMIT: 429,
+        ErrorKind.API_ERROR: 500,
+        ErrorKind.TIMEOUT: 504,
+        ErrorKind.OVERLOADED: 529,
+        ErrorKind.INTERRUPTED: 502,
     },
     foreign_statuses=frozenset({503}),  # overloaded is 529 here
     body=error_body,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from ..neutral import BlockEnd, BlockStart, Delta, Error, Event, Part, ToolCall
+from ..neutral import BlockEnd, BlockStart, Delta, Error, ErrorKind, Event, Part, ToolCall
 
 #: the warning of a dropped late fragment (once per stream)
 LATE_FRAGMENT_DROPPED = "tool-call arguments after a complete JSON object were dropped"
@@ -36,7 +36,7 @@ def bad_arguments(call: Part | None, fragment: str | None, client: str) -> tuple
         what, why = "are not valid JSON", f"stopped being a valid JSON object at the fragment {fragment[:60]!r}"
     warning = (f"tool call {call_id} ({name}): the upstream's arguments {why}; the {client} client's "
                "stream was ended with an error event and the rest of the upstream stream was dropped")
-    error = Error(kind="api_error", status=502, message=(
+    error = Error(kind=ErrorKind.API_ERROR, status=502, message=(
         f"upstream sent tool-call arguments for tool {name!r} that {what}; the turn was ended"))
     return warning, error
 

@@ -12,14 +12,15 @@ import codecs
 import hashlib
 import re
 import time
-from collections.abc import MutableMapping
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, unquote, unquote_plus
 
 import orjson
 
-from ..neutral import Error, Usage
+from ..errors import client_status, kind_for_status
+from ..jsonutil import dumps
+from ..neutral import Error, ErrorKind, Usage
 from ..sse import SSEReader
 from ..stop import (
     GENERIC_REFUSAL,
@@ -74,8 +75,6 @@ PACKED_HEAD = base64.b64encode(_ENV_PREFIX[:9]).decode()
 
 
 def pack_signature(payload: dict[str, Any]) -> str:
-    from ..jsonutil import dumps
-
     return base64.b64encode(_ENV_PREFIX + dumps(payload)).decode("ascii")
 
 
@@ -307,37 +306,37 @@ def mint_call_id(scope: str, n: int, name: str) -> str:
 
 # ----------------------------------------------------------------------------- errors
 #: neutral error kind -> (HTTP status, Google status name)
-_KIND_TO_GOOGLE = {
-    "invalid_request": (400, "INVALID_ARGUMENT"),
-    "authentication": (401, "UNAUTHENTICATED"),
-    "billing": (429, "RESOURCE_EXHAUSTED"),
-    "permission": (403, "PERMISSION_DENIED"),
-    "not_found": (404, "NOT_FOUND"),
-    "request_too_large": (413, "INVALID_ARGUMENT"),
-    "rate_limit": (429, "RESOURCE_EXHAUSTED"),
-    "api_error": (500, "INTERNAL"),
-    "timeout": (504, "DEADLINE_EXCEEDED"),
-    "overloaded": (503, "UNAVAILABLE"),
-    "interrupted": (502, "UNAVAILABLE"),
+_KIND_TO_GOOGLE: dict[ErrorKind, tuple[int, str]] = {
+    ErrorKind.INVALID_REQUEST: (400, "INVALID_ARGUMENT"),
+    ErrorKind.AUTHENTICATION: (401, "UNAUTHENTICATED"),
+    ErrorKind.BILLING: (429, "RESOURCE_EXHAUSTED"),
+    ErrorKind.PERMISSION: (403, "PERMISSION_DENIED"),
+    ErrorKind.NOT_FOUND: (404, "NOT_FOUND"),
+    ErrorKind.REQUEST_TOO_LARGE: (413, "INVALID_ARGUMENT"),
+    ErrorKind.RATE_LIMIT: (429, "RESOURCE_EXHAUSTED"),
+    ErrorKind.API_ERROR: (500, "INTERNAL"),
+    ErrorKind.TIMEOUT: (504, "DEADLINE_EXCEEDED"),
+    ErrorKind.OVERLOADED: (503, "UNAVAILABLE"),
+    ErrorKind.INTERRUPTED: (502, "UNAVAILABLE"),
 }
 #: Google status name -> neutral error kind
-GOOGLE_TO_KIND = {
-    "INVALID_ARGUMENT": "invalid_request",
-    "FAILED_PRECONDITION": "invalid_request",
-    "OUT_OF_RANGE": "invalid_request",
-    "ALREADY_EXISTS": "invalid_request",
-    "ABORTED": "invalid_request",
-    "UNAUTHENTICATED": "authentication",
-    "PERMISSION_DENIED": "permission",
-    "NOT_FOUND": "not_found",
-    "RESOURCE_EXHAUSTED": "rate_limit",
-    "INTERNAL": "api_error",
-    "UNKNOWN": "api_error",
-    "DATA_LOSS": "api_error",
-    "UNIMPLEMENTED": "not_found",
-    "UNAVAILABLE": "overloaded",
-    "DEADLINE_EXCEEDED": "timeout",
-    "CANCELLED": "interrupted",
+GOOGLE_TO_KIND: dict[str, ErrorKind] = {
+    "INVALID_ARGUMENT": ErrorKind.INVALID_REQUEST,
+    "FAILED_PRECONDITION": ErrorKind.INVALID_REQUEST,
+    "OUT_OF_RANGE": ErrorKind.INVALID_REQUEST,
+    "ALREADY_EXISTS": ErrorKind.INVALID_REQUEST,
+    "ABORTED": ErrorKind.INVALID_REQUEST,
+    "UNAUTHENTICATED": ErrorKind.AUTHENTICATION,
+    "PERMISSION_DENIED": ErrorKind.PERMISSION,
+    "NOT_FOUND": ErrorKind.NOT_FOUND,
+    "RESOURCE_EXHAUSTED": ErrorKind.RATE_LIMIT,
+    "INTERNAL": ErrorKind.API_ERROR,
+    "UNKNOWN": ErrorKind.API_ERROR,
+    "DATA_LOSS": ErrorKind.API_ERROR,
+    "UNIMPLEMENTED": ErrorKind.NOT_FOUND,
+    "UNAVAILABLE": ErrorKind.OVERLOADED,
+    "DEADLINE_EXCEEDED": ErrorKind.TIMEOUT,
+    "CANCELLED": ErrorKind.INTERRUPTED,
 }
 #: The Google status name that goes with an HTTP status, where the kind does not decide it.
 _STATUS_TO_GOOGLE = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
@@ -357,12 +356,8 @@ def error_from_wire(status: int | None, obj: dict[str, Any]) -> Error | None:
         status = code
     kind = GOOGLE_TO_KIND.get(gstatus) if isinstance(gstatus, str) else None
     if kind is None:
-        from ..errors import kind_for_status
-
         kind = kind_for_status(status)
-    elif status is not None and kind in ("invalid_request", "api_error"):
-        from ..errors import kind_for_status
-
+    elif status is not None and kind in (ErrorKind.INVALID_REQUEST, ErrorKind.API_ERROR):
         kind = kind_for_status(status) if status not in (400, 500) else kind
     msg = err.get("message")
     message = msg if isinstance(msg, str) and msg else f"upstream returned HTTP {status}"
@@ -374,8 +369,6 @@ def error_from_wire(status: int | None, obj: dict[str, Any]) -> Error | None:
 def error_body(err: Error) -> dict[str, Any]:
     """The Google error body for ``err``: ``code`` the status the client gets, ``status`` the Google
     name that goes with the kind (the upstream's own name when it says the same)."""
-    from ..errors import client_status
-
     st = client_status(err, ERRORS.statuses, ERRORS.foreign_statuses)
     raw = err.raw.get("error") if isinstance(err.raw, dict) else None
     name = raw.get("status") if isinstance(raw, dict) else None
@@ -567,8 +560,8 @@ FIELDS = RequestFields(model="model", stream="stream", stop="stopSequences", vol
 CAPABILITIES = Capabilities(custom_tools=False, interrupted_is_status=False)
 
 
-def inject_key(headers: MutableMapping[str, str], key: str, host: str) -> None:
-    headers["x-goog-api-key"] = key
+def auth_headers(key: str, host: str) -> dict[str, str]:
+    return {"x-goog-api-key": key}
 
 
 CREDENTIALS = Credentials(
@@ -578,7 +571,7 @@ CREDENTIALS = Credentials(
     protocol_headers=(),
     client_markers=("x-goog-api-key", "x-goog-api-client"),
     default_headers={},
-    inject=inject_key,
+    auth_headers=auth_headers,
     vendor="google",
     key_query=CREDENTIAL_QUERY,
 )

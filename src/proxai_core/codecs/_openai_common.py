@@ -3,10 +3,9 @@ credentials and vendor headers, the model list (private; read through each codec
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
 from typing import Any
 
-from ..neutral import Error
+from ..neutral import Error, ErrorKind
 from .base import Credentials, ErrorFacts
 
 VENDOR = "openai"
@@ -24,73 +23,73 @@ def effort_for_budget(budget: int) -> str:
     return "minimal"
 
 # kind -> (error.type, default error.code) of an OpenAI error body
-_BODY: dict[str, tuple[str, str | None]] = {
-    "invalid_request": ("invalid_request_error", None),
-    "authentication": ("authentication_error", "invalid_api_key"),
-    "billing": ("insufficient_quota", "insufficient_quota"),
-    "permission": ("permission_error", None),
-    "not_found": ("not_found_error", "not_found"),
-    "request_too_large": ("invalid_request_error", "request_too_large"),
-    "rate_limit": ("rate_limit_error", "rate_limit_exceeded"),
-    "api_error": ("server_error", "server_error"),
-    "timeout": ("timeout_error", "timeout"),
-    "overloaded": ("server_error", "overloaded"),
-    "interrupted": ("server_error", "stream_interrupted"),
+_BODY: dict[ErrorKind, tuple[str, str | None]] = {
+    ErrorKind.INVALID_REQUEST: ("invalid_request_error", None),
+    ErrorKind.AUTHENTICATION: ("authentication_error", "invalid_api_key"),
+    ErrorKind.BILLING: ("insufficient_quota", "insufficient_quota"),
+    ErrorKind.PERMISSION: ("permission_error", None),
+    ErrorKind.NOT_FOUND: ("not_found_error", "not_found"),
+    ErrorKind.REQUEST_TOO_LARGE: ("invalid_request_error", "request_too_large"),
+    ErrorKind.RATE_LIMIT: ("rate_limit_error", "rate_limit_exceeded"),
+    ErrorKind.API_ERROR: ("server_error", "server_error"),
+    ErrorKind.TIMEOUT: ("timeout_error", "timeout"),
+    ErrorKind.OVERLOADED: ("server_error", "overloaded"),
+    ErrorKind.INTERRUPTED: ("server_error", "stream_interrupted"),
 }
 
 #: kind -> HTTP status an OpenAI client expects
-STATUSES: dict[str, int] = {
-    "invalid_request": 400,
-    "authentication": 401,
-    "billing": 429,  # OpenAI's way (insufficient_quota)
-    "permission": 403,
-    "not_found": 404,
-    "request_too_large": 413,
-    "rate_limit": 429,
-    "api_error": 500,
-    "timeout": 504,
-    "overloaded": 503,  # OpenAI clients know no 529; 503 is retried the same way
-    "interrupted": 502,
+STATUSES: dict[ErrorKind, int] = {
+    ErrorKind.INVALID_REQUEST: 400,
+    ErrorKind.AUTHENTICATION: 401,
+    ErrorKind.BILLING: 429,  # OpenAI's way (insufficient_quota)
+    ErrorKind.PERMISSION: 403,
+    ErrorKind.NOT_FOUND: 404,
+    ErrorKind.REQUEST_TOO_LARGE: 413,
+    ErrorKind.RATE_LIMIT: 429,
+    ErrorKind.API_ERROR: 500,
+    ErrorKind.TIMEOUT: 504,
+    ErrorKind.OVERLOADED: 503,  # OpenAI clients know no 529; 503 is retried the same way
+    ErrorKind.INTERRUPTED: 502,
 }
 
 #: error.type -> kind
-TYPES: dict[str, str] = {
-    "invalid_request_error": "invalid_request",
-    "authentication_error": "authentication",
-    "permission_error": "permission",
-    "not_found_error": "not_found",
-    "rate_limit_error": "rate_limit",
-    "insufficient_quota": "billing",
-    "server_error": "api_error",
-    "api_error": "api_error",
-    "timeout_error": "timeout",
-    "overloaded_error": "overloaded",
-    "requests": "rate_limit",
-    "tokens": "rate_limit",
+TYPES: dict[str, ErrorKind] = {
+    "invalid_request_error": ErrorKind.INVALID_REQUEST,
+    "authentication_error": ErrorKind.AUTHENTICATION,
+    "permission_error": ErrorKind.PERMISSION,
+    "not_found_error": ErrorKind.NOT_FOUND,
+    "rate_limit_error": ErrorKind.RATE_LIMIT,
+    "insufficient_quota": ErrorKind.BILLING,
+    "server_error": ErrorKind.API_ERROR,
+    "api_error": ErrorKind.API_ERROR,
+    "timeout_error": ErrorKind.TIMEOUT,
+    "overloaded_error": ErrorKind.OVERLOADED,
+    "requests": ErrorKind.RATE_LIMIT,
+    "tokens": ErrorKind.RATE_LIMIT,
 }
 
 #: error.code -> kind, where the code says more than the type: OpenAI types a bad key (401) and an
 #: unknown model (404) as invalid_request_error; the codes of our own bodies read back as written
-CODES: dict[str, str] = {
-    "invalid_api_key": "authentication",
-    "model_not_found": "not_found",
-    "insufficient_quota": "billing",
-    "rate_limit_exceeded": "rate_limit",
-    "context_length_exceeded": "invalid_request",
-    "not_found": "not_found",
-    "request_too_large": "request_too_large",
-    "timeout": "timeout",
-    "overloaded": "overloaded",
-    "stream_interrupted": "interrupted",
+CODES: dict[str, ErrorKind] = {
+    "invalid_api_key": ErrorKind.AUTHENTICATION,
+    "model_not_found": ErrorKind.NOT_FOUND,
+    "insufficient_quota": ErrorKind.BILLING,
+    "rate_limit_exceeded": ErrorKind.RATE_LIMIT,
+    "context_length_exceeded": ErrorKind.INVALID_REQUEST,
+    "not_found": ErrorKind.NOT_FOUND,
+    "request_too_large": ErrorKind.REQUEST_TOO_LARGE,
+    "timeout": ErrorKind.TIMEOUT,
+    "overloaded": ErrorKind.OVERLOADED,
+    "stream_interrupted": ErrorKind.INTERRUPTED,
 }
 
 
 def error_body(err: Error) -> dict[str, Any]:
-    etype, code = _BODY.get(err.kind, _BODY["api_error"])
+    etype, code = _BODY.get(err.kind, _BODY[ErrorKind.API_ERROR])
     return {"error": {"message": err.message, "type": etype, "param": err.param, "code": err.code or code}}
 
 
-def error_facts(codes: dict[str, str] | None = None) -> ErrorFacts:
+def error_facts(codes: dict[str, ErrorKind] | None = None) -> ErrorFacts:
     return ErrorFacts(types=TYPES, codes=dict(CODES, **(codes or {})), statuses=STATUSES,
                       foreign_statuses=frozenset({529}), body=error_body)
 
@@ -101,11 +100,10 @@ def is_azure_host(host: str) -> bool:
     return h.endswith((".openai.azure.com", ".cognitiveservices.azure.com", ".services.ai.azure.com"))
 
 
-def inject_key(headers: MutableMapping[str, str], key: str, host: str) -> None:
+def auth_headers(key: str, host: str) -> dict[str, str]:
     if is_azure_host(host):
-        headers["api-key"] = key
-    else:
-        headers["authorization"] = f"Bearer {key}"
+        return {"api-key": key}
+    return {"authorization": f"Bearer {key}"}
 
 
 def credentials(protocol_headers: tuple[str, ...]) -> Credentials:
@@ -116,7 +114,7 @@ def credentials(protocol_headers: tuple[str, ...]) -> Credentials:
         protocol_headers=protocol_headers,
         client_markers=(),
         default_headers={},
-        inject=inject_key,
+        auth_headers=auth_headers,
         vendor=VENDOR,
     )
 

@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from ..errors import TranslationError, parse_error
-from ..neutral import Error, Usage
+from ..neutral import Error, ErrorKind, Usage
 from ..stop import (
     GENERIC_CONTENT_FILTER_REFUSAL,
     StopInfo,
@@ -236,7 +236,7 @@ _CODE_TYPE = {
 def response_error(err: Any) -> Error:
     """A Responses ``error`` object ({code, message}) of a failed response -> neutral Error."""
     if not isinstance(err, dict):
-        return Error(kind="api_error", message="upstream response failed without an error object",
+        return Error(kind=ErrorKind.API_ERROR, message="upstream response failed without an error object",
                      status=500, code="server_error", raw=err)
     code = err.get("code")
     etype = err.get("type")
@@ -362,7 +362,7 @@ FIELDS = RequestFields(stop="stop", volatile=("metadata", "user", "safety_identi
                                               "prompt_cache_retention", "store", "include", "service_tier"))
 CREDENTIALS = credentials(protocol_headers=("openai-beta",))
 #: Responses failure codes (response.error.code) that say more than the type
-ERRORS = error_facts({"vector_store_timeout": "timeout", "invalid_prompt": "invalid_request"})
+ERRORS = error_facts({"vector_store_timeout": ErrorKind.TIMEOUT, "invalid_prompt": ErrorKind.INVALID_REQUEST})
 CAPABILITIES = Capabilities(custom_tools=True, interrupted_is_status=True)
 
 #: neutral stop decision -> (status, incomplete_details.reason) (a stated refusal and a

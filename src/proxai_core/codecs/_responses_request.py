@@ -335,6 +335,7 @@ def _decode_tools(tools: Any, req: Request) -> None:
                 if it_type != "function" and it_type != "custom":
                     fail(f"expected 'function' or 'custom', got {it_type!r}", "tools", i, "tools", j, "type")
                 tool = _tool(it, it_type, "tools", i, "tools", j)
+                tool.namespace = (ns, tool.name)
                 tool.name = namespaced_tool_name(ns, tool.name)
                 if about:
                     tool.description = f"{about}\n\n{tool.description}" if tool.description else about

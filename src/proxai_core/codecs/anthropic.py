@@ -32,6 +32,7 @@ from ..neutral import (
     End,
     Error,
     ErrorEvent,
+    ErrorKind,
     Event,
     Image,
     Opaque,
@@ -65,7 +66,7 @@ from ._anthropic_common import (
 )
 from ._anthropic_request import decode_request, encode_request
 from ._blocks import OneOpenBlockEncoder, bad_arguments
-from .base import Codec
+from .base import Codec, Wire
 
 __all__ = [
     "StreamDecoder",
@@ -381,7 +382,7 @@ class StreamDecoder:
         self.done = True
         if self._stop_seen:
             return self._close_all() + [End()]
-        return [ErrorEvent(Error(kind="interrupted", message=_INTERRUPTED, status=502))]
+        return [ErrorEvent(Error(kind=ErrorKind.INTERRUPTED, message=_INTERRUPTED, status=502))]
 
     # ---- helpers
     def _warn_unknown(self, what: str) -> None:
@@ -1011,21 +1012,23 @@ CODEC = Codec(
     StreamDecoder=StreamDecoder,
     StreamEncoder=StreamEncoder,
     error_frame=error_frame,
-    endpoints=_facts.ENDPOINTS,
-    fields=_facts.FIELDS,
-    credentials=_facts.CREDENTIALS,
+    wire=Wire(
+        endpoints=_facts.ENDPOINTS,
+        fields=_facts.FIELDS,
+        credentials=_facts.CREDENTIALS,
+        model_entry=_facts.model_entry,
+        model_list=_facts.model_list,
+        count_tokens_body=lambda n: {"input_tokens": n},
+    ),
     errors=_facts.ERRORS,
     capabilities=replace(_facts.CAPABILITIES, parses_streamed_arguments=True),
     client_tools=_facts.client_tools,
     stop_table=_facts.STOP_TABLE,
     stop_values=_facts.STOP_VALUES,
     response_id=_facts.msg_id,
-    model_entry=_facts.model_entry,
-    model_list=_facts.model_list,
     sniff_request=_facts.sniff_request,
     sniff_response=_facts.sniff_response,
     sniff_stream=_facts.sniff_stream,
     is_error_body=_facts.is_error_body,
     stream_observes=_facts.stream_observes,
-    count_tokens_body=lambda n: {"input_tokens": n},
 )

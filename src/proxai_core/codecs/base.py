@@ -4,19 +4,25 @@ A protocol is one :class:`Codec` instance, ``CODEC`` at the end of its module
 (``codecs/<member name in lower case>.py``), found through the registry in
 :mod:`proxai_core.codecs` (the :class:`~proxai_core.protocol.Protocol` enum is the registry's list).
 Everything outside ``codecs/`` asks the registry; nothing outside branches on a protocol.
+
+A codec has two faces: the translation face (the Codec's own members: bodies, streams, errors,
+stops, sniffing) and the wire face (:class:`Wire`, ``codec.wire``: endpoints, request fields,
+credentials and headers, the model list) that only a proxy needs.
 ``docs/dev/codec-contract.md`` describes every member.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from typing import Protocol as TypingProtocol
 
 from ..context import ClientContext
-from ..neutral import Error, Event, Request, Response
+from ..errors import client_status
+from ..neutral import Error, ErrorKind, Event, Request, Response
 from ..protocol import Protocol
+from ..sse import SSEEvent, SSEReader
 from ..stop import StopKey, StopReason, WireStop
 
 __all__ = [
@@ -40,6 +46,8 @@ __all__ = [
     "RequestFields",
     "StreamDecoder",
     "StreamEncoder",
+    "StreamReader",
+    "Wire",
 ]
 
 #: A parsed JSON object (request/response bodies, error bodies): JSON values, read defensively.
@@ -60,6 +68,28 @@ SNIFF_DEFAULT = 5  #: the protocol this shape is when nothing else says otherwis
 SNIFF_WEAK = 1  #: any protocol of the vendor reads it the same
 
 
+class StreamReader(TypingProtocol):
+    """Upstream stream bytes -> events ``(event name or None, data text)`` (one instance per stream).
+    :class:`proxai_core.sse.SSEReader` for SSE; a protocol with another framing gives its own."""
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """The events the bytes read so far complete."""
+        ...
+
+    def close(self) -> list[SSEEvent]:
+        """At end of stream: what is left (an event cut before its end is handed over as it is)."""
+        ...
+
+    def feed_raw(self, chunk: bytes) -> tuple[list[SSEEvent | None], list[bytes]]:
+        """Pass-through: events (None where the bytes complete none) and, for each, the bytes to
+        forward for it."""
+        ...
+
+    def close_raw(self) -> tuple[list[SSEEvent | None], list[bytes]]:
+        """Pass-through at end of stream: :meth:`feed_raw` of what is left."""
+        ...
+
+
 class StreamDecoder(TypingProtocol):
     """Upstream SSE events of one protocol -> neutral events (one instance per stream)."""
 
@@ -75,7 +105,7 @@ class StreamDecoder(TypingProtocol):
 
     def finish(self) -> list[Event]:
         """Upstream EOF: End if the terminal (or the stop information) was seen, else
-        ErrorEvent(Error(kind="interrupted")). Nothing after a terminal."""
+        ErrorEvent(Error(kind=ErrorKind.INTERRUPTED)). Nothing after a terminal."""
         ...
 
 
@@ -156,8 +186,8 @@ class Credentials:
     client_markers: tuple[str, ...]
     #: headers added to an upstream request of this protocol when absent
     default_headers: Mapping[str, str]
-    #: put ``key`` into the headers of an upstream request to ``host``
-    inject: Callable[[MutableMapping[str, str], str, str], None]
+    #: (key, upstream host) -> the headers that carry ``key`` to that host (the caller sets them)
+    auth_headers: Callable[[str, str], dict[str, str]]
     #: the vendor these headers belong to ("openai", "anthropic"): shared headers, shared model list
     vendor: str
     #: URL query parameters that carry a key (Gemini ``key=``): moved, stripped and redacted like
@@ -167,14 +197,14 @@ class Credentials:
 
 @dataclass(frozen=True, slots=True)
 class ErrorFacts:
-    """Error shapes of the protocol, both ways. Kinds are :attr:`neutral.Error.kind` values."""
+    """Error shapes of the protocol, both ways."""
 
     #: wire ``error.type`` -> kind (reading any upstream's error bodies)
-    types: Mapping[str, str]
+    types: Mapping[str, ErrorKind]
     #: wire ``error.code`` -> kind, where a code is more precise than the type (or the status)
-    codes: Mapping[str, str]
-    #: kind -> HTTP status this protocol's clients expect (every kind)
-    statuses: Mapping[str, int]
+    codes: Mapping[str, ErrorKind]
+    #: kind -> HTTP status this protocol's clients expect (every kind: the registry checks it)
+    statuses: Mapping[ErrorKind, int]
     #: HTTP statuses this protocol's clients never see (e.g. 529 for OpenAI): the kind's status instead
     foreign_statuses: frozenset[int]
     #: the client's native error body
@@ -193,6 +223,28 @@ class Capabilities:
     #: the client's SDK parses tool-call arguments at every streamed fragment (Anthropic): arguments
     #: that stop being one JSON object end the turn with an error event instead of being sent
     parses_streamed_arguments: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Wire:
+    """The wire face of a protocol: what a proxy needs around the translation (where requests go,
+    what they are read for before translating, which headers carry keys and belong to the vendor,
+    the answers it gives itself). The translator core reads only ``endpoints.parse_path`` and
+    ``fields`` (to know a client's model and stream flag)."""
+
+    endpoints: Endpoints
+    fields: RequestFields
+    credentials: Credentials
+    #: one model entry of the model list (id, the upstream's entry or None)
+    model_entry: Callable[[str, JSONObject | None], JSONObject]
+    #: the model list body around entries
+    model_list: Callable[[list[JSONObject]], JSONObject]
+    #: protocols with a token counting endpoint: the answer's body for a count (a proxy that
+    #: estimates locally answers in this shape)
+    count_tokens_body: Callable[[int], JSONObject] | None = None
+    #: every stream of this protocol is SSE (False: a stream may come in the protocol's own
+    #: framing, told by the body, not by the content type; :attr:`Codec.stream_reader` reads both)
+    sse_only: bool = True
 
 
 @dataclass(slots=True)
@@ -233,9 +285,8 @@ class Codec:
     error_frame: Callable[[Error], bytes]
 
     # --- facts -------------------------------------------------------------------------------
-    endpoints: Endpoints
-    fields: RequestFields
-    credentials: Credentials
+    #: the wire face: endpoints, request fields, credentials and headers, the model list
+    wire: Wire
     errors: ErrorFacts
     capabilities: Capabilities
     #: the client's tools from its request body
@@ -246,32 +297,23 @@ class Codec:
     stop_values: Mapping[str, StopReason]
     #: this protocol's response id for a source id (deterministic), minted when there is none
     response_id: Callable[[str | None], str]
-    #: one model entry of the model list (id, the upstream's entry or None)
-    model_entry: Callable[[str, JSONObject | None], JSONObject]
-    #: the model list body around entries
-    model_list: Callable[[list[JSONObject]], JSONObject]
     #: evidence that a request / complete response body / SSE head is in this protocol
     sniff_request: Callable[[JSONObject], Evidence | None]
     sniff_response: Callable[[JSONObject], Evidence | None]
     sniff_stream: Callable[[bytes], Evidence | None]
     #: an HTTP error body (not a model response) in this protocol
     is_error_body: Callable[[JSONObject], bool]
-    #: the reader of this protocol's streams (None: SSE, :class:`proxai_core.sse.SSEReader`); a
-    #: protocol with another framing gives a reader with SSEReader's methods
-    stream_reader: Callable[[], Any] | None = None
+    #: the reader of this protocol's streams (a protocol with another framing than SSE gives its
+    #: own, and says so in ``wire.sse_only``)
+    stream_reader: Callable[[], StreamReader] = SSEReader
     #: a pass-through (same protocol) forwards every event's bytes and decodes only what it must
     #: observe: (event name, data) -> False when the event carries no start, stop, usage, error or
     #: terminal fact and the decoder needs no state from it (so it is forwarded undecoded, e.g.
     #: text deltas). None: every event is decoded. Cheap by design: a name lookup, a substring.
     stream_observes: Callable[[str | None, str], bool] | None = None
-    #: protocols with a token counting endpoint: the answer's body for a count (a proxy that
-    #: estimates locally answers in this shape)
-    count_tokens_body: Callable[[int], JSONObject] | None = None
 
     def error_status(self, err: Error) -> int:
         """The HTTP status this protocol's clients expect for ``err`` (see errors.client_status)."""
-        from ..errors import client_status
-
         return client_status(err, self.errors.statuses, self.errors.foreign_statuses)
 
     def error_response(self, err: Error) -> tuple[int, JSONObject]:

@@ -35,6 +35,7 @@ from ..neutral import (
     End,
     Error,
     ErrorEvent,
+    ErrorKind,
     Event,
     Opaque,
     Reasoning,
@@ -68,7 +69,7 @@ from ._chat_common import (
     unpacked,
 )
 from ._chat_request import decode_request, encode_request
-from .base import Codec
+from .base import Codec, Wire
 
 __all__ = [
     "StreamDecoder",
@@ -775,7 +776,7 @@ class StreamDecoder:
             return self._terminal()
         self.done = True
         out, self._out = self._out, []
-        out.append(ErrorEvent(Error(kind="interrupted", message=_INTERRUPTED, status=502)))
+        out.append(ErrorEvent(Error(kind=ErrorKind.INTERRUPTED, message=_INTERRUPTED, status=502)))
         return out
 
 
@@ -1074,17 +1075,19 @@ CODEC = Codec(
     StreamDecoder=StreamDecoder,
     StreamEncoder=StreamEncoder,
     error_frame=error_frame,
-    endpoints=_facts.ENDPOINTS,
-    fields=_facts.FIELDS,
-    credentials=_facts.CREDENTIALS,
+    wire=Wire(
+        endpoints=_facts.ENDPOINTS,
+        fields=_facts.FIELDS,
+        credentials=_facts.CREDENTIALS,
+        model_entry=_models.model_entry,
+        model_list=_models.model_list,
+    ),
     errors=_facts.ERRORS,
     capabilities=_facts.CAPABILITIES,
     client_tools=_facts.client_tools,
     stop_table=_facts.STOP_TABLE,
     stop_values=_facts.STOP_VALUES,
     response_id=_facts.chat_id,
-    model_entry=_models.model_entry,
-    model_list=_models.model_list,
     sniff_request=_facts.sniff_request,
     sniff_response=_facts.sniff_response,
     sniff_stream=_facts.sniff_stream,

@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from ..errors import parse_error
 from ..jsonutil import dumps
 from ..neutral import (
     BlockEnd,
@@ -33,6 +34,7 @@ from ..neutral import (
     End,
     Error,
     ErrorEvent,
+    ErrorKind,
     Event,
     Image,
     Opaque,
@@ -73,7 +75,7 @@ from ._gemini_common import (
     warn_once,
 )
 from ._gemini_request import decode_request, encode_request
-from .base import Codec
+from .base import Codec, Wire
 
 __all__ = [
     "StreamDecoder",
@@ -195,8 +197,6 @@ def _server_run(parts: list[Any], raws: dict[int, dict[str, Any]]) -> None:
 def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
     resp = Response()
     if not isinstance(body, dict):
-        from ..errors import parse_error
-
         err = parse_error(None, body)
         resp.extra["error"] = err
         resp.stop = classify_stop("error", category=err.kind, message=err.message)
@@ -204,8 +204,6 @@ def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
     if "error" in body and not body.get("candidates"):
         err = error_from_wire(None, body)
         if err is None:
-            from ..errors import parse_error
-
             err = parse_error(None, body)
         resp.extra["error"] = err
         resp.stop = classify_stop("error", category=err.kind, message=err.message)
@@ -631,7 +629,7 @@ class StreamDecoder:
             raise MalformedEvent("a Gemini stream chunk that is not an object")
         cands = obj.get("candidates")
         if "error" in obj and not cands:
-            err = error_from_wire(None, obj) or Error("api_error", "upstream error in the stream", 500)
+            err = error_from_wire(None, obj) or Error(ErrorKind.API_ERROR, "upstream error in the stream", 500)
             self.done = True
             return [ErrorEvent(err)]
         out: list[Event] = []
@@ -702,7 +700,7 @@ class StreamDecoder:
             out.append(Stop(stop))
             out.append(End())
             return out
-        out.append(ErrorEvent(Error(kind="interrupted", message=_INTERRUPTED, status=502)))
+        out.append(ErrorEvent(Error(kind=ErrorKind.INTERRUPTED, message=_INTERRUPTED, status=502)))
         return out
 
     # ---- parts
@@ -1160,21 +1158,24 @@ CODEC = Codec(
     StreamDecoder=StreamDecoder,
     StreamEncoder=StreamEncoder,
     error_frame=error_frame,
-    endpoints=_facts.ENDPOINTS,
-    fields=_facts.FIELDS,
-    credentials=_facts.CREDENTIALS,
+    wire=Wire(
+        endpoints=_facts.ENDPOINTS,
+        fields=_facts.FIELDS,
+        credentials=_facts.CREDENTIALS,
+        model_entry=_facts.model_entry,
+        model_list=_facts.model_list,
+        count_tokens_body=lambda n: {"totalTokens": n},
+        sse_only=False,
+    ),
     errors=_facts.ERRORS,
     capabilities=_facts.CAPABILITIES,
     client_tools=_facts.client_tools,
     stop_table=_facts.STOP_TABLE,
     stop_values=_facts.STOP_VALUES,
     response_id=_facts.response_id,
-    model_entry=_facts.model_entry,
-    model_list=_facts.model_list,
     sniff_request=_facts.sniff_request,
     sniff_response=_facts.sniff_response,
     sniff_stream=_facts.sniff_stream,
     is_error_body=_facts.is_error_body,
     stream_reader=_facts.StreamReader,
-    count_tokens_body=lambda n: {"totalTokens": n},
 )

@@ -36,6 +36,7 @@ from ..neutral import (
     End,
     Error,
     ErrorEvent,
+    ErrorKind,
     Event,
     Opaque,
     Part,
@@ -73,7 +74,7 @@ from ._responses_common import (
     tool_item_id,
 )
 from ._responses_request import decode_request, encode_request
-from .base import Codec
+from .base import Codec, Wire
 
 __all__ = [
     "StreamDecoder",
@@ -506,7 +507,7 @@ class StreamDecoder:
         self.done = True
         if self._stopped:
             return [End()]
-        return [ErrorEvent(Error(kind="interrupted", message="upstream stream ended before its terminal event",
+        return [ErrorEvent(Error(kind=ErrorKind.INTERRUPTED, message="upstream stream ended before its terminal event",
                                  status=502))]
 
     def _nothing(self, obj: dict[str, Any]) -> list[Event]:
@@ -1476,17 +1477,19 @@ CODEC = Codec(
     StreamDecoder=StreamDecoder,
     StreamEncoder=StreamEncoder,
     error_frame=error_frame,
-    endpoints=_facts.ENDPOINTS,
-    fields=_facts.FIELDS,
-    credentials=_facts.CREDENTIALS,
+    wire=Wire(
+        endpoints=_facts.ENDPOINTS,
+        fields=_facts.FIELDS,
+        credentials=_facts.CREDENTIALS,
+        model_entry=_models.model_entry,
+        model_list=_models.model_list,
+    ),
     errors=_facts.ERRORS,
     capabilities=_facts.CAPABILITIES,
     client_tools=_facts.client_tools,
     stop_table=_facts.STOP_TABLE,
     stop_values=_facts.STOP_VALUES,
     response_id=_facts.response_id,
-    model_entry=_models.model_entry,
-    model_list=_models.model_list,
     sniff_request=_facts.sniff_request,
     sniff_response=_facts.sniff_response,
     sniff_stream=_facts.sniff_stream,

@@ -1,0 +1,433 @@
+"""One exchange, one object: a client request and the upstream's answer to it, sans I/O.
+
+In the spirit of h11's ``Connection``: an :class:`Exchange` is made from what the client sent (its
+protocol, path and body) and is then told what happens — never does I/O itself:
+
+1. :meth:`Exchange.request_for` gives the upstream request for a target protocol; the client's body is
+   decoded once (:attr:`Exchange.request`) and the client's context is built once from that decoded
+   request (:attr:`Exchange.context`).
+2. :meth:`Exchange.respond` is told the upstream's status and content type and decides what the
+   response gets (:class:`Plan`).
+3. A streamed response is fed chunk by chunk (:meth:`feed` -> the client's bytes, :meth:`close`,
+   :meth:`abort`); a complete body is given whole (:meth:`complete` -> :class:`Outcome`).
+
+It holds every observation in one place: the plan that ran, stop, usage, model, error, warnings,
+the first-content mark (time to first token) and, when asked, the neutral response. The same object in
+observe mode serves pass-through flows, flows read from a file, the report and the views.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import orjson
+
+from . import neutral as n
+from .codecs import get, native_error
+from .codecs.base import Codec
+from .collect import Collector
+from .complete import ResponseResult, collect_result, complete_result, error_stop_info, stream_result
+from .context import ClientContext, short_tool_name
+from .errors import TranslationError, parse_error
+from .jsonutil import dumps
+from .protocol import Protocol, as_protocol
+from .stop import StopInfo
+from .streams import StreamTranslator
+
+__all__ = ["JSON_TYPE", "SSE_TYPE", "Exchange", "Outcome", "Plan", "context_of_body", "context_of_request"]
+
+SSE_TYPE = "text/event-stream; charset=utf-8"
+JSON_TYPE = "application/json"
+
+
+class Plan(StrEnum):
+    """What translation a response gets (stored in the flow record as ``translation``)."""
+
+    #: not a generation: left untouched
+    NONE = "none"
+    #: passed through unchanged, observed (StopInfo, usage)
+    OBSERVE = "observe"
+    #: answered by the proxy itself (replay hit, local count, refusal of a bad request)
+    SYNTHETIC = "synthetic"
+    #: a model list answered in the client's shape
+    MODELS = "models"
+    #: an upstream error: the client's native error (or passed through when nothing is translated)
+    ERROR = "error"
+    #: a stream translated event by event
+    STREAM = "stream"
+    #: a stream that arrived whole (e.g. empty): translated at once, with an honest ending
+    STREAM_WHOLE = "stream_whole"
+    #: an upstream stream collected into the complete response the client asked for
+    COLLECT = "collect"
+    #: a complete upstream response streamed to a client that asked for a stream
+    TO_STREAM = "to_stream"
+    #: a complete response translated
+    JSON = "json"
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What the client gets for a complete upstream body: ``body`` None keeps the upstream's."""
+
+    status: int
+    body: bytes | None = None
+    content_type: str | None = None
+
+
+def _streamed(upstream: Codec, content_type: str, client_stream: bool) -> bool:
+    """A stream on the wire: SSE, or a streamed request whose protocol has its own stream framing."""
+    return "text/event-stream" in content_type.lower() or (client_stream and not upstream.wire.sse_only)
+
+
+def _path_context(client: Codec, path: str | None) -> tuple[ClientContext, bool]:
+    """A context with what the path says (model, stream, framing), and whether it said anything."""
+    ctx = ClientContext(client.protocol)
+    parse = client.wire.endpoints.parse_path
+    facts = parse(path) if path and parse is not None else None
+    if facts is not None:
+        ctx.model, ctx.stream, ctx.sse = facts.model, facts.stream, facts.sse
+    return ctx, facts is not None
+
+
+def context_of_body(body: dict[str, Any] | None, client: Codec, path: str | None = None) -> ClientContext:
+    """The context of a request no decoder reads (e.g. a recording's): its path's facts and its plain
+    fields (model, stream flag, usage option, stop sequences); no tools."""
+    ctx, in_path = _path_context(client, path)
+    if not isinstance(body, dict):
+        return ctx
+    f = client.wire.fields
+    model = body.get(f.model)
+    if isinstance(model, str) or not in_path:
+        ctx.model = model if isinstance(model, str) else None
+    if not in_path:
+        ctx.stream = bool(body.get(f.stream))
+    if f.stream_options is not None:
+        so = body.get(f.stream_options)
+        ctx.include_usage = isinstance(so, dict) and bool(so.get("include_usage"))
+    stop = body.get(f.stop)
+    if isinstance(stop, str):
+        ctx.stop = [stop]
+    elif isinstance(stop, list):
+        ctx.stop = [s for s in stop if isinstance(s, str)]
+    return ctx
+
+
+def context_of_request(req: n.Request | None, client: Codec, path: str | None = None) -> ClientContext:
+    """What the client's encoders need to know about its request, from the decoded request: model,
+    stream flags, stop sequences and its tools (names shortened for upstreams are restored, free-text
+    custom tools and tools flattened out of a namespace recognized)."""
+    ctx, in_path = _path_context(client, path)
+    if req is None:
+        return ctx
+    if req.model is not None or not in_path:
+        ctx.model = req.model
+    if not in_path:
+        ctx.stream = req.stream
+    ctx.include_usage = req.include_usage
+    for tool in req.tools:
+        short = short_tool_name(tool.name)
+        if short != tool.name:
+            ctx.name_map[short] = tool.name
+        if tool.kind == "custom":
+            ctx.custom_tools.add(tool.name)
+        if tool.namespace is not None:
+            ctx.namespaces[tool.name] = tool.namespace
+    ctx.stop = list(req.stop) if req.stop is not None else None
+    return ctx
+
+
+class Exchange:
+    """One client request and the upstream's answer (see the module docstring).
+
+    ``client``: the client's protocol; ``body``: its request body (decoded only when a translation
+    needs it); ``path``: its request path (where a protocol keeps the model and the stream flag);
+    ``stream``: the client asked for a stream (None: read from the body / path when needed);
+    ``warnings``: the list observations are appended to (the caller's, or a new one).
+    """
+
+    def __init__(self, client: Protocol | str, body: dict[str, Any] | None = None, *, path: str | None = None,
+                 stream: bool | None = None, refusal_in_content: bool = False,
+                 warnings: list[str] | None = None, keep_response: bool = False) -> None:
+        self.client: Codec = get(as_protocol(client))
+        self.body = body
+        self.path = path
+        self.refusal_in_content = refusal_in_content
+        self.warnings: list[str] = warnings if warnings is not None else []
+        self._stream_flag = stream
+        self._request: n.Request | None = None
+        self._request_error: TranslationError | None = None
+        self._context: ClientContext | None = None
+        # the response side
+        self.upstream: Codec | None = None
+        self.plan: Plan | None = None
+        self.status: int | None = None
+        self.headers: Mapping[str, str] | None = None
+        self.routed = True
+        self.content_type = ""
+        self.stop: StopInfo | None = None
+        self.usage: n.Usage | None = None
+        self.model: str | None = None
+        self.error: n.Error | None = None
+        #: the neutral response, kept when ``keep_response`` (views, reports)
+        self.response: n.Response | None = None
+        self._keep_response = keep_response
+        self._collector: Collector | None = None
+        self._stream: StreamTranslator | None = None
+
+    # ------------------------------------------------------------------ the request
+    @property
+    def stream(self) -> bool:
+        """The client asked for a stream (its body's flag, or its path's)."""
+        if self._stream_flag is None:
+            self._stream_flag = context_of_body(self.body, self.client, self.path).stream
+        return self._stream_flag
+
+    @property
+    def request(self) -> n.Request:
+        """The client's request, decoded once. Raises TranslationError for a request no decoder reads."""
+        if self._request is None:
+            if self._request_error is not None:
+                raise self._request_error
+            if not isinstance(self.body, dict):
+                raise TranslationError("request body must be a JSON object", field="body")
+            try:
+                req = self.client.decode_request(self.body, self.warnings)
+            except TranslationError as exc:
+                self._request_error = exc
+                raise
+            except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
+                # a shape the decoders' checks did not foresee: still the client's mistake, named as such
+                self._request_error = TranslationError(
+                    f"body: malformed {self.client.protocol.value} request ({type(exc).__name__}: {exc})",
+                    field="body")
+                raise self._request_error from exc
+            parse = self.client.wire.endpoints.parse_path
+            facts = parse(self.path) if self.path is not None and parse is not None else None
+            if facts is not None:  # the model and stream flag this protocol keeps in the URL
+                req.model = req.model or facts.model
+                req.stream = facts.stream
+            self._request = req
+        return self._request
+
+    @property
+    def context(self) -> ClientContext:
+        """What the client's encoders need, built once from the decoded request (a request that does
+        not decode, e.g. a recording's, gives the facts of its fields and path only)."""
+        if self._context is None:
+            try:
+                ctx = context_of_request(self.request, self.client, self.path)
+            except TranslationError:
+                ctx = context_of_body(self.body, self.client, self.path)
+            if self.refusal_in_content:
+                ctx.refusal_in_content = True
+            self._context = ctx
+        return self._context
+
+    def request_for(self, target: Protocol | str) -> dict[str, Any]:
+        """The upstream request body in ``target`` (the client's own body when the protocols agree).
+        Raises TranslationError naming the field of a request the client's decoder rejects."""
+        tgt = get(as_protocol(target))
+        if tgt is self.client:
+            if not isinstance(self.body, dict):
+                raise TranslationError("request body must be a JSON object", field="body")
+            return self.body
+        req = self.request
+        try:
+            return tgt.encode_request(req, self.warnings)
+        except TranslationError:
+            raise
+        except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
+            raise TranslationError(f"body: malformed {self.client.protocol.value} request "
+                                   f"({type(exc).__name__}: {exc})", field="body") from exc
+
+    @property
+    def client_content_type(self) -> str:
+        """The content type of the client's stream: SSE, or its protocol's JSON framing."""
+        return SSE_TYPE if self.context.sse else JSON_TYPE + "; charset=utf-8"
+
+    # ------------------------------------------------------------------ the response
+    def respond(self, upstream: Protocol | str, status: int = 200, content_type: str = "", *,
+                headers: Mapping[str, str] | None = None, routed: bool = True,
+                whole: bool = False, reframe: bool = False) -> Plan:
+        """The upstream answered ``status`` with ``content_type``: what the client's response gets.
+        ``routed``: False for a flow passed through untouched (its errors are never rewritten);
+        ``whole``: the body is known to be complete already (``content-length: 0``); ``reframe``: the
+        client gets the framing it asked for even from its own protocol (a stream collected, a
+        complete answer streamed: a replay server serving a recording of the other kind)."""
+        up = self.upstream = get(as_protocol(upstream))
+        self.status, self.headers, self.routed = status, headers, routed
+        self.content_type = content_type
+        same = up is self.client
+        streamed = _streamed(up, content_type, self.stream)
+        if status >= 400:
+            plan = Plan.ERROR
+        elif streamed and status < 300:
+            if same and not (reframe and not self.stream):
+                plan = Plan.OBSERVE
+            elif not self.stream:
+                plan = Plan.COLLECT
+            else:
+                plan = Plan.STREAM_WHOLE if whole else Plan.STREAM
+        elif streamed:
+            plan = Plan.OBSERVE if same or not routed else Plan.COLLECT
+        elif same and not (reframe and self.stream):
+            plan = Plan.OBSERVE
+        else:
+            plan = Plan.TO_STREAM if self.stream else Plan.JSON
+        self.plan = plan
+        if streamed and status < 300 and plan in (Plan.STREAM, Plan.OBSERVE):
+            self._stream = self._stream_translator(up)
+        return plan
+
+    @property
+    def streaming(self) -> bool:
+        """The response is fed chunk by chunk (:meth:`feed`)."""
+        return self._stream is not None
+
+    def _stream_translator(self, up: Codec) -> StreamTranslator:
+        if self._keep_response:
+            self._collector = Collector()
+        same = up is self.client
+        return StreamTranslator(up.protocol, self.client.protocol, context=None if same else self.context,
+                                collector=self._collector, warnings=self.warnings)
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Upstream stream bytes -> what the client gets now (possibly ``b""``)."""
+        assert self._stream is not None, "feed() needs a streamed plan"
+        out = self._stream.feed(chunk)
+        return out
+
+    def close(self) -> bytes:
+        """The upstream's end of stream: the rest of the client's stream (an honest ending)."""
+        assert self._stream is not None, "close() needs a streamed plan"
+        out = self._stream.close()
+        self._take_stream()
+        return out
+
+    def abort(self, reason: str = "stream interrupted") -> bytes:
+        """The upstream connection failed: the client's native error frame; StopInfo interrupted."""
+        assert self._stream is not None, "abort() needs a streamed plan"
+        out = self._stream.abort(reason)
+        self._take_stream()
+        return out
+
+    @property
+    def finished(self) -> bool:
+        """The upstream stream's terminal event (or an error) was seen."""
+        return self._stream is not None and self._stream.finished
+
+    @property
+    def first_content(self) -> int | None:
+        """Upstream bytes fed when the first content event was decoded (None: not yet, or no stream)."""
+        return self._stream.first_content if self._stream is not None else None
+
+    @property
+    def events(self) -> int:
+        """Upstream stream events read so far."""
+        return self._stream.events if self._stream is not None else 0
+
+    def _take_stream(self) -> None:
+        s = self._stream
+        assert s is not None
+        self.stop, self.usage, self.error = s.stop, s.usage, s.error
+        self.model = self.model or s.model
+        if self._collector is not None:
+            self.response = self._collector.finish()
+            if self.error is None:
+                self.error = self._collector.error
+
+    def observed(self) -> None:
+        """Take the stream's observations so far (the stream may still run)."""
+        if self._stream is not None:
+            self._take_stream()
+
+    def complete(self, body: bytes) -> Outcome:
+        """A complete upstream body (the plan decided by :meth:`respond`) -> what the client gets."""
+        plan, up = self.plan, self.upstream
+        assert plan is not None and up is not None, "complete() needs respond() first"
+        status = self.status or 200
+        if plan is Plan.ERROR:
+            return self._error(body, status)
+        if plan is Plan.OBSERVE:
+            self._observe_body(body)
+            return Outcome(status)
+        if plan in (Plan.STREAM_WHOLE, Plan.STREAM):  # a stream that arrived whole: translated at once
+            s = self._stream = self._stream_translator(up)
+            out = s.feed(body) + s.close()
+            self._take_stream()
+            return Outcome(200, out, self.client_content_type)
+        if plan is Plan.COLLECT:
+            res = collect_result(body, up, self.client, self.context)
+            self._take(res)
+            return Outcome(res.status, dumps(res.body), JSON_TYPE)
+        obj = _json_object(body)
+        if isinstance(obj, str):
+            self.warnings.append(f"upstream answered 2xx with {obj}")
+            st, native = native_error(n.Error(kind=n.ErrorKind.API_ERROR, status=502,
+                                              message=f"upstream answered with {obj}"), self.client.protocol)
+            self.stop = error_stop_info(st, native)
+            self.plan = Plan.ERROR
+            return Outcome(st, orjson.dumps(native), JSON_TYPE)
+        if plan is Plan.TO_STREAM:
+            out, res = stream_result(obj, up, self.client, self.context)
+            self._take(res)
+            return Outcome(200, out, self.client_content_type)
+        res = complete_result(obj, up, self.client, self.context, status=status)
+        self._take(res)
+        return Outcome(res.status, dumps(res.body), JSON_TYPE)
+
+    def _take(self, res: ResponseResult) -> None:
+        self.stop, self.usage, self.error = res.stop, res.usage, res.error
+        self.model = self.model or res.model
+        self.warnings.extend(res.warnings)
+        if self._keep_response:
+            self.response = res.response
+
+    def _error(self, body: bytes, status: int) -> Outcome:
+        up = self.upstream
+        assert up is not None
+        self.stop = error_stop_info(status, body, self.headers)
+        self.error = parse_error(status, body)
+        if self.routed and (up is not self.client or not _is_json(body)):
+            st, native = native_error(self.error, self.client.protocol)
+            return Outcome(st, orjson.dumps(native), JSON_TYPE)
+        self.plan = Plan.OBSERVE
+        return Outcome(status)
+
+    def _observe_body(self, body: bytes) -> None:
+        """StopInfo, usage and model of an untouched complete body: a JSON response, or a whole stream
+        (SSE, or a stream framed as one JSON array: the codec's reader tells them apart)."""
+        up = self.upstream
+        assert up is not None
+        if "text/event-stream" in self.content_type.lower() or (self.stream and body.lstrip()[:1] == b"["):
+            s = self._stream = self._stream_translator(up)
+            s.feed(body)
+            s.close()
+            self._take_stream()
+            return
+        obj = _json_object(body)
+        if isinstance(obj, str):
+            self.warnings.append(f"upstream answered 2xx with {obj}")
+            return
+        self._take(complete_result(obj, up, up, None))
+
+
+def _is_json(body: bytes) -> bool:
+    try:
+        orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def _json_object(body: bytes) -> dict[str, Any] | str:
+    """``body`` as a JSON object, or why it is not one."""
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return "a body that is not JSON"
+    return obj if isinstance(obj, dict) else "JSON that is not an object"
+
