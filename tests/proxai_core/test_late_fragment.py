@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from proxai_core import Protocol
-from proxai_core.codecs import codec
+from proxai_core.codecs import get
 from proxai_core.codecs._blocks import LATE_FRAGMENT_DROPPED
 from proxai_core.context import ClientContext
 from proxai_core.neutral import BlockEnd, BlockStart, Delta, End, Event, Start, Stop, ToolCall
@@ -30,13 +30,13 @@ def _events(late: str) -> list[Event]:
 
 def _encode(target: Protocol, events: list[Event]) -> tuple[bytes, list[str]]:
     warnings: list[str] = []
-    enc = codec(target).StreamEncoder(ClientContext(protocol=target, model="m"), warnings)
+    enc = get(target).StreamEncoder(ClientContext(protocol=target, model="m"), warnings)
     return b"".join(enc.encode(e) for e in events), warnings
 
 
 def test_the_policy_is_a_capability():
-    assert codec(A).capabilities.parses_streamed_arguments
-    assert not codec(R).capabilities.parses_streamed_arguments
+    assert get(A).capabilities.parses_streamed_arguments
+    assert not get(R).capabilities.parses_streamed_arguments
 
 
 @pytest.mark.parametrize("target", [A, R])
