@@ -1080,7 +1080,8 @@ class StreamEncoder(OneOpenBlockEncoder):
         except orjson.JSONEncodeError:  # an upstream item nested deeper than orjson writes
             out.append(frame(t, {"type": t, "sequence_number": seq, **d}))
             return
-        out.append(b'event: %s\ndata: {"type":"%s","sequence_number":%d,%s\n\n' % (t.encode(), t.encode(), seq, rest[1:]))
+        te = t.encode()
+        out.append(b'event: %s\ndata: {"type":"%s","sequence_number":%d,%s\n\n' % (te, te, seq, rest[1:]))
 
     def _snapshot(self, status: str, output: list[dict[str, Any]], usage: dict[str, Any] | None = None,
                   error: dict[str, Any] | None = None, incomplete: dict[str, Any] | None = None) -> dict[str, Any]:
