@@ -8,7 +8,7 @@ raw bytes of the events it completed, so a pass-through never forwards a half ev
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -43,7 +43,7 @@ class SSEReader:
 
     def close(self) -> list[SSEEvent]:
         """At end of stream: an event cut before its blank line is handed over as it is."""
-        return self._close(None)  # type: ignore[return-value]
+        return [e for e in self._close(None) if e is not None]  # (None only where raw bytes are asked for)
 
     def feed_raw(self, chunk: bytes) -> tuple[list[SSEEvent | None], list[bytes]]:
         """Events (None where the bytes handed over complete no event: comments, blank lines) and,
@@ -175,14 +175,14 @@ class SSEReader:
             s = s.replace("\r\n", "\n").replace("\r", "\n")
         # s: whole lines. Each "\n\n" ends an event; what follows the last one waits for its blank line.
         lead = s[:1] == "\n"  # a blank line first: it ends what earlier reads left pending
-        blocks: list[str | None] = s[1:].split("\n\n") if lead else s.split("\n\n")  # type: ignore[assignment]
+        blocks = cast("list[str | None]", s[1:].split("\n\n") if lead else s.split("\n\n"))
         rest = blocks.pop()
         if lead:
             blocks.insert(0, None)  # (no lines; one line end)
         out: list[SSEEvent | None] = []
         data = self._data
         event = self._event
-        sizes = None  # raw reads: byte size of each block with its "\n\n"
+        sizes: list[int] = []  # raw reads: byte size of each block with its "\n\n"
         if blobs is not None:
             if cr >= 0:
                 sizes = _raw_sizes(text, blocks)
@@ -221,7 +221,7 @@ class SSEReader:
                 out.append(None)  # no event (comments, an event without data): its bytes all the same
             event = None
             if blobs is not None:
-                at += sizes[j]  # type: ignore[index]
+                at += sizes[j]
                 if self._raw:
                     self._raw.append(chunk[:at])
                     blobs.append(b"".join(self._raw))
@@ -308,8 +308,8 @@ def frame(event: str | None, obj: object) -> bytes:
     except orjson.JSONEncodeError:
         data = _deep_dumps(obj)
     if event:
-        return b"event: " + event.encode() + b"\ndata: " + data + b"\n\n"
-    return b"data: " + data + b"\n\n"
+        return b"".join((b"event: ", event.encode(), b"\ndata: ", data, b"\n\n"))
+    return b"".join((b"data: ", data, b"\n\n"))
 
 
 def frame_data(obj: object) -> bytes:

@@ -200,11 +200,6 @@ def classify_stop(
     detail: Mapping[str, Any] | None = None,
 ) -> StopInfo:
     """Turn a provider's raw stop value into a :class:`StopInfo`."""
-    plain = category is None and message is None and recommended_model is None and not detail
-    if plain:  # nearly every stop: a StopInfo is immutable, so the one of its two inputs is built once
-        known = _PLAIN.get((raw, has_tool_calls))
-        if known is not None:
-            return known
     if raw is None:
         reason = StopReason.TOOL_USE if has_tool_calls else StopReason.END_TURN
     else:
@@ -216,15 +211,7 @@ def classify_stop(
             category = "malformed-output"
     if category is None and raw is not None and reason in (StopReason.REFUSAL, StopReason.INTERRUPTED):
         category = raw
-    stop = StopInfo(reason, raw, category, message, recommended_model, dict(detail) if detail else {})
-    if plain and len(_PLAIN) < _PLAIN_MAX:  # (bounded: raw is the upstream's string)
-        _PLAIN[raw, has_tool_calls] = stop
-    return stop
-
-
-#: (raw stop value, tool calls seen) -> its StopInfo when nothing else was said
-_PLAIN: dict[tuple[str | None, bool], StopInfo] = {}
-_PLAIN_MAX = 256
+    return StopInfo(reason, raw, category, message, recommended_model, dict(detail) if detail else {})
 
 
 # ----------------------------------------------------------------------------- toward a client

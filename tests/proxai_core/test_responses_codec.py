@@ -1274,7 +1274,7 @@ def test_stream_delta_frames_equal_frame(iid):
     enc._seq = 41
     out: list[bytes] = []
     text = R._Blk("text", 16, iid)
-    text.ci = 3
+    text.content_index = 3
     tool = R._Blk("tool", 2, iid)
     custom = R._Blk("custom", 250, iid)
     for v in ("", "%s %d %b", 'a"\\\n\x00😀'):

@@ -14,7 +14,7 @@ See :mod:`proxai_core.codecs.base` for the contract. Choices documented here:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -36,6 +36,7 @@ from ..neutral import (
     Event,
     Image,
     Opaque,
+    Part,
     Reasoning,
     Refusal,
     Response,
@@ -64,6 +65,7 @@ from ._anthropic_common import (
     warn_once,
 )
 from ._anthropic_request import decode_request, encode_request
+from ._blocks import OneOpenBlockEncoder, bad_arguments
 from .base import Codec, Wire
 
 __all__ = [
@@ -113,7 +115,7 @@ def _dec_block(b: Any, warnings: list[str]) -> Any:
 def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
     resp = Response()
     if not isinstance(body, dict):
-        err = parse_error(None, body)  # type: ignore[arg-type]
+        err = parse_error(None, body)
         resp.extra["error"] = err
         resp.stop = classify_stop("error", category=err.kind, message=err.message)
         return resp
@@ -341,33 +343,33 @@ class StreamDecoder:
         except JSONDecodeError:
             self.warnings.append(f"invalid JSON in an Anthropic stream event ({event or 'no name'}) ignored")
             return []
-        if type(obj) is not dict:
+        if not isinstance(obj, dict):
             self.warnings.append("non-object Anthropic stream event ignored")
             return []
         t = obj.get("type") or event
         if t == "content_block_delta":  # most events: decoded here, without a further call
             idx = obj.get("index")
-            blk = self._blocks.get(idx) if type(idx) is int else None
+            blk = self._blocks.get(idx) if isinstance(idx, int) and not isinstance(idx, bool) else None
             d = obj.get("delta")
-            if blk is None or type(d) is not dict:
+            if blk is None or not isinstance(d, dict):
                 self.warnings.append("content_block_delta for an unknown block ignored")
                 return []
             dt = d.get("type")
             if dt == blk.hot:  # the delta that streams this block's content
                 v = d.get(blk.field)
-                if v and type(v) is str:
+                if v and isinstance(v, str):
                     if blk.keep:
                         blk.buf.append(v)
                     return [Delta(blk.n, blk.nkind, v)]
                 return []
-            hd = _DELTAS.get(dt) if type(dt) is str else None
+            hd = _DELTAS.get(dt) if isinstance(dt, str) else None
             if hd is None:
                 self._warn_unknown(f"delta {dt!r}")
                 return []
             return hd(self, blk, d)
-        h = _EVENTS.get(t) if type(t) is str else None
+        h = _EVENTS.get(t) if isinstance(t, str) else None
         if h is None:
-            if type(t) is str:
+            if isinstance(t, str):
                 self._warn_unknown(f"event {t!r}")
             else:
                 self.warnings.append("Anthropic stream event without a type ignored")
@@ -416,14 +418,14 @@ class StreamDecoder:
             return []
         self._started = True
         m = obj.get("message")
-        if type(m) is not dict:
+        if not isinstance(m, dict):
             return [Start()]
         u = m.get("usage")
         mid, model = m.get("id"), m.get("model")
-        out: list[Event] = [Start(mid if type(mid) is str else None, model if type(model) is str else None,
-                                  usage_from_wire(u) if type(u) is dict else None)]
+        out: list[Event] = [Start(mid if isinstance(mid, str) else None, model if isinstance(model, str) else None,
+                                  usage_from_wire(u) if isinstance(u, dict) else None)]
         content = m.get("content")
-        if content and type(content) is list:  # not sent by Anthropic; some proxies prefill
+        if content and isinstance(content, list):  # not sent by Anthropic; some proxies prefill
             for i, b in enumerate(content):
                 out.extend(self._block_start({"index": -1 - i, "content_block": b}))
                 out.extend(self._block_stop({"index": -1 - i}))
@@ -433,7 +435,7 @@ class StreamDecoder:
         out: list[Event] = [] if self._started else self._no_start()
         idx = obj.get("index")
         cb = obj.get("content_block")
-        if not isinstance(idx, int) or type(cb) is not dict or type(t := cb.get("type")) is not str:
+        if not isinstance(idx, int) or not isinstance(cb, dict) or not isinstance(t := cb.get("type"), str):
             self.warnings.append("malformed content_block_start ignored")
             return out
         blocks = self._blocks
@@ -446,31 +448,31 @@ class StreamDecoder:
         if t == "text":
             blk = _TextBlk(n)
             cits = cb.get("citations")
-            if cits and type(cits) is list:
+            if cits and isinstance(cits, list):
                 blk.extra = list(cits)
             out.append(BlockStart(n, Text("")))
             text = cb.get("text")
-            if text and type(text) is str:
+            if text and isinstance(text, str):
                 out.append(Delta(n, "text", text))
         elif t == "tool_use":
             self._has_tools = True
             tid, name = cb.get("id"), cb.get("name")
-            tid = tid if type(tid) is str else ""
-            name = name if type(name) is str else ""
+            tid = tid if isinstance(tid, str) else ""
+            name = name if isinstance(name, str) else ""
             blk = _ToolBlk(n, ToolCall(tid, name))
             inp = cb.get("input")
-            if inp and type(inp) is dict:
+            if inp and isinstance(inp, dict):
                 blk.extra = dumps(inp).decode()  # used only if no input_json_delta follows
             out.append(BlockStart(n, ToolCall(tid, name, "")))
         elif t == "thinking":
             blk = _ThinkingBlk(n)
             out.append(BlockStart(n, Reasoning()))
             text = cb.get("thinking")
-            if text and type(text) is str:
+            if text and isinstance(text, str):
                 blk.buf.append(text)
                 out.append(Delta(n, "reasoning", text))
             sig = cb.get("signature")
-            if sig and type(sig) is str:
+            if sig and isinstance(sig, str):
                 blk.sig = sig
         elif t == "redacted_thinking":
             part = Reasoning(text="", redacted=True, opaque={"protocol": PROTOCOL, "data": cb.get("data")})
@@ -488,20 +490,20 @@ class StreamDecoder:
 
     def _d_signature(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
         v = d.get("signature")
-        if type(v) is str:
+        if isinstance(v, str):
             blk.sig = v
         return []
 
     def _d_json(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
         """input_json_delta of a block other than tool_use (server tool input, kept for its end)."""
         v = d.get("partial_json")
-        if v and type(v) is str:
+        if v and isinstance(v, str):
             blk.buf.append(v)
         return []
 
     def _d_citation(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
         c = d.get("citation")
-        if blk.kind == "text" and type(c) is dict:
+        if blk.kind == "text" and isinstance(c, dict):
             if blk.extra is None:
                 blk.extra = []
             blk.extra.append(c)
@@ -509,7 +511,7 @@ class StreamDecoder:
 
     def _d_compaction(self, blk: _Blk, d: dict[str, Any]) -> list[Event]:
         v = d.get("content")
-        if blk.kind == "opaque" and type(v) is str:
+        if blk.kind == "opaque" and isinstance(v, str):
             if blk.extra is None:
                 blk.extra = []
             blk.extra.append(v)
@@ -525,7 +527,7 @@ class StreamDecoder:
         n = blk.n
         if k == "text":
             if blk.extra:
-                return [BlockEnd(n, Text("", [citation_to_neutral(c) for c in blk.extra if type(c) is dict]))]
+                return [BlockEnd(n, Text("", [citation_to_neutral(c) for c in blk.extra if isinstance(c, dict)]))]
             return [BlockEnd(n)]
         if k == "tool":
             part: ToolCall = blk.part
@@ -551,20 +553,20 @@ class StreamDecoder:
         if blk.extra is not None and raw.get("type") == "compaction":
             raw["content"] = "".join(blk.extra)
         t = raw.get("type")
-        return [BlockEnd(n, Opaque(PROTOCOL, raw, t if type(t) is str else "unknown"))]
+        return [BlockEnd(n, Opaque(PROTOCOL, raw, t if isinstance(t, str) else "unknown"))]
 
     def _message_delta(self, obj: dict[str, Any]) -> list[Event]:
         out: list[Event] = [] if self._started else self._no_start()
         u = obj.get("usage")
-        if type(u) is dict:
+        if isinstance(u, dict):
             out.append(UsageEvent(usage_from_wire(u)))
         d = obj.get("delta")
-        if type(d) is dict:
+        if isinstance(d, dict):
             reason = d.get("stop_reason")
             if reason is not None:
                 seq = d.get("stop_sequence")
                 out.append(Stop(stop_from_wire(reason, d.get("stop_details"), self._has_tools),
-                                seq if type(seq) is str else None))
+                                seq if isinstance(seq, str) else None))
                 self._stop_seen = True
         return out
 
@@ -602,83 +604,70 @@ _DELTAS = {
 
 
 # ============================================================================= stream encode
-class _Out:
-    __slots__ = ("a", "buf", "head", "kind", "part", "scan", "sent", "sig")
+class _WireBlock:
+    """A neutral block as it goes to the client: one Anthropic content block (or none, dropped)."""
+
+    __slots__ = ("buf", "delta_head", "index", "kind", "part", "scan", "sent", "signature")
     scan: JsonObjectScanner  # (set when a tool block's input starts)
 
-    def __init__(self, a: int, kind: str, part: Any = None):
-        self.a = a  # Anthropic block index (-1: not yet emitted)
+    def __init__(self, index: int, kind: str, part: Any = None):
+        self.index = index  # the Anthropic block index (-1: not yet sent)
         self.kind = kind  # text | refusal | thinking | redacted | tool | custom | opaque | drop
         self.sent = False
         self.buf: list[str] = []
         self.part = part
-        self.sig: str | None = None
-        self.head = b""  # the frame up to the delta's string value, once the index is known
+        self.signature: str | None = None
+        #: the block's content_block_delta frame up to its value, once its index is known
+        self.delta_head = b""
 
 
-# One builder per frame shape. content_block_delta frames are built by concatenation (hot path: the
-# head is computed once per block); test_wire_builders checks each builder against frame() of the
-# same dict (orjson is compact, keys in insertion order, a value encodes the same wherever it sits).
-def _cb_start(a: int, block: dict[str, Any]) -> bytes:
-    if a < 16 and block is _EMPTY_TEXT:
-        return _TEXT_STARTS[a]
-    return frame("content_block_start", {"type": "content_block_start", "index": a, "content_block": block})
-
-
-def _delta_head(a: int, dtype: bytes, field: bytes) -> bytes:
-    """content_block_delta up to its value: ``head + orjson.dumps(value) + _DELTA_TAIL``."""
-    if a < 16:
-        if dtype == b"text_delta":
-            return _TEXT_HEADS[a]
-        if dtype == b"input_json_delta":
-            return _JSON_HEADS[a]
-    return _head(a, dtype, field)
-
-
-def _head(a: int, dtype: bytes, field: bytes) -> bytes:
+def _delta_head(index: int, delta_type: str, field: str) -> bytes:
+    """content_block_delta up to its value: ``head + orjson.dumps(value) + _DELTA_TAIL`` is frame() of
+    the event's dict (streamed deltas are most of the frames; the head is written once per block)."""
     return (b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,"delta":{"type":"%s","%s":'
-            % (a, dtype, field))
-
-
-def _cb_delta(a: int, dtype: bytes, field: bytes, value: Any) -> bytes:
-    return _delta_head(a, dtype, field) + orjson.dumps(value) + _DELTA_TAIL
+            % (index, delta_type.encode(), field.encode()))
 
 
 _DELTA_TAIL = b"}}\n\n"
-_TEXT_HEADS = [_head(a, b"text_delta", b"text") for a in range(16)]
-_JSON_HEADS = [_head(a, b"input_json_delta", b"partial_json") for a in range(16)]
-_STOP_FRAMES = [frame("content_block_stop", {"type": "content_block_stop", "index": a}) for a in range(16)]
-_EMPTY_TEXT: dict[str, Any] = {"type": "text", "text": ""}
-_TEXT_STARTS = [frame("content_block_start", {"type": "content_block_start", "index": a,
-                                              "content_block": _EMPTY_TEXT}) for a in range(16)]
 
 
-def _cb_stop(a: int) -> bytes:
-    if 0 <= a < 16:
-        return _STOP_FRAMES[a]
-    return frame("content_block_stop", {"type": "content_block_stop", "index": a})
+def _block_start_frame(index: int, block: dict[str, Any]) -> bytes:
+    return frame("content_block_start", {"type": "content_block_start", "index": index, "content_block": block})
+
+
+def _block_delta_frame(index: int, delta_type: str, field: str, value: Any) -> bytes:
+    return frame("content_block_delta", {"type": "content_block_delta", "index": index,
+                                         "delta": {"type": delta_type, field: value}})
+
+
+def _block_stop_frame(index: int) -> bytes:
+    return frame("content_block_stop", {"type": "content_block_stop", "index": index})
+
+
+def _empty_text() -> dict[str, Any]:
+    return {"type": "text", "text": ""}
 
 
 _MESSAGE_STOP = frame("message_stop", {"type": "message_stop"})
-_MESSAGE_START = (b'event: message_start\ndata: {"type":"message_start","message":{"id":%s,"type":"message",'
-                  b'"role":"assistant","model":%s,"content":[],"stop_reason":null,"stop_sequence":null,'
-                  b'"usage":%s}}\n\n')
-_NO_USAGE = orjson.dumps(usage_to_wire(None))
-_MESSAGE_DELTA = (b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":%s,'
-                  b'"stop_sequence":%s,"stop_details":%s},"usage":%s}\n\n')
 _TRUNCATED = (StopReason.MAX_OUTPUT, StopReason.CONTEXT_FULL)
 
 
-class StreamEncoder:
-    """Neutral events -> Anthropic SSE for the client (``event:`` lines, Anthropic lifecycle)."""
+class StreamEncoder(OneOpenBlockEncoder):
+    """Neutral events -> Anthropic SSE for the client (``event:`` lines, Anthropic lifecycle). One
+    content block is open at a time (:class:`OneOpenBlockEncoder` orders overlapping neutral blocks)."""
+
+    __slots__ = ("_cut", "_has_tools", "_model", "_next_index", "_open", "_refusal", "_started", "_stop",
+                 "_stop_seq", "_text_sent", "_usage", "ctx", "done")
+    CLIENT = "Anthropic"
 
     def __init__(self, ctx: Any, warnings: list[str]):
+        super().__init__(parses_streamed_arguments=CODEC.capabilities.parses_streamed_arguments)
         self.ctx = ctx
         self.warnings = warnings
         self.done = False
         self._started = False
-        self._n = 0
-        self._open: dict[int, _Out] = {}
+        self._next_index = 0
+        self._open: dict[int, _WireBlock] = {}
         self._usage: Usage | None = None
         self._stop: StopInfo | None = None
         self._stop_seq: str | None = None
@@ -686,62 +675,68 @@ class StreamEncoder:
         self._text_sent = False
         self._has_tools = False
         self._model = getattr(ctx, "model", None)
-        self._cut: _Out | None = None  # a tool block whose arguments ended incomplete (left open)
-        # Anthropic has one open block at a time; neutral blocks may overlap (Chat parallel tool calls
-        # stay open until the finish). The block on the wire is _active; the events of the others wait
-        # in _held (start order) until it ends. A tool block whose JSON is complete ends early (_early).
-        self._active = -1
-        self._held: dict[int, list[Event]] = {}
-        self._early: dict[int, _Out] = {}
+        self._cut: _WireBlock | None = None  # a tool block whose arguments ended incomplete (left open)
 
     def encode(self, ev: Event) -> bytes:
         if self.done:
             return b""
-        if type(ev) is not Delta:
-            h = _HANDLERS.get(type(ev))
-            if h is None:
-                return b""
-            return h(self, ev)
-        # a delta (the hot path: encoded here, without a further call)
-        i, k, v = ev.index, ev.kind, ev.value  # type: ignore[union-attr]
+        if isinstance(ev, Delta):
+            return self._delta(ev)
+        if isinstance(ev, BlockStart):
+            out = [b"" if self._started else self._message_start(None, None)]
+            self._block_start(ev, out)
+            return b"".join(out)
+        if isinstance(ev, BlockEnd):
+            out = []
+            self._block_end(ev, out)
+            return b"".join(out)
+        if isinstance(ev, Start):
+            return self._start(ev)
+        if isinstance(ev, UsageEvent):
+            self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
+        elif isinstance(ev, Stop):
+            self._stop = ev.stop
+            self._stop_seq = ev.stop_sequence
+        elif isinstance(ev, End):
+            return self._end_turn()
+        elif isinstance(ev, ErrorEvent):
+            self.done = True
+            return error_frame(ev.error)
+        return b""
+
+    def _delta(self, ev: Delta) -> bytes:
+        """A delta: most events of a stream."""
+        i, k, v = ev.index, ev.kind, ev.value
         o = self._open.get(i)
+        out: list[bytes]
         if o is None or not v:
-            if self._held and self._hold(i, ev):
-                return b""
-            if self._early and i in self._early and k == "arguments":
-                return self._late(i, v)
-            return b""
+            out = []
+            self._delta_elsewhere(ev, out)
+            return b"".join(out)
         ok = o.kind
         if ok == "text" or ok == "refusal":
             if k == "text" or k == "refusal":
-                if o.a < 0:
-                    return self._text_delta(o, v)
-                if ok == "refusal":  # the block is open: the hot path of _text_delta
-                    self._refusal.append(v)
-                return o.head + orjson.dumps(v) + _DELTA_TAIL
+                return self._text_delta(o, v)
         elif ok == "tool" or ok == "custom":
             if k == "arguments":
-                if self._held and i == self._active:
-                    out = self._args(o, v)
-                    if self._ends_early(o):  # the next block need not wait for this one's end
-                        out += self._end_early(i, o) + self._promote()
-                    return out
-                return self._args(o, v)
+                out = [self._args(o, v)]
+                self._after_arguments(i, out)
+                return b"".join(out)
         elif ok == "thinking":
             if k == "reasoning" or k == "summary":
                 return self._thinking_delta(o, v)
             if k == "signature":
-                o.sig = (o.sig or "") + v
-        elif ok == "redacted" and o.a < 0 and (k == "reasoning" or k == "summary"):
+                o.signature = (o.signature or "") + v
+        elif ok == "redacted" and o.index < 0 and (k == "reasoning" or k == "summary"):
             o.buf.append(v)
         return b""
 
     # ---- lifecycle
     def _message_start(self, sid: str | None, model: str | None) -> bytes:
         self._started = True
-        mid = msg_id(sid)  # (the frame is frame() of the message_start dict)
-        usage = _NO_USAGE if self._usage is None else orjson.dumps(usage_to_wire(self._usage))
-        return _MESSAGE_START % (orjson.dumps(mid), orjson.dumps(self._model or model or "unknown"), usage)
+        return frame("message_start", {"type": "message_start", "message": {
+            "id": msg_id(sid), "type": "message", "role": "assistant", "model": self._model or model or "unknown",
+            "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage_to_wire(self._usage)}})
 
     def _start(self, ev: Start) -> bytes:
         if self._started:
@@ -753,106 +748,77 @@ class StreamEncoder:
         return self._message_start(ev.id, ev.model)
 
     def _alloc(self) -> int:
-        a = self._n
-        self._n += 1
+        a = self._next_index
+        self._next_index += 1
         return a
 
-    # ---- block order
-    def _block_start(self, ev: BlockStart) -> bytes:
-        a = self._active
-        if a >= 0:
-            o = self._open.get(a)
-            if o is None:
-                self._active = -1
-            elif not self._ends_early(o):
-                self._held[ev.index] = [ev]  # sent when the block on the wire ends
-                return b""
-            else:
-                return self._end_early(a, o) + self._open_block(ev)
-        return self._open_block(ev)
+    # ---- the one-open-block order (OneOpenBlockEncoder's hooks)
+    def _is_complete(self, index: int) -> bool:
+        o = self._open.get(index)
+        return o is None or (o.kind == "tool" and o.sent and o.scan.complete())
 
-    @staticmethod
-    def _ends_early(o: _Out) -> bool:
-        """A function tool block whose arguments are one whole JSON object can take nothing more."""
-        return o.kind == "tool" and o.sent and o.scan.complete()
+    def _tool_call(self, index: int) -> Part | None:
+        o = self._open.get(index)
+        return o.part if o is not None else None
 
-    def _end_early(self, a: int, o: _Out) -> bytes:
-        del self._open[a]
-        self._early[a] = o
-        self._active = -1
-        return self._close(o, None)
+    def _stalled(self) -> bool:
+        return self._cut is not None or self.done
 
-    def _hold(self, i: int, ev: Event) -> bool:
-        evs = self._held.get(i)
-        if evs is None:
-            return False
-        evs.append(ev)
-        return True
+    def _fail(self, warning: str, error: Error, out: list[bytes]) -> None:
+        self.warnings.append(warning)
+        self.done = True
+        out.append(error_frame(error))
 
-    def _promote(self) -> bytes:
-        """The block on the wire ended: the held blocks follow, in start order."""
-        out = []
-        held = self._held
-        while self._active < 0 and held and self._cut is None and not self.done:
-            i = next(iter(held))
-            for ev in held.pop(i):
-                if type(ev) is BlockStart:
-                    out.append(self._open_block(ev))
-                elif type(ev) is BlockEnd:
-                    out.append(self._end_block(ev))
-                else:
-                    out.append(self.encode(ev))
-        return b"".join(out)
+    def _write_delta(self, ev: Delta, out: list[bytes]) -> None:
+        out.append(self.encode(ev))
 
-    def _late(self, i: int, v: str) -> bytes:
-        """A fragment for a tool block that already ended with a whole JSON object."""
-        if not v.strip():
-            return b""
-        return self._bad_args(self._early[i], v)
+    def _close_block(self, index: int, final: Part | None, out: list[bytes]) -> None:
+        o = self._open.pop(index, None)
+        if o is not None:
+            out.append(self._close(o, final))
 
-    # ---- blocks
-    def _open_block(self, ev: BlockStart) -> bytes:
-        pre = b"" if self._started else self._message_start(None, None)
+    def _open_block(self, ev: BlockStart, out: list[bytes]) -> None:
         p = ev.part
         i = ev.index
-        self._active = i
         if isinstance(p, (Text, Refusal)):
             # emitted on its first text: an empty text block would be rejected when replayed
-            o = self._open[i] = _Out(-1, "text" if isinstance(p, Text) else "refusal")
-            return pre + self._text_delta(o, p.text) if p.text else pre
+            o = self._open[i] = _WireBlock(-1, "text" if isinstance(p, Text) else "refusal")
+            if p.text:
+                out.append(self._text_delta(o, p.text))
+            return
         if isinstance(p, Reasoning):
             op = p.opaque
             if p.redacted:
                 if op and op.get("protocol") == PROTOCOL and isinstance(op.get("data"), str):
                     a = self._alloc()
-                    self._open[i] = _Out(a, "redacted")
-                    return pre + _cb_start(a, {"type": "redacted_thinking", "data": op["data"]})
-                self._open[i] = _Out(-1, "redacted", p)  # emitted at its end, once the payload is known
-                return pre
+                    self._open[i] = _WireBlock(a, "redacted")
+                    out.append(_block_start_frame(a, {"type": "redacted_thinking", "data": op["data"]}))
+                    return
+                self._open[i] = _WireBlock(-1, "redacted", p)  # emitted at its end, once the payload is known
+                return
             a = self._alloc()
-            o = self._open[i] = _Out(a, "thinking", p)
-            o.head = _delta_head(a, b"thinking_delta", b"thinking")
-            out = _cb_start(a, {"type": "thinking", "thinking": "", "signature": ""})
+            o = self._open[i] = _WireBlock(a, "thinking", p)
+            o.delta_head = _delta_head(a, "thinking_delta", "thinking")
+            out.append(_block_start_frame(a, {"type": "thinking", "thinking": "", "signature": ""}))
             if p.text:
-                out += self._thinking_delta(o, p.text)
-            return pre + out
+                out.append(self._thinking_delta(o, p.text))
+            return
         if isinstance(p, ToolCall):
             self._has_tools = True
-            a = self._n
-            self._n = a + 1
-            o = self._open[i] = _Out(a, "custom" if p.kind == "custom" else "tool", p)
-            o.head = _delta_head(a, b"input_json_delta", b"partial_json")
-            out = _cb_start(a, {"type": "tool_use", "id": p.id, "name": p.name, "input": {}})
+            a = self._alloc()
+            o = self._open[i] = _WireBlock(a, "custom" if p.kind == "custom" else "tool", p)
+            o.delta_head = _delta_head(a, "input_json_delta", "partial_json")
+            out.append(_block_start_frame(a, {"type": "tool_use", "id": p.id, "name": p.name, "input": {}}))
             if p.arguments:
-                out += self._args(o, p.arguments)
-            return pre + out
+                out.append(self._args(o, p.arguments))
+            return
         if isinstance(p, Opaque):
             if p.protocol != PROTOCOL:
                 warn_once(self.warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Anthropic "
                           "clients cannot represent it")
-                self._open[i] = _Out(-1, "drop")
+                self._open[i] = _WireBlock(-1, "drop")
                 self._active = -1
-                return pre
+                return
             raw = p.raw
             t = raw.get("type")
             t = t if isinstance(t, str) else ""
@@ -862,35 +828,35 @@ class StreamEncoder:
             elif t == "compaction":
                 start = dict(raw, content=None)
             a = self._alloc()
-            self._open[i] = _Out(a, "opaque", p)
-            return pre + _cb_start(a, start)
+            self._open[i] = _WireBlock(a, "opaque", p)
+            out.append(_block_start_frame(a, start))
+            return
         warn_once(self.warnings, f"{getattr(p, 'type', 'unknown')} part in a response dropped")
-        self._open[i] = _Out(-1, "drop")
+        self._open[i] = _WireBlock(-1, "drop")
         self._active = -1
-        return pre
 
-    def _text_start(self, o: _Out) -> bytes:
-        a = o.a = self._alloc()
-        o.head = _delta_head(a, b"text_delta", b"text")
-        return _cb_start(a, _EMPTY_TEXT)
+    # ---- deltas
+    def _text_start(self, o: _WireBlock) -> bytes:
+        a = o.index = self._alloc()
+        o.delta_head = _delta_head(a, "text_delta", "text")
+        return _block_start_frame(a, _empty_text())
 
-    def _text_delta(self, o: _Out, v: str) -> bytes:
-        if o.a < 0:
+    def _text_delta(self, o: _WireBlock, v: str) -> bytes:
+        pre = b""
+        if o.index < 0:
             pre = self._text_start(o)
             o.sent = True
             self._text_sent = True
-        else:
-            pre = b""  # sent and _text_sent were set with the block's first text
         if o.kind == "refusal":
             self._refusal.append(v)
-        return pre + o.head + orjson.dumps(v) + _DELTA_TAIL
+        return pre + o.delta_head + orjson.dumps(v) + _DELTA_TAIL
 
-    def _thinking_delta(self, o: _Out, v: str) -> bytes:
+    def _thinking_delta(self, o: _WireBlock, v: str) -> bytes:
         o.sent = True
         o.buf.append(v)
-        return o.head + orjson.dumps(v) + _DELTA_TAIL
+        return o.delta_head + orjson.dumps(v) + _DELTA_TAIL
 
-    def _args(self, o: _Out, v: str) -> bytes:
+    def _args(self, o: _WireBlock, v: str) -> bytes:
         """Every tool-argument fragment of a tool_use block passes here (streamed or late)."""
         if o.kind == "custom":
             o.sent = True
@@ -899,11 +865,11 @@ class StreamEncoder:
         # the SDK re-parses the whole buffer at every fragment: forward only valid object prefixes
         if o.sent:
             if o.scan.feed(v):
-                return o.head + orjson.dumps(v) + _DELTA_TAIL
+                return o.delta_head + orjson.dumps(v) + _DELTA_TAIL
             return self._bad_args(o, v)
         return self._first_args(o, v)
 
-    def _first_args(self, o: _Out, v: str) -> bytes:
+    def _first_args(self, o: _WireBlock, v: str) -> bytes:
         # whitespace before the '{' waits: the SDK cannot parse a buffer of only whitespace
         if not o.buf:
             o.scan = JsonObjectScanner()
@@ -916,43 +882,19 @@ class StreamEncoder:
             v = "".join(o.buf) + v
             o.buf.clear()
         o.sent = True
-        return o.head + orjson.dumps(v) + _DELTA_TAIL
+        return o.delta_head + orjson.dumps(v) + _DELTA_TAIL
 
-    def _bad_args(self, o: _Out, frag: str | None) -> bytes:
+    def _bad_args(self, o: _WireBlock, frag: str | None) -> bytes:
         """Tool arguments the client's SDK could not parse (invalid, or ended incomplete): never
         forwarded; the client's native error event ends the turn and the rest of the upstream
         stream is dropped (StopInfo still says what the upstream said)."""
-        p = o.part
-        name = p.name if isinstance(p, ToolCall) else ""
-        if frag is None:
-            what, why = "are not a complete JSON object", "ended before their JSON object was complete"
-        else:
-            what, why = "are not valid JSON", f"stopped being a valid JSON object at the fragment {frag[:60]!r}"
-        self.warnings.append(f"tool call {getattr(p, 'id', '')} ({name}): the upstream's arguments {why}; "
-                             "the Anthropic client's stream was ended with an error event and the rest "
-                             "of the upstream stream was dropped")
-        self.done = True
-        return error_frame(Error(kind=ErrorKind.API_ERROR, status=502, message=(
-            f"upstream sent tool-call arguments for tool {name!r} that {what}; the turn was ended")))
+        out: list[bytes] = []
+        warning, error = bad_arguments(o.part, frag, self.CLIENT)
+        self._fail(warning, error, out)
+        return out[0]
 
-    def _block_end(self, ev: BlockEnd) -> bytes:
-        if self._held:
-            if self._hold(ev.index, ev):
-                return b""
-            return self._end_block(ev) + self._promote()
-        return self._end_block(ev)
-
-    def _end_block(self, ev: BlockEnd) -> bytes:
-        i = ev.index
-        o = self._open.pop(i, None)
-        if i == self._active:
-            self._active = -1
-        if o is None:
-            self._early.pop(i, None)
-            return b""
-        return self._close(o, ev.part)
-
-    def _close(self, o: _Out, final: Any) -> bytes:
+    # ---- block end
+    def _close(self, o: _WireBlock, final: Any) -> bytes:
         k = o.kind
         if k == "drop":
             return b""
@@ -963,37 +905,38 @@ class StreamEncoder:
                     out += self._text_delta(o, final.text)
                 if isinstance(final, Text) and final.citations:
                     cits = _enc_citations(final.citations, self.warnings)
-                    if cits and o.a < 0:
+                    if cits and o.index < 0:
                         out += self._text_start(o)
                     for c in cits or ():
-                        out += _cb_delta(o.a, b"citations_delta", b"citation", c)
-            return out + _cb_stop(o.a) if o.a >= 0 else out
-        if k == "thinking" or (k == "redacted" and o.a < 0):
+                        out += _block_delta_frame(o.index, "citations_delta", "citation", c)
+            return out + _block_stop_frame(o.index) if o.index >= 0 else out
+        if k == "thinking" or (k == "redacted" and o.index < 0):
             part: Reasoning = final if isinstance(final, Reasoning) else o.part
             op = part.opaque or o.part.opaque
             text = "".join(o.buf)
             if part.text and not text:
                 text = part.text
             if k == "redacted":
-                a = o.a = self._alloc()
+                a = o.index = self._alloc()
                 if op and op.get("protocol") == PROTOCOL and isinstance(op.get("data"), str):
-                    return _cb_start(a, {"type": "redacted_thinking", "data": op["data"]}) + _cb_stop(a)
-                out = _cb_start(a, {"type": "thinking", "thinking": "", "signature": ""})
-                o.head = _delta_head(a, b"thinking_delta", b"thinking")
+                    return (_block_start_frame(a, {"type": "redacted_thinking", "data": op["data"]})
+                            + _block_stop_frame(a))
+                out = _block_start_frame(a, {"type": "thinking", "thinking": "", "signature": ""})
+                o.delta_head = _delta_head(a, "thinking_delta", "thinking")
                 if text:
                     out += self._thinking_delta(o, text)
             elif part.text and not o.sent:
                 out += self._thinking_delta(o, part.text)
             if op and op.get("protocol") == PROTOCOL:
-                sig = op.get("signature") if isinstance(op.get("signature"), str) else o.sig
+                sig = op.get("signature") if isinstance(op.get("signature"), str) else o.signature
             else:
                 sig = _packed_signature(Reasoning(text, part.summary or o.part.summary, op,
                                                   part.redacted or o.part.redacted), text)
             if sig:
-                out += _cb_delta(o.a, b"signature_delta", b"signature", sig)
-            return out + _cb_stop(o.a)
+                out += _block_delta_frame(o.index, "signature_delta", "signature", sig)
+            return out + _block_stop_frame(o.index)
         if k == "redacted":
-            return _cb_stop(o.a)
+            return _block_stop_frame(o.index)
         if k == "tool":
             if not o.sent and not o.buf and isinstance(final, ToolCall) and final.arguments:
                 out += self._args(o, final.arguments)  # nothing streamed: the whole arguments now
@@ -1004,13 +947,14 @@ class StreamEncoder:
                 # (as Anthropic does); any other ending is an error (decided at the turn's end)
                 self._cut = self._cut or o
                 return out
-            return out + _cb_stop(o.a)
+            return out + _block_stop_frame(o.index)
         if k == "custom":
             text = "".join(o.buf)
             if not text and isinstance(final, ToolCall):
                 text = final.arguments
-            out += _cb_delta(o.a, b"input_json_delta", b"partial_json", orjson.dumps({"input": text}).decode())
-            return out + _cb_stop(o.a)
+            out += _block_delta_frame(o.index, "input_json_delta", "partial_json",
+                                      orjson.dumps({"input": text}).decode())
+            return out + _block_stop_frame(o.index)
         # opaque (Anthropic's own)
         part_o: Opaque = final if isinstance(final, Opaque) else o.part
         raw = part_o.raw
@@ -1018,28 +962,15 @@ class StreamEncoder:
         if not isinstance(t, str):
             t = ""
         if t in _INPUT_STREAMED and isinstance(raw.get("input"), dict) and raw["input"]:
-            out += _cb_delta(o.a, b"input_json_delta", b"partial_json", dumps(raw["input"]).decode())
+            out += _block_delta_frame(o.index, "input_json_delta", "partial_json", dumps(raw["input"]).decode())
         elif t == "compaction" and isinstance(raw.get("content"), str):
-            out += _cb_delta(o.a, b"compaction_delta", b"content", raw["content"])
-        return out + _cb_stop(o.a)
+            out += _block_delta_frame(o.index, "compaction_delta", "content", raw["content"])
+        return out + _block_stop_frame(o.index)
 
     # ---- terminal
-    def _usage_ev(self, ev: UsageEvent) -> bytes:
-        self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
-        return b""
-
-    def _stop_ev(self, ev: Stop) -> bytes:
-        self._stop = ev.stop
-        self._stop_seq = ev.stop_sequence
-        return b""
-
-    def _end(self, ev: End) -> bytes:
+    def _end_turn(self) -> bytes:
         out = [b"" if self._started else self._message_start(None, None)]
-        while self._held and self._cut is None and not self.done:
-            a = self._active
-            if a >= 0:
-                out.append(self._end_block(BlockEnd(a)))
-            out.append(self._promote())
+        self._flush_held(out)
         if self._held:
             self._held.clear()
             if self._cut is not None and not self.done:
@@ -1057,32 +988,16 @@ class StreamEncoder:
             return b"".join(out) + self._bad_args(self._cut, None)
         if stop.reason is StopReason.REFUSAL and not self._text_sent:
             a = self._alloc()
-            out.append(_cb_start(a, _EMPTY_TEXT))
-            out.append(_cb_delta(a, b"text_delta", b"text", stop.message or FALLBACK_REFUSAL_TEXT))
-            out.append(_cb_stop(a))
+            out.append(_block_start_frame(a, _empty_text()))
+            out.append(_block_delta_frame(a, "text_delta", "text", stop.message or FALLBACK_REFUSAL_TEXT))
+            out.append(_block_stop_frame(a))
         reason, seq, details = stop_to_wire(stop, self._stop_seq, refusal_text, self.warnings, self._has_tools)
-        out.append(_MESSAGE_DELTA % (orjson.dumps(reason), b"null" if seq is None else orjson.dumps(seq),
-                                     b"null" if details is None else orjson.dumps(details),
-                                     orjson.dumps(usage_to_wire(self._usage, delta=True))))
+        out.append(frame("message_delta", {"type": "message_delta", "delta": {
+            "stop_reason": reason, "stop_sequence": seq, "stop_details": details},
+            "usage": usage_to_wire(self._usage, delta=True)}))
         out.append(_MESSAGE_STOP)
         self.done = True
         return b"".join(out)
-
-    def _error(self, ev: ErrorEvent) -> bytes:
-        self.done = True
-        return error_frame(ev.error)
-
-
-# per-class dispatch: no bound-method table built per stream
-_HANDLERS: dict[type, Callable[[StreamEncoder, Any], bytes]] = {
-    Start: StreamEncoder._start,
-    BlockStart: StreamEncoder._block_start,
-    BlockEnd: StreamEncoder._block_end,
-    UsageEvent: StreamEncoder._usage_ev,
-    Stop: StreamEncoder._stop_ev,
-    End: StreamEncoder._end,
-    ErrorEvent: StreamEncoder._error,
-}
 
 
 # ============================================================================= the codec
@@ -1106,7 +1021,7 @@ CODEC = Codec(
         count_tokens_body=lambda n: {"input_tokens": n},
     ),
     errors=_facts.ERRORS,
-    capabilities=_facts.CAPABILITIES,
+    capabilities=replace(_facts.CAPABILITIES, parses_streamed_arguments=True),
     client_tools=_facts.client_tools,
     stop_table=_facts.STOP_TABLE,
     stop_values=_facts.STOP_VALUES,

@@ -220,6 +220,9 @@ class Capabilities:
     #: an interrupted upstream turn is a response status here (Responses ``failed``/``cancelled``),
     #: not an error that replaces the response
     interrupted_is_status: bool
+    #: the client's SDK parses tool-call arguments at every streamed fragment (Anthropic): arguments
+    #: that stop being one JSON object end the turn with an error event instead of being sent
+    parses_streamed_arguments: bool = False
 
 
 @dataclass(frozen=True, slots=True)

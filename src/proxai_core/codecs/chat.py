@@ -478,8 +478,8 @@ class StreamDecoder:
         return idx
 
     # ------------------------------------------------------------------ delta fields
-    def _on_refusal(self, v: Any, delta: dict) -> None:
-        if v and type(v) is str:
+    def _on_refusal(self, v: Any, delta: dict[str, Any]) -> None:
+        if v and isinstance(v, str):
             self._refusal.append(v)
             self._out.append(Delta(self._seq_idx if self._seq_kind == _REFUSAL else self._open_seq(_REFUSAL),
                                    "refusal", v))
@@ -509,19 +509,19 @@ class StreamDecoder:
             self._reasoning_text = []
             self._seq_kind = 0
 
-    def _on_reasoning_content(self, v: Any, delta: dict) -> None:
+    def _on_reasoning_content(self, v: Any, delta: dict[str, Any]) -> None:
         if isinstance(v, str) and v:
             if self._seq_kind != _REASONING:
                 self._reasoning_field = "reasoning_content"
             self._reasoning_delta(v)
 
-    def _on_reasoning(self, v: Any, delta: dict) -> None:
+    def _on_reasoning(self, v: Any, delta: dict[str, Any]) -> None:
         if isinstance(v, str) and v:
             if self._seq_kind != _REASONING:
                 self._reasoning_field = "reasoning"
             self._reasoning_delta(v)
 
-    def _on_details(self, v: Any, delta: dict) -> None:
+    def _on_details(self, v: Any, delta: dict[str, Any]) -> None:
         if not isinstance(v, list) or not v:
             return
         if self._seq_kind != _REASONING:
@@ -537,29 +537,29 @@ class StreamDecoder:
                 self._reasoning_text.append(t)
                 self._out.append(Delta(self._seq_idx, "reasoning", t))
 
-    def _on_annotations(self, v: Any, delta: dict) -> None:
+    def _on_annotations(self, v: Any, delta: dict[str, Any]) -> None:
         c = _citations(v)
         if c:
             self._cites.extend(c)
 
-    def _on_function_call(self, v: Any, delta: dict) -> None:
+    def _on_function_call(self, v: Any, delta: dict[str, Any]) -> None:
         if isinstance(v, dict):
             self._tool_fragment({"index": "legacy", "function": v})
 
-    def _on_tool_calls(self, v: Any, delta: dict) -> None:
-        if v.__class__ is not list:
+    def _on_tool_calls(self, v: Any, delta: dict[str, Any]) -> None:
+        if not isinstance(v, list):
             return
         for tc in v:
-            if tc.__class__ is not dict:
+            if not isinstance(tc, dict):
                 continue
             # most fragments continue the last call: its index and its next arguments, nothing else
             # (call.key == index means _calls_by_index[index] is that call: what _tool_fragment finds)
             call = self._last_call
             if call is not None and call.started and len(tc) == 2 and tc.get("index") == call.key:
                 fn = tc.get("function")
-                if fn.__class__ is dict and len(fn) == 1:
+                if isinstance(fn, dict) and len(fn) == 1:
                     frag = fn.get("arguments")
-                    if frag.__class__ is str:
+                    if isinstance(frag, str):
                         if frag:
                             call.args.append(frag)
                             self._out.append(Delta(call.idx, "arguments", frag))
@@ -571,23 +571,23 @@ class StreamDecoder:
         if not isinstance(key, (int, str)):
             key = None
         tid = tc.get("id")
-        tid = tid if tid and type(tid) is str else None
+        tid = tid if tid and isinstance(tid, str) else None
         inner = tc.get("function")
         ttype = tc.get("type")
-        if type(inner) is dict and ttype != "custom":  # (the usual fragment)
+        if isinstance(inner, dict) and ttype != "custom":  # (the usual fragment)
             kind = "function"
         else:
             custom = tc.get("custom")
-            kind = "custom" if ttype == "custom" or (type(custom) is dict and type(inner) is not dict) \
+            kind = "custom" if ttype == "custom" or (isinstance(custom, dict) and not isinstance(inner, dict)) \
                 else "function"
             if kind == "custom":
                 inner = custom
-            if type(inner) is not dict:
+            if not isinstance(inner, dict):
                 inner = {}
         name = inner.get("name")
-        name = name if name and type(name) is str else None
+        name = name if name and isinstance(name, str) else None
         frag = inner.get("input" if kind == "custom" else "arguments")
-        if type(frag) is not str:
+        if not isinstance(frag, str):
             frag = dumps(frag).decode() if isinstance(frag, (dict, list)) else None
         frag = frag or None
         call = None
@@ -700,7 +700,7 @@ class StreamDecoder:
                 return self._error(data)
             self.warnings.append("invalid JSON in a Chat stream event ignored")
             return []
-        if type(obj) is not dict:
+        if not isinstance(obj, dict):
             self.warnings.append("non-object Chat stream event ignored")
             return []
         out = self._out
@@ -712,9 +712,9 @@ class StreamDecoder:
         choices = obj.get("choices")
         if not self._started and (obj.get("id") or obj.get("model") or choices or obj.get("usage")):
             self._start(obj)  # Azure's prompt-filter chunk (no id, no model, no choices) waits
-        if choices.__class__ is list:
+        if isinstance(choices, list):
             for ch in choices:
-                if ch.__class__ is not dict:
+                if not isinstance(ch, dict):
                     continue
                 if ch.get("index", 0) != 0:
                     if not self._choice_warned:
@@ -722,7 +722,7 @@ class StreamDecoder:
                         self.warnings.append("stream has more than one choice; only the first is translated")
                     continue
                 delta = ch.get("delta")
-                if delta.__class__ is dict and delta:
+                if isinstance(delta, dict) and delta:
                     if self._finish_seen:
                         if not self._late_warned and any(delta.get(k) for k in _DELTA_FIELDS):
                             self._late_warned = True
@@ -732,7 +732,7 @@ class StreamDecoder:
                             if v is None:
                                 continue
                             if k == "content":  # (most deltas: no handler call)
-                                if v and type(v) is str:
+                                if v and isinstance(v, str):
                                     self._produced = True
                                     out.append(Delta(self._seq_idx if self._seq_kind == _TEXT
                                                      else self._open_seq(_TEXT), "text", v))
@@ -799,26 +799,15 @@ _PREFIX = b'data: {"id":%b,"object":"chat.completion.chunk","created":%d,"model"
 #: the value slot of a delta template: _chunk builds the chunk with it, the template is split there
 _SLOT = "\x00slot\x00"
 _SLOT_JSON = orjson.dumps(_SLOT)
-#: what follows a chunk's delta, per finish_reason (the values STOP_TABLE can give; others built once)
-_TAILS: dict[str | None, bytes] = {None: b',"finish_reason":null}]}\n\n'}
-_TAILS.update({w.value: b',"finish_reason":' + orjson.dumps(w.value) + b'}]}\n\n'
-               for w in _facts.STOP_TABLE.values()})
 
 
 def _body(delta: dict[str, Any], finish: str | None = None) -> bytes:
     """A chunk after its stream's constant prefix: its delta and finish_reason (see StreamEncoder._chunk)."""
-    tail = _TAILS.get(finish)
-    if tail is None:
-        tail = b',"finish_reason":' + orjson.dumps(finish) + b'}]}\n\n'
-    return orjson.dumps(delta) + tail
+    return orjson.dumps(delta) + b',"finish_reason":' + orjson.dumps(finish) + b'}]}\n\n'
 
 
 #: the first chunk of every stream, after its prefix
 _ROLE_BODY = _body({"role": "assistant", "content": ""})
-#: delta templates after the prefix, (before, after the value), per block shape (kind, reasoning field,
-#: tool kind, tool index; tool indexes past _CACHED_INDEXES are built per block, never kept)
-_TEMPLATES: dict[tuple[str, str, str, int], tuple[bytes, bytes]] = {}
-_CACHED_INDEXES = 32
 
 
 class _Out:
@@ -831,7 +820,8 @@ class _Out:
         self.text: list[str] | None = None
         self.field = "reasoning_content"
         self.tool_kind = "function"
-        self.pre = b""  # this block's delta template (before, after the value), once it has a delta
+        #: this block's delta chunk before and after its value, once it has a delta
+        self.pre = b""
         self.post = b""
 
 
@@ -870,17 +860,11 @@ class StreamEncoder:
         return self._prefix + _body(delta, finish)
 
     def _template(self, b: _Out) -> None:
-        """Block b's delta template: the builder's bytes for its delta shape holding _SLOT, split at the
-        slot, so each delta is the template around its dumped value. The slot is the last string in it."""
-        key = (b.kind, b.field, b.tool_kind, b.chat_index)
-        t = _TEMPLATES.get(key)
-        if t is None:
-            before, _, after = _body(self._delta_of(b, _SLOT)).rpartition(_SLOT_JSON)
-            t = (before, after)
-            if b.chat_index < _CACHED_INDEXES:
-                _TEMPLATES[key] = t
-        b.pre = self._prefix + t[0]
-        b.post = t[1]
+        """Block b's delta chunk split around its value: the chunk of its delta shape holding _SLOT (the
+        last string in it), so each delta is ``pre + dumped value + post`` from the one chunk builder."""
+        before, _, after = _body(self._delta_of(b, _SLOT)).rpartition(_SLOT_JSON)
+        b.pre = self._prefix + before
+        b.post = after
 
     @staticmethod
     def _delta_of(b: _Out, value: str) -> dict[str, Any]:
@@ -903,63 +887,67 @@ class StreamEncoder:
     def encode(self, ev: Event) -> bytes:
         if self.done:
             return b""
-        t = type(ev)
-        if t is Delta:  # the usual event: its chunk built here
-            b = self._blocks.get(ev.index)  # type: ignore[union-attr]
-            if b is None:  # (a block's deltas follow its start, which began the stream)
-                return b"" if self._prefix else self._begin(None)
-            v = ev.value  # type: ignore[union-attr]
-            if not v:
-                return b""
-            k = ev.kind  # type: ignore[union-attr]
-            kind = b.kind
-            if kind == "text":
-                if k != "text":
-                    return b""
-                self._content_sent = True
-            elif kind == "tool":
-                if k != "arguments":
-                    return b""
-            elif kind == "refusal":
-                if k != "refusal":
-                    return b""
-                self._refusal_sent = True
-                if self._refusal_in_content:
-                    b.args_sent = True
-                    return self._chunk(self._refusal_delta(v))
-            elif k == "reasoning" or k == "summary":
-                b.text.append(v)  # type: ignore[union-attr]
-            else:
-                return b""
-            b.args_sent = True
-            if not b.pre:
-                self._template(b)
-            return b.pre + orjson.dumps(v) + b.post
-        h = _ENCODERS.get(t)
-        if h is None:
+        if isinstance(ev, Delta):  # the usual event
+            return self._delta(ev)
+        if isinstance(ev, ErrorEvent):
+            self.done = True
+            return error_frame(ev.error)
+        pre = b""
+        if not self._prefix:
+            if isinstance(ev, Start):
+                self._on_start(ev)
+                return self._begin(ev)
+            pre = self._begin(None)
+        if isinstance(ev, BlockStart):
+            return pre + self._block_start(ev)
+        if isinstance(ev, BlockEnd):
+            return pre + self._block_end(ev)
+        if isinstance(ev, Start):
+            return pre + self._on_start(ev)
+        if isinstance(ev, UsageEvent):
+            self._usages.append(ev.usage)
+        elif isinstance(ev, Stop):
+            return pre + self._stop(ev.stop)
+        elif isinstance(ev, End):
+            return pre + self._end(ev)
+        return pre
+
+    def _delta(self, ev: Delta) -> bytes:
+        b = self._blocks.get(ev.index)
+        if b is None:  # (a block's deltas follow its start, which began the stream)
+            return b"" if self._prefix else self._begin(None)
+        v = ev.value
+        if not v:
             return b""
-        if not self._prefix and t is not ErrorEvent:
-            if t is Start:
-                self._on_start(ev)  # type: ignore[arg-type]
-                return self._begin(ev)  # type: ignore[arg-type]
-            return self._begin(None) + h(self, ev)
-        return h(self, ev)
+        k = ev.kind
+        kind = b.kind
+        if kind == "text":
+            if k != "text":
+                return b""
+            self._content_sent = True
+        elif kind == "tool":
+            if k != "arguments":
+                return b""
+        elif kind == "refusal":
+            if k != "refusal":
+                return b""
+            self._refusal_sent = True
+            if self._refusal_in_content:
+                b.args_sent = True
+                return self._chunk(self._refusal_delta(v))
+        elif (k == "reasoning" or k == "summary") and b.text is not None:
+            b.text.append(v)
+        else:
+            return b""
+        b.args_sent = True
+        if not b.pre:
+            self._template(b)
+        return b.pre + orjson.dumps(v) + b.post
 
     def _on_start(self, ev: Start) -> bytes:
         if ev.usage is not None:
             self._usages.append(ev.usage)
         return b""
-
-    def _on_usage(self, ev: UsageEvent) -> bytes:
-        self._usages.append(ev.usage)
-        return b""
-
-    def _on_stop(self, ev: Stop) -> bytes:
-        return self._stop(ev.stop)
-
-    def _on_error(self, ev: ErrorEvent) -> bytes:
-        self.done = True
-        return error_frame(ev.error)
 
     def _block_start(self, ev: BlockStart) -> bytes:
         p = ev.part
@@ -1106,14 +1094,3 @@ CODEC = Codec(
     is_error_body=_facts.is_error_body,
 )
 
-
-# per-class dispatch: no table of bound methods built per stream
-_ENCODERS: dict[type, Any] = {  # (Delta: in encode itself)
-    BlockStart: StreamEncoder._block_start,
-    BlockEnd: StreamEncoder._block_end,
-    UsageEvent: StreamEncoder._on_usage,
-    Stop: StreamEncoder._on_stop,
-    End: StreamEncoder._end,
-    ErrorEvent: StreamEncoder._on_error,
-    Start: StreamEncoder._on_start,
-}

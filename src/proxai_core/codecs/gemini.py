@@ -197,7 +197,7 @@ def _server_run(parts: list[Any], raws: dict[int, dict[str, Any]]) -> None:
 def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
     resp = Response()
     if not isinstance(body, dict):
-        err = parse_error(None, body)  # type: ignore[arg-type]
+        err = parse_error(None, body)
         resp.extra["error"] = err
         resp.stop = classify_stop("error", category=err.kind, message=err.message)
         return resp
@@ -248,7 +248,7 @@ def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
             if sig:
                 parts.append(_sig_part(sig, "text"))
             if p["text"]:
-                if parts and type(parts[-1]) is Text and not parts[-1].citations:
+                if parts and isinstance(parts[-1], Text) and not parts[-1].citations:
                     parts[-1].text += p["text"]
                 else:
                     parts.append(Text(p["text"]))
@@ -459,11 +459,6 @@ def _path_keys(path: str) -> list[str | int] | None:
 
 
 _KEY_END = re.compile(r"[.\[]")
-#: jsonPath -> its keys, for the paths a tool's arguments repeat on every call; only short paths and
-#: a fixed number of them, so what the process keeps is bounded (about 1 MB) whatever Gemini sends
-_KEYS: dict[str, list[str | int] | tuple[()]] = {}
-_KEYS_MAX = 4096
-_KEYS_PATH_MAX = 64
 
 
 class _Pieces:
@@ -488,15 +483,11 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], pieces: _Pieces, war
     that points beyond what the arguments can hold is dropped with a warning. A string whose piece
     says ``willContinue`` is continued by the next piece of the same path."""
     for pa in partial:
-        path = pa.get("jsonPath") if pa.__class__ is dict else None
-        if path.__class__ is not str:
+        path = pa.get("jsonPath") if isinstance(pa, dict) else None
+        if not isinstance(path, str):
             warn_once(warnings, _UNREADABLE)
             continue
-        keys = _KEYS.get(path)
-        if keys is None:
-            keys = _path_keys(path) or ()
-            if len(path) <= _KEYS_PATH_MAX and len(_KEYS) < _KEYS_MAX:
-                _KEYS[path] = keys
+        keys = _path_keys(path)
         if not keys:
             warn_once(warnings, _UNREADABLE)
             continue
@@ -519,12 +510,12 @@ def _apply_partial(obj: dict[str, Any], partial: list[Any], pieces: _Pieces, war
                 kind = cur.__class__  # (JSON values: exact dicts and lists)
                 if kind is dict:
                     child = cur.get(k)
-                elif kind is list and k.__class__ is int and k < len(cur):  # type: ignore[operator]
+                elif kind is list and isinstance(k, int) and k < len(cur):
                     child = cur[k]
                 else:
                     child = None
                 if child is None:
-                    child = [] if nxt.__class__ is int else {}
+                    child = [] if isinstance(nxt, int) else {}
                     placed = _put(cur, kind, k, child)
                     if not placed:
                         cur = None if placed is None else _TOO_FAR  # (None: takes nothing)
@@ -565,15 +556,15 @@ def _put(cur: Any, kind: type, key: str | int, value: Any) -> bool | None:
         if not isinstance(key, str):
             return None
         cur[key] = value
-    elif kind is list and key.__class__ is int:
+    elif kind is list and isinstance(key, int):
         n = len(cur)
-        if key < n:  # type: ignore[operator]
+        if key < n:
             cur[key] = value
-        elif key - n > _LIST_GAP:  # type: ignore[operator]
+        elif key - n > _LIST_GAP:
             return False
         else:
-            if key > n:  # type: ignore[operator]
-                cur.extend([None] * (key - n))  # type: ignore[operator]
+            if key > n:
+                cur.extend([None] * (key - n))
             cur.append(value)
     else:
         return None
@@ -634,7 +625,7 @@ class StreamDecoder:
             obj = _loads(data)
         except orjson.JSONDecodeError as exc:
             raise MalformedEvent(f"invalid JSON in a Gemini stream chunk ({exc})") from None
-        if obj.__class__ is not dict:
+        if not isinstance(obj, dict):
             raise MalformedEvent("a Gemini stream chunk that is not an object")
         cands = obj.get("candidates")
         if "error" in obj and not cands:
@@ -645,21 +636,21 @@ class StreamDecoder:
         if not self._started:
             self._started = True
             rid = obj.get("responseId")
-            self._id = rid if rid.__class__ is str else ""
+            self._id = rid if isinstance(rid, str) else ""
             mv = obj.get("modelVersion")
             ct = obj.get("createTime")
-            out.append(Start(self._id or None, mv if mv.__class__ is str else None, None,
+            out.append(Start(self._id or None, mv if isinstance(mv, str) else None, None,
                              None if ct is None else created_from_wire(ct)))
-        cand = cands[0] if cands.__class__ is list and cands else None
-        if cand.__class__ is dict:
+        cand = cands[0] if isinstance(cands, list) and cands else None
+        if isinstance(cand, dict):
             content = cand.get("content")
-            parts = content.get("parts") if content.__class__ is dict else None
-            if parts.__class__ is list and parts:
-                if self._finish is not None and any(p.__class__ is dict and p and p != _EMPTY_TEXT for p in parts):
+            parts = content.get("parts") if isinstance(content, dict) else None
+            if isinstance(parts, list) and parts:
+                if self._finish is not None and any(isinstance(p, dict) and p and p != _EMPTY_TEXT for p in parts):
                     self._finish = None  # another step follows (a server-side tool loop)
                 part = self._part
                 for p in parts:
-                    if p.__class__ is dict:
+                    if isinstance(p, dict):
                         part(p, out)
             if "citationMetadata" in cand or "groundingMetadata" in cand:
                 cits = _citations(cand)
@@ -671,10 +662,10 @@ class StreamDecoder:
                 self._close(out)
                 sr = cand.get("safetyRatings")
                 self._finish = (finish, cand.get("finishMessage"),
-                                {"safety_ratings": sr} if sr.__class__ is list else None)
+                                {"safety_ratings": sr} if isinstance(sr, list) else None)
         else:
             pf = obj.get("promptFeedback")
-            if pf.__class__ is dict:
+            if isinstance(pf, dict):
                 block = stop_from_block(pf)
                 if block is not None:
                     self._stop = block
@@ -689,7 +680,7 @@ class StreamDecoder:
         self.done = True
         out: list[Event] = []
         u = self._raw_usage  # (cumulative, repeated in every chunk: only the latest counts)
-        if u.__class__ is dict:
+        if isinstance(u, dict):
             usage = usage_from_wire(u)
             if usage is not None:
                 out.append(UsageEvent(usage))
@@ -700,11 +691,13 @@ class StreamDecoder:
                 self._flush(out)
             if self._kind is not None:
                 self._close(out)
-            stop = self._stop
             if self._finish is not None:
                 f, m, d = self._finish
                 stop = stop_from_wire(f, m, self._client_calls > 0, d)
-            out.append(Stop(stop))  # type: ignore[arg-type]
+            else:
+                assert self._stop is not None  # (one of the two, checked above)
+                stop = self._stop
+            out.append(Stop(stop))
             out.append(End())
             return out
         out.append(ErrorEvent(Error(kind=ErrorKind.INTERRUPTED, message=_INTERRUPTED, status=502)))
@@ -753,17 +746,17 @@ class StreamDecoder:
 
     def _part(self, p: dict[str, Any], out: list[Event]) -> None:
         text = p.get("text")
-        lone = text.__class__ is str and len(p) == 1  # a text alone (the usual part)
+        lone = isinstance(text, str) and len(p) == 1  # a text alone (the usual part)
         if lone:  # (no signature, call or result to look for)
             sig = None
             if self._call is not None:
                 self._end_call(out)
         else:
             sig = p.get("thoughtSignature")
-            if sig.__class__ is not str or not sig:
+            if not isinstance(sig, str) or not sig:
                 sig = None
             fc = p.get("functionCall")
-            if fc.__class__ is dict:
+            if isinstance(fc, dict):
                 if self._kind is not None:
                     self._close(out)
                 self._function_call(fc, p, sig, out)
@@ -771,7 +764,7 @@ class StreamDecoder:
             if self._call is not None:
                 self._end_call(out)
             fr = p.get("functionResponse")
-            if fr.__class__ is dict:
+            if isinstance(fr, dict):
                 name = fr.get("name")
                 for k, call in enumerate(self._held):
                     if call.part.name == name:  # run by the server: both stay Gemini's own parts
@@ -782,7 +775,7 @@ class StreamDecoder:
                             self._lone(_sig_part(call.sig, "call"), out)
                         self._lone(Opaque(PROTOCOL, call.raw, "functionCall"), out)
                         break
-        if text.__class__ is str:
+        if isinstance(text, str):
             if not text and lone:
                 return  # an empty text part (Gemini ends some streams so): nothing to say
             if self._held:
@@ -825,11 +818,11 @@ class StreamDecoder:
         partial = fc.get("partialArgs")
         more = fc.get("willContinue") is True
         call = self._call
-        if call is not None and name.__class__ is not str:  # a piece of the call in progress
+        if call is not None and not isinstance(name, str):  # a piece of the call in progress
             if isinstance(partial, list):
                 _apply_partial(call.obj, partial, call.pieces or self._pieces(call), self.warnings)
             args = fc.get("args")
-            if args.__class__ is dict:
+            if isinstance(args, dict):
                 call.obj.update(args)
             if sig and not call.sig:
                 call.sig = sig
@@ -838,7 +831,7 @@ class StreamDecoder:
             return
         if call is not None:
             self._end_call(out)
-        if name.__class__ is not str:
+        if not isinstance(name, str):
             if fc:
                 warn_once(self.warnings, "a Gemini function call without a name was skipped")
             return
@@ -847,7 +840,7 @@ class StreamDecoder:
         self._calls += 1
         call = _Call(ToolCall(cid, name), raw, sig)
         args = fc.get("args")
-        if args.__class__ is dict:
+        if isinstance(args, dict):
             call.obj.update(args)
         if isinstance(partial, list):
             _apply_partial(call.obj, partial, self._pieces(call), self.warnings)
@@ -953,17 +946,26 @@ class StreamEncoder:
     def encode(self, ev: Event) -> bytes:
         if self.done:
             return b""
-        t = type(ev)
-        if t is Delta:  # (most events: the text deltas first)
-            d: Delta = ev  # type: ignore[assignment]
-            o = self._open.get(d.index)
-            if o is None or not d.value:
+        if isinstance(ev, Delta):  # (most events: the text deltas first)
+            o = self._open.get(ev.index)
+            if o is None or not ev.value:
                 return b""
-            if o.kind == "text" and d.kind == "text":
-                return self._text(o, d.value)
-            return self._delta(o, d)
-        h: Any = _HANDLERS.get(t)
-        return h(self, ev) if h is not None else b""
+            if o.kind == "text" and ev.kind == "text":
+                return self._text(o, ev.value)
+            return self._delta(o, ev)
+        if isinstance(ev, BlockStart):
+            return self._block_start(ev)
+        if isinstance(ev, BlockEnd):
+            return self._block_end(ev)
+        if isinstance(ev, Start):
+            return self._start(ev)
+        if isinstance(ev, UsageEvent):
+            return self._usage_ev(ev)
+        if isinstance(ev, Stop):
+            return self._stop_ev(ev)
+        if isinstance(ev, End):
+            return self._end(ev)
+        return self._error(ev)
 
     def _start(self, ev: Start) -> bytes:
         if self._id is None:
@@ -1143,16 +1145,6 @@ class StreamEncoder:
 
 _TEXT_HEAD = b'{"candidates":[{"content":{"role":"model","parts":[{"text":'
 _TEXT_MID = b'}]},"index":0}]'
-
-_HANDLERS = {
-    Start: StreamEncoder._start,
-    BlockStart: StreamEncoder._block_start,
-    BlockEnd: StreamEncoder._block_end,
-    UsageEvent: StreamEncoder._usage_ev,
-    Stop: StreamEncoder._stop_ev,
-    End: StreamEncoder._end,
-    ErrorEvent: StreamEncoder._error,
-}
 
 
 CODEC = Codec(

@@ -53,10 +53,11 @@ from ..neutral import (
 )
 from ..protocol import Protocol
 from ..sse import frame
-from ..stop import StopInfo, StopReason
+from ..stop import StopInfo, StopReason, is_filter_refusal
 from ..strict import MalformedEvent
 from . import _openai_common as _models
 from . import _responses_common as _facts
+from ._blocks import OneOpenBlockEncoder
 from ._responses_common import (
     PROTOCOL,
     annotations_to_citations,
@@ -65,7 +66,6 @@ from ._responses_common import (
     encode_usage,
     error_event_payload,
     id_base,
-    is_filter_refusal,
     refusal_fallback,
     response_error,
     response_error_object,
@@ -214,9 +214,8 @@ def _reasoning_out(p: Reasoning, rid: str, own_ok: bool) -> dict[str, Any]:
 
 def _own_reasoning_id(p: Reasoning) -> str | None:
     op = p.opaque
-    if op and op.get("protocol") == PROTOCOL and isinstance(op.get("id"), str) and op["id"]:
-        return op["id"]
-    return None
+    own_id = op.get("id") if op and op.get("protocol") == PROTOCOL else None
+    return own_id if isinstance(own_id, str) and own_id else None
 
 
 def _is_own(p: Reasoning) -> bool:
@@ -405,7 +404,7 @@ _IGNORED_EVENTS = (
 
 def _idx(v: Any) -> int | None:
     """An output/content index from the wire (ints only: anything else is not a usable key)."""
-    return v if type(v) is int else None
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _checked_item(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -421,7 +420,7 @@ def _checked_item(obj: dict[str, Any]) -> dict[str, Any] | None:
 
 def _ci(obj: dict[str, Any]) -> int:
     v = obj.get("content_index")
-    return v if type(v) is int else 0
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
 
 
 #: the most reasoning-part separators one summary/content index jump produces
@@ -458,11 +457,11 @@ class StreamDecoder:
             if data.strip() != "[DONE]":
                 self.warnings.append(f"invalid JSON in a Responses SSE event ({event or 'message'}) ignored")
             return []
-        if type(obj) is not dict:
+        if not isinstance(obj, dict):
             self.warnings.append("Responses SSE event data is not an object: ignored")
             return []
         t = obj.get("type")
-        if type(t) is not str:
+        if not isinstance(t, str):
             t = event or ""
         # the deltas are read here, the other events by their handler
         if t == "response.output_text.delta":
@@ -471,10 +470,10 @@ class StreamDecoder:
                 oi, ci, d = obj["output_index"], obj["content_index"], obj["delta"]
             except KeyError:
                 return self._text_delta(obj)
-            st = self._items.get(oi) if type(oi) is int else None
+            st = self._items.get(oi) if isinstance(oi, int) and not isinstance(oi, bool) else None
             if st is not None and st.parts is not None:
-                mp = st.parts.get(ci) if type(ci) is int else None
-                if mp is not None and mp.kind == "text" and not mp.closed and type(d) is str:
+                mp = st.parts.get(ci) if isinstance(ci, int) and not isinstance(ci, bool) else None
+                if mp is not None and mp.kind == "text" and not mp.closed and isinstance(d, str):
                     if not d:
                         return []
                     mp.has_delta = True
@@ -483,7 +482,7 @@ class StreamDecoder:
             return self._text_delta(obj)
         if t == "response.function_call_arguments.delta" or t == "response.custom_tool_call_input.delta":
             oi = obj.get("output_index")
-            st = self._items.get(oi) if type(oi) is int else None
+            st = self._items.get(oi) if isinstance(oi, int) and not isinstance(oi, bool) else None
             if st is None:
                 st = self._lookup(obj)
             d = obj.get("delta")
@@ -757,7 +756,7 @@ class StreamDecoder:
             st.mode = mode
         elif st.mode != mode:
             return False
-        if type(idx) is int and idx > st.si:
+        if isinstance(idx, int) and not isinstance(idx, bool) and idx > st.si:
             # one "\n\n" per part boundary, at most _MAX_PART_GAP of them: the index is the upstream's
             # number, and a jump past empty parts must not size the text
             sep = "\n\n" * min(idx - st.si, _MAX_PART_GAP)
@@ -777,9 +776,9 @@ class StreamDecoder:
 
     def _reasoning_delta(self, obj: dict[str, Any], idx_key: str, mode: str) -> list[Event]:
         oi = obj.get("output_index")
-        st = self._items.get(oi) if type(oi) is int else None
+        st = self._items.get(oi) if isinstance(oi, int) and not isinstance(oi, bool) else None
         d = obj.get("delta")
-        if (st is not None and st.mode == mode and st.has_delta and not st.closed and type(d) is str
+        if (st is not None and st.mode == mode and st.has_delta and not st.closed and isinstance(d, str)
                 and obj.get(idx_key) == st.si):
             return [Delta(st.index, "reasoning", d)] if d else []  # hot path
         if st is None:
@@ -964,10 +963,12 @@ for _t in _IGNORED_EVENTS:
 
 # ============================================================================= stream encode
 class _Msg:
-    __slots__ = ("closed", "item", "joinable", "oi", "open_parts")
+    """The message output item the text and refusal parts go into."""
 
-    def __init__(self, oi: int, item: dict[str, Any]):
-        self.oi = oi
+    __slots__ = ("closed", "item", "joinable", "open_parts", "output_index")
+
+    def __init__(self, output_index: int, item: dict[str, Any]):
+        self.output_index = output_index
         self.item = item
         self.open_parts = 0
         self.joinable = True
@@ -975,14 +976,16 @@ class _Msg:
 
 
 class _Blk:
-    __slots__ = ("acc", "ci", "iid", "item", "kind", "msg", "oi", "part", "scan", "scanned", "summary_open",
-                 "tmpl")
+    """A neutral block as it goes to the client: one output item, or one content part of a message."""
 
-    def __init__(self, kind: str, oi: int, iid: str):
+    __slots__ = ("acc", "content_index", "delta_template", "item", "item_id", "kind", "msg", "output_index", "part",
+                 "scan", "scanned", "summary_open")
+
+    def __init__(self, kind: str, output_index: int, item_id: str):
         self.kind = kind  # text | refusal | tool | custom | reasoning | opaque | skip
-        self.oi = oi
-        self.ci = 0
-        self.iid = iid
+        self.output_index = output_index
+        self.content_index = 0
+        self.item_id = item_id
         self.acc: list[str] = []
         self.msg: _Msg | None = None
         self.item: dict[str, Any] | None = None
@@ -990,7 +993,8 @@ class _Blk:
         self.part: Any = None
         self.scan: JsonObjectScanner | None = None  # built only when another block waits for this one
         self.scanned = 0  # acc entries fed to scan
-        self.tmpl: bytes | None = None  # this block's delta frame, written at its first delta
+        #: this block's delta frame, written at its first delta (sequence number and value left)
+        self.delta_template: bytes | None = None
 
     def ends_early(self) -> bool:
         """A function call whose arguments are one whole JSON object can take nothing more."""
@@ -1026,97 +1030,28 @@ _INPUT_DELTA = _delta_frame("response.custom_tool_call_input.delta")
 _SUMMARY_DELTA = _delta_frame("response.reasoning_summary_text.delta")
 
 
-def _delta_template(frame: tuple[bytes, bytes], iid: str, indices: bytes) -> bytes:
+def _delta_template(frame: tuple[bytes, bytes], item_id: str, indices: bytes) -> bytes:
     """The one builder of a delta event's frame: everything but its sequence number and its value
     fixed once per item; the bytes frame() gives for the event's dict."""
-    return frame[0] + orjson.dumps(iid).replace(b"%", b"%%") + indices + frame[1]
+    return frame[0] + orjson.dumps(item_id).replace(b"%", b"%%") + indices + frame[1]
 
 
-def _derive(event: str, payload: dict[str, Any], *holes: tuple[str, bytes]) -> bytes:
-    """``frame(event, payload)`` as a ``%``-template: each hole, a marker string placed in the payload
-    where a value varies, becomes its conversion (``%d``: an int; ``%b``: JSON bytes), in the order
-    given (the payload's order). A fixed-shape frame is thus written from its one dict builder."""
-    data = frame(event, payload).replace(b"%", b"%%")
-    at = -1
-    for mark, conv in holes:
-        j = orjson.dumps(mark)
-        k = data.find(j)
-        if k <= at or data.count(j) != 1:
-            raise AssertionError(f"hole {mark!r} of {event} not once and in order")
-        data = data[:k] + conv + data[k + len(j):]
-        at = k
-    return data
-
-
-def _message_item(iid: str) -> dict[str, Any]:
+def _message_item(item_id: str) -> dict[str, Any]:
     """A message output item as it opens."""
-    return {"id": iid, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
+    return {"id": item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
 
 
-_SEQ = ("\x01seq", b"%d")
-_IID = ("\x01item_id", b"%b")
-_OI = ("\x01output_index", b"%d")
-_CI = ("\x01content_index", b"%d")
-#: output_item.added of a message: (sequence number, output index, item id JSON)
-_MESSAGE_ADDED = _derive("response.output_item.added", {
-    "type": "response.output_item.added", "sequence_number": _SEQ[0], "output_index": _OI[0],
-    "item": _message_item(_IID[0])}, _SEQ, _OI, _IID)
-#: content_part.added of a text part: (sequence number, item id JSON, output index, content index)
-_TEXT_PART_ADDED = _derive("response.content_part.added", {
-    "type": "response.content_part.added", "sequence_number": _SEQ[0], "item_id": _IID[0],
-    "output_index": _OI[0], "content_index": _CI[0], "part": _text_part("", [])}, _SEQ, _IID, _OI, _CI)
-#: output_text.done: (sequence number, item id JSON, output index, content index, text JSON)
-_TEXT_DONE = _derive("response.output_text.done", {
-    "type": "response.output_text.done", "sequence_number": _SEQ[0], "item_id": _IID[0],
-    "output_index": _OI[0], "content_index": _CI[0], "text": "\x01text", "logprobs": []},
-    _SEQ, _IID, _OI, _CI, ("\x01text", b"%b"))
-#: content_part.done of a text part: (sequence number, item id JSON, output index, content index, text
-#: JSON, annotations JSON)
-_TEXT_PART_DONE = _derive("response.content_part.done", {
-    "type": "response.content_part.done", "sequence_number": _SEQ[0], "item_id": _IID[0],
-    "output_index": _OI[0], "content_index": _CI[0],
-    "part": _text_part("\x01text", "\x01anns")},  # type: ignore[arg-type]
-    _SEQ, _IID, _OI, _CI, ("\x01text", b"%b"), ("\x01anns", b"%b"))
-#: each event type _emit wrote: its frame up to the sequence number, ``%d``, then ``%b``: the rest of the
-#: payload after the opening brace (filled as types are met)
-_HEADS: dict[str, bytes] = {}
-
-
-def _opening() -> bytes:
-    """response.created then response.in_progress, the same snapshot (nothing produced yet) in each:
-    (sequence number, response id JSON, created_at JSON, model JSON) twice."""
-    holes = (_SEQ, ("\x01id", b"%b"), ("\x01created_at", b"%b"), ("\x01model", b"%b"))
-    shell = _response_shell("\x01id", "\x01model", "\x01created_at", "in_progress", [], None, None, None)  # type: ignore[arg-type]
-    return b"".join(_derive(t, {"type": t, "sequence_number": _SEQ[0], "response": shell}, *holes)
-                    for t in ("response.created", "response.in_progress"))
-
-
-_OPENING = _opening()
-
-
-def _terminal_frame(t: str) -> bytes:
-    """The terminal event ``t`` with its full snapshot: (sequence number, then the JSON of the response
-    id, created_at, status, error, incomplete_details, model, output, usage)."""
-    shell = _response_shell("\x01id", "\x01model", "\x01created_at", "\x01status", [], None, None,  # type: ignore[arg-type]
-                            None)
-    shell.update(output="\x01output", usage="\x01usage", error="\x01error", incomplete_details="\x01incomplete")
-    return _derive(t, {"type": t, "sequence_number": _SEQ[0], "response": shell}, _SEQ, *(
-        (f"\x01{k}", b"%b") for k in ("id", "created_at", "status", "error", "incomplete", "model", "output",
-                                      "usage")))
-
-
-_TERMINALS = {t: _terminal_frame(t) for t in ("response.completed", "response.incomplete", "response.failed")}
-
-
-class StreamEncoder:
+class StreamEncoder(OneOpenBlockEncoder):
     """Neutral events -> a Responses SSE stream for the client (``event:`` lines and ``type`` in every
-    payload, ``sequence_number`` from 0, one terminal carrying the full snapshot)."""
+    payload, ``sequence_number`` from 0, one terminal carrying the full snapshot). Output items never
+    overlap on the wire (:class:`OneOpenBlockEncoder` orders overlapping neutral blocks)."""
 
-    __slots__ = ("_active", "_base", "_blocks", "_created", "_dropped", "_early", "_finished", "_held", "_items",
-                 "_model", "_msg", "_refusal_sent", "_rid", "_seq", "_started", "_stop", "_usage", "ctx",
-                 "warnings")
+    __slots__ = ("_base", "_blocks", "_created", "_dropped", "_finished", "_items", "_model", "_msg",
+                 "_refusal_sent", "_rid", "_seq", "_started", "_stop", "_usage", "ctx")
+    CLIENT = "Responses"
 
     def __init__(self, ctx: ClientContext, warnings: list[str]):
+        super().__init__(parses_streamed_arguments=CODEC.capabilities.parses_streamed_arguments)
         self.ctx = ctx
         self.warnings = warnings
         self._seq = 0
@@ -1133,46 +1068,30 @@ class StreamEncoder:
         self._stop: StopInfo | None = None
         self._refusal_sent = False
         self._dropped: set[str] | None = None
-        # output items never overlap on the wire; neutral blocks may (Chat parallel tool calls stay
-        # open until the finish): one block is on the wire (_active), the events of the others wait in
-        # _held (start order); a function call whose JSON is complete ends early (_early)
-        self._active = -1
-        self._held: dict[int, list[Event]] = {}
-        self._early: set[int] | None = None
 
     # ------------------------------------------------------------------ plumbing
     def _emit(self, out: list[bytes], t: str, d: dict[str, Any]) -> None:
-        """The one frame builder of every event but the deltas and the stream's first two: what
-        frame() gives for ``{"type": t, "sequence_number": n, **d}`` (``d``: never empty, neither key
-        in it), its head precomputed per event type and ``d`` written as is (no merged copy)."""
+        """Every event but the deltas: frame() of ``{"type": t, "sequence_number": n, **d}``, written as
+        its two first keys then ``d`` (``d``: never empty; ``t``: a plain event name, no JSON escape)."""
         seq = self._seq
         self._seq = seq + 1
         try:
-            data = orjson.dumps(d)
+            rest = orjson.dumps(d)
         except orjson.JSONEncodeError:  # an upstream item nested deeper than orjson writes
             out.append(frame(t, {"type": t, "sequence_number": seq, **d}))
             return
-        head = _HEADS.get(t)
-        if head is None:
-            te = t.encode()
-            head = _HEADS[t] = (b"event: " + te + b'\ndata: {"type":' + orjson.dumps(t)
-                                + b',"sequence_number":').replace(b"%", b"%%") + b"%d,%b\n\n"
-        out.append(head % (seq, data[1:]))
+        te = t.encode()
+        out.append(b'event: %s\ndata: {"type":"%s","sequence_number":%d,%s\n\n' % (te, te, seq, rest[1:]))
+
+    def _snapshot(self, status: str, output: list[dict[str, Any]], usage: dict[str, Any] | None = None,
+                  error: dict[str, Any] | None = None, incomplete: dict[str, Any] | None = None) -> dict[str, Any]:
+        return _response_shell(self._rid, self._model, self._created, status, output, usage, error, incomplete)
 
     def _terminal(self, out: list[bytes], t: str, status: str, error: dict[str, Any] | None,
                   incomplete: dict[str, Any] | None) -> None:
-        """The terminal event ``t`` carrying the whole response (the snapshot written by its template)."""
-        seq = self._seq
-        self._seq = seq + 1
-        usage = encode_usage(self._usage)
-        d = orjson.dumps
-        try:
-            out.append(_TERMINALS[t] % (seq, d(self._rid), d(self._created), d(status), d(error), d(incomplete),
-                                        d(self._model or ""), d(self._items), d(usage)))
-        except orjson.JSONEncodeError:  # an upstream item nested deeper than orjson writes
-            snap = _response_shell(self._rid, self._model, self._created, status, self._items, usage, error,
-                                   incomplete)
-            out.append(frame(t, {"type": t, "sequence_number": seq, "response": snap}))
+        """The terminal event ``t`` carrying the whole response."""
+        snapshot = self._snapshot(status, self._items, encode_usage(self._usage), error, incomplete)
+        self._emit(out, t, {"response": snapshot})
 
     def _begin(self, out: list[bytes], ev: Start | None) -> None:
         self._started = True
@@ -1184,91 +1103,60 @@ class StreamEncoder:
         self._created = ev.created if ev is not None and ev.created is not None else NO_TIMESTAMP
         if ev is not None and ev.usage is not None:
             self._usage = ev.usage
-        rid, created, model = orjson.dumps(self._rid), orjson.dumps(self._created), orjson.dumps(self._model or "")
-        seq = self._seq
-        self._seq = seq + 2
-        out.append(_OPENING % (seq, rid, created, model, seq + 1, rid, created, model))
+        # the same snapshot in both (nothing produced yet): serialized once
+        snapshot = orjson.Fragment(orjson.dumps(self._snapshot("in_progress", [])))
+        self._emit(out, "response.created", {"response": snapshot})
+        self._emit(out, "response.in_progress", {"response": snapshot})
 
     def encode(self, ev: Event) -> bytes:
         if self._finished:
             return b""
         out: list[bytes] = []
         if not self._started:
-            if type(ev) is Start:
+            if isinstance(ev, Start):
                 self._begin(out, ev)
-                return out[0]
+                return b"".join(out)
             self._begin(out, None)
-        # neutral events are never subclassed: dispatch on the exact type
-        _ENCODERS.get(type(ev), StreamEncoder._ignore)(self, ev, out)
-        return b"".join(out)  # (one piece: that piece itself, no copy)
+        if isinstance(ev, Delta):
+            self._delta(ev, out)
+        elif isinstance(ev, BlockStart):
+            self._block_start(ev, out)
+        elif isinstance(ev, BlockEnd):
+            self._block_end(ev, out)
+        elif isinstance(ev, (UsageEvent, Start)):
+            if ev.usage is not None:
+                self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
+        elif isinstance(ev, Stop):
+            self._on_stop(ev.stop, out)
+        elif isinstance(ev, End):
+            self._on_end(out)
+        elif isinstance(ev, ErrorEvent):
+            self._on_error(ev.error, out)
+        return b"".join(out)
 
-    def _ignore(self, ev: Event, out: list[bytes]) -> None:
-        return None
+    # ------------------------------------------------------------------ item order (OneOpenBlockEncoder's hooks)
+    def _is_complete(self, index: int) -> bool:
+        b = self._blocks.get(index)
+        return b is None or b.ends_early()
 
-    def _on_block_end(self, ev: BlockEnd, out: list[bytes]) -> None:
-        if ev.index in self._held:
-            self._held[ev.index].append(ev)
-        else:
-            self._block_end(ev.index, ev.part, out)
-            self._promote(out)
+    def _tool_call(self, index: int) -> Part | None:
+        b = self._blocks.get(index)
+        return b.part if b is not None else None
 
-    def _on_usage(self, ev: UsageEvent | Start, out: list[bytes]) -> None:
-        if ev.usage is not None:
-            self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
+    def _fail(self, warning: str, error: Error, out: list[bytes]) -> None:
+        self.warnings.append(warning)
+        self._on_error(error, out)
 
-    def _on_stop_event(self, ev: Stop, out: list[bytes]) -> None:
-        self._on_stop(ev.stop, out)
+    def _write_delta(self, ev: Delta, out: list[bytes]) -> None:
+        self._delta(ev, out)
 
-    def _on_end_event(self, ev: End, out: list[bytes]) -> None:
-        self._on_end(out)
-
-    def _on_error_event(self, ev: ErrorEvent, out: list[bytes]) -> None:
-        self._on_error(ev.error, out)
-
-    # ------------------------------------------------------------------ item order
-    def _ordered_start(self, ev: BlockStart, out: list[bytes]) -> None:
-        a = self._active
-        if a >= 0:
-            b = self._blocks.get(a)
-            if b is not None and not b.ends_early():
-                self._held[ev.index] = [ev]  # sent when the item on the wire ends
-                return
-            if b is not None:
-                self._ended_early(a)
-                self._block_end(a, None, out)
-        self._block_start(ev.index, ev.part, out)
-
-    def _promote(self, out: list[bytes]) -> None:
-        """The block on the wire ended: the held blocks follow, in start order."""
-        held = self._held
-        while self._active < 0 and held:
-            for ev in held.pop(next(iter(held))):
-                if type(ev) is BlockStart:
-                    self._block_start(ev.index, ev.part, out)
-                elif type(ev) is BlockEnd:
-                    self._block_end(ev.index, ev.part, out)
-                else:
-                    self._delta(ev, out)  # type: ignore[arg-type]
-
-    def _flush_held(self, out: list[bytes]) -> None:
-        while self._held:
-            if self._active >= 0:
-                self._block_end(self._active, None, out)
-            self._promote(out)
-
-    def _ended_early(self, index: int) -> None:
-        if self._early is None:
-            self._early = set()
-        self._early.add(index)
-
-    def _late(self, ev: Delta) -> None:
-        if ev.kind == "arguments" and ev.value.strip():
-            warn = "tool-call arguments after a complete JSON object were dropped"
-            if warn not in self.warnings:
-                self.warnings.append(warn)
+    def _close_block(self, index: int, final: Part | None, out: list[bytes]) -> None:
+        b = self._blocks.pop(index, None)
+        if b is not None and b is not _SKIP:
+            self._finish_block(b, final, out)
 
     # ------------------------------------------------------------------ items
-    def _new_oi(self, item: dict[str, Any]) -> int:
+    def _add_item(self, item: dict[str, Any]) -> int:
         oi = len(self._items)
         self._items.append(item)
         return oi
@@ -1278,7 +1166,7 @@ class StreamEncoder:
             return
         m.closed = True
         m.item["status"] = status
-        self._emit(out, "response.output_item.done", {"output_index": m.oi, "item": m.item})
+        self._emit(out, "response.output_item.done", {"output_index": m.output_index, "item": m.item})
 
     def _detach_msg(self, out: list[bytes], status: str = "completed") -> None:
         m = self._msg
@@ -1289,8 +1177,8 @@ class StreamEncoder:
         if m.open_parts == 0:
             self._close_msg(m, out, status)
 
-    def _block_start(self, index: int, part: Part, out: list[bytes]) -> None:
-        self._active = index
+    def _open_block(self, ev: BlockStart, out: list[bytes]) -> None:
+        index, part = ev.index, ev.part
         if isinstance(part, (Text, Refusal)):
             self._open_part(index, isinstance(part, Text), out)
             return
@@ -1298,11 +1186,11 @@ class StreamEncoder:
             self._detach_msg(out)
             item = _call_item(part, self.ctx, "", "in_progress")
             iid = item["id"]
-            b = _Blk("custom" if part.kind == "custom" else "tool", self._new_oi(item), iid)
+            b = _Blk("custom" if part.kind == "custom" else "tool", self._add_item(item), iid)
             b.item = item
             b.part = part
             self._blocks[index] = b
-            self._emit(out, "response.output_item.added", {"output_index": b.oi, "item": item})
+            self._emit(out, "response.output_item.added", {"output_index": b.output_index, "item": item})
             return
         if isinstance(part, Reasoning):
             self._detach_msg(out)
@@ -1310,19 +1198,19 @@ class StreamEncoder:
             oi = len(self._items)
             iid = own or f"rs_{self._base}_{oi}"
             item = {"id": iid, "type": "reasoning", "summary": []}
-            b = _Blk("reasoning", self._new_oi(item), iid)
+            b = _Blk("reasoning", self._add_item(item), iid)
             b.item = item
             b.part = part
             self._blocks[index] = b
-            self._emit(out, "response.output_item.added", {"output_index": b.oi, "item": item})
+            self._emit(out, "response.output_item.added", {"output_index": b.output_index, "item": item})
             return
         if isinstance(part, Opaque) and part.protocol == PROTOCOL and isinstance(part.raw, dict):
             self._detach_msg(out)
             item = part.raw
-            b = _Blk("opaque", self._new_oi(item), str(item.get("id") or ""))
+            b = _Blk("opaque", self._add_item(item), str(item.get("id") or ""))
             b.item = item
             self._blocks[index] = b
-            self._emit(out, "response.output_item.added", {"output_index": b.oi, "item": item})
+            self._emit(out, "response.output_item.added", {"output_index": b.output_index, "item": item})
             return
         label = part.label if isinstance(part, Opaque) else part.type
         if self._dropped is None:
@@ -1333,43 +1221,34 @@ class StreamEncoder:
         self._blocks[index] = _SKIP
         self._active = -1
 
-    def _open_part(self, index: int, is_text: bool, out: list[bytes]) -> _Blk:
+    def _open_part(self, index: int | None, is_text: bool, out: list[bytes]) -> _Blk:
         m = self._msg
         if m is None:
             oi = len(self._items)
             item = _message_item(f"msg_{self._base}_{oi}")
-            m = _Msg(self._new_oi(item), item)
+            m = _Msg(self._add_item(item), item)
             self._msg = m
-            seq = self._seq
-            self._seq = seq + 1
-            out.append(_MESSAGE_ADDED % (seq, oi, orjson.dumps(item["id"])))
+            self._emit(out, "response.output_item.added", {"output_index": oi, "item": item})
         ci = len(m.item["content"])
         part = _text_part("", []) if is_text else {"type": "refusal", "refusal": ""}
         m.item["content"].append(part)
         m.open_parts += 1
-        b = _Blk("text" if is_text else "refusal", m.oi, m.item["id"])
-        b.ci = ci
+        b = _Blk("text" if is_text else "refusal", m.output_index, m.item["id"])
+        b.content_index = ci
         b.msg = m
         if index is not None:
             self._blocks[index] = b
-        if is_text:
-            seq = self._seq
-            self._seq = seq + 1
-            out.append(_TEXT_PART_ADDED % (seq, orjson.dumps(b.iid), m.oi, ci))
-        else:
+        if not is_text:
             self._refusal_sent = True
-            self._emit(out, "response.content_part.added",
-                       {"item_id": b.iid, "output_index": m.oi, "content_index": ci, "part": part})
+        self._emit(out, "response.content_part.added",
+                   {"item_id": b.item_id, "output_index": m.output_index, "content_index": ci, "part": part})
         return b
 
     # ------------------------------------------------------------------ deltas
     def _delta(self, ev: Delta, out: list[bytes]) -> None:
         b = self._blocks.get(ev.index)
         if b is None or not ev.value:
-            if self._held and ev.index in self._held:
-                self._held[ev.index].append(ev)
-            elif self._early and ev.index in self._early:
-                self._late(ev)
+            self._delta_elsewhere(ev, out)
             return
         k = b.kind
         if k == "text":
@@ -1384,31 +1263,28 @@ class StreamEncoder:
             if ev.kind == "arguments":
                 b.acc.append(ev.value)
                 self._args_delta(b, ev.value, out)
-                if self._held and k == "tool" and ev.index == self._active and b.ends_early():
-                    self._ended_early(ev.index)  # the next item need not wait for this one's end
-                    self._block_end(ev.index, None, out)
-                    self._promote(out)
+                self._after_arguments(ev.index, out)
         elif k == "reasoning" and (ev.kind == "reasoning" or ev.kind == "summary"):
             self._summary_delta(b, ev.value, out)
 
     # one builder per delta frame (concatenated: the hot path; test_wire_builders checks them against frame())
     def _text_delta(self, b: _Blk, v: str, out: list[bytes]) -> None:
-        t = b.tmpl
+        t = b.delta_template
         if t is None:
-            t = b.tmpl = _delta_template(_TEXT_DELTA, b.iid, b',"output_index":%d,"content_index":%d' % (b.oi, b.ci))
+            t = b.delta_template = _delta_template(_TEXT_DELTA, b.item_id, b',"output_index":%d,"content_index":%d' % (b.output_index, b.content_index))
         seq = self._seq
         self._seq = seq + 1
         out.append(t % (seq, orjson.dumps(v)))
 
     def _refusal_delta(self, b: _Blk, v: str, out: list[bytes]) -> None:
         self._emit(out, "response.refusal.delta",
-                   {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "delta": v})
+                   {"item_id": b.item_id, "output_index": b.output_index, "content_index": b.content_index, "delta": v})
 
     def _args_delta(self, b: _Blk, v: str, out: list[bytes]) -> None:
-        t = b.tmpl
+        t = b.delta_template
         if t is None:
-            t = b.tmpl = _delta_template(_ARGS_DELTA if b.kind == "tool" else _INPUT_DELTA, b.iid,
-                                         b',"output_index":%d' % b.oi)
+            t = b.delta_template = _delta_template(_ARGS_DELTA if b.kind == "tool" else _INPUT_DELTA, b.item_id,
+                                         b',"output_index":%d' % b.output_index)
         seq = self._seq
         self._seq = seq + 1
         out.append(t % (seq, orjson.dumps(v)))
@@ -1417,25 +1293,17 @@ class StreamEncoder:
         if not b.summary_open:
             b.summary_open = True
             self._emit(out, "response.reasoning_summary_part.added",
-                       {"item_id": b.iid, "output_index": b.oi, "summary_index": 0,
+                       {"item_id": b.item_id, "output_index": b.output_index, "summary_index": 0,
                         "part": {"type": "summary_text", "text": ""}})
         b.acc.append(value)
-        t = b.tmpl
+        t = b.delta_template
         if t is None:
-            t = b.tmpl = _delta_template(_SUMMARY_DELTA, b.iid, b',"output_index":%d,"summary_index":0' % b.oi)
+            t = b.delta_template = _delta_template(_SUMMARY_DELTA, b.item_id, b',"output_index":%d,"summary_index":0' % b.output_index)
         seq = self._seq
         self._seq = seq + 1
         out.append(t % (seq, orjson.dumps(value)))
 
     # ------------------------------------------------------------------ block end
-    def _block_end(self, index: int, final: Part | None, out: list[bytes]) -> None:
-        b = self._blocks.pop(index, None)
-        if index == self._active:
-            self._active = -1
-        if b is None or b is _SKIP:
-            return
-        self._finish_block(b, final, out)
-
     def _finish_block(self, b: _Blk, final: Part | None, out: list[bytes]) -> None:
         k = b.kind
         if k == "text" or k == "refusal":
@@ -1452,22 +1320,21 @@ class StreamEncoder:
                 anns = citations_to_annotations(cits, text, self.warnings) if cits else []
                 for ai, a in enumerate(anns):
                     self._emit(out, "response.output_text.annotation.added",
-                               {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci,
+                               {"item_id": b.item_id, "output_index": b.output_index, "content_index": b.content_index,
                                 "annotation_index": ai, "annotation": a})
-                seq = self._seq
-                self._seq = seq + 2
-                iid, tj = orjson.dumps(b.iid), orjson.dumps(text)
-                out.append(_TEXT_DONE % (seq, iid, b.oi, b.ci, tj))
-                out.append(_TEXT_PART_DONE % (seq + 1, iid, b.oi, b.ci, tj, dumps(anns) if anns else b"[]"))
+                self._emit(out, "response.output_text.done", {"item_id": b.item_id, "output_index": b.output_index,
+                                                             "content_index": b.content_index, "text": text, "logprobs": []})
                 part = _text_part(text, anns)
+                self._emit(out, "response.content_part.done",
+                           {"item_id": b.item_id, "output_index": b.output_index, "content_index": b.content_index, "part": part})
             else:
                 self._emit(out, "response.refusal.done",
-                           {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "refusal": text})
+                           {"item_id": b.item_id, "output_index": b.output_index, "content_index": b.content_index, "refusal": text})
                 part = {"type": "refusal", "refusal": text}
                 self._emit(out, "response.content_part.done",
-                           {"item_id": b.iid, "output_index": b.oi, "content_index": b.ci, "part": part})
+                           {"item_id": b.item_id, "output_index": b.output_index, "content_index": b.content_index, "part": part})
             if m is not None:
-                m.item["content"][b.ci] = part
+                m.item["content"][b.content_index] = part
                 m.open_parts -= 1
                 if not m.joinable and m.open_parts == 0:
                     self._close_msg(m, out)
@@ -1485,13 +1352,13 @@ class StreamEncoder:
             if k == "tool":
                 item["arguments"] = args
                 self._emit(out, "response.function_call_arguments.done",
-                           {"item_id": b.iid, "output_index": b.oi, "arguments": args, "name": item["name"]})
+                           {"item_id": b.item_id, "output_index": b.output_index, "arguments": args, "name": item["name"]})
             else:
                 item["input"] = args
                 self._emit(out, "response.custom_tool_call_input.done",
-                           {"item_id": b.iid, "output_index": b.oi, "input": args})
+                           {"item_id": b.item_id, "output_index": b.output_index, "input": args})
             item["status"] = "completed"
-            self._emit(out, "response.output_item.done", {"output_index": b.oi, "item": item})
+            self._emit(out, "response.output_item.done", {"output_index": b.output_index, "item": item})
             return
         if k == "reasoning":
             text = "".join(b.acc)
@@ -1501,26 +1368,27 @@ class StreamEncoder:
                 self._summary_delta(b, text, out)
             if b.summary_open:
                 self._emit(out, "response.reasoning_summary_text.done",
-                           {"item_id": b.iid, "output_index": b.oi, "summary_index": 0, "text": text})
+                           {"item_id": b.item_id, "output_index": b.output_index, "summary_index": 0, "text": text})
                 self._emit(out, "response.reasoning_summary_part.done",
-                           {"item_id": b.iid, "output_index": b.oi, "summary_index": 0,
+                           {"item_id": b.item_id, "output_index": b.output_index, "summary_index": 0,
                             "part": {"type": "summary_text", "text": text}})
             r = Reasoning(text=text, summary=p.summary if isinstance(p, Reasoning) else None,
                           opaque=p.opaque if isinstance(p, Reasoning) else None,
                           redacted=p.redacted if isinstance(p, Reasoning) else False)
             own = _is_own(r)
-            item = _reasoning_out(r, b.iid, own)
+            item = _reasoning_out(r, b.item_id, own)
             if own:
                 # the summary went out as one part: keep the snapshot equal to the events
                 item["summary"] = [{"type": "summary_text", "text": text}] if text else []
                 item.pop("content", None)
-            self._items[b.oi] = item
-            self._emit(out, "response.output_item.done", {"output_index": b.oi, "item": item})
+            self._items[b.output_index] = item
+            self._emit(out, "response.output_item.done", {"output_index": b.output_index, "item": item})
             return
         if k == "opaque":
             item = final.raw if isinstance(final, Opaque) and isinstance(final.raw, dict) else b.item
-            self._items[b.oi] = item  # type: ignore[assignment]
-            self._emit(out, "response.output_item.done", {"output_index": b.oi, "item": item})
+            assert item is not None  # (an opaque block opens with its item)
+            self._items[b.output_index] = item
+            self._emit(out, "response.output_item.done", {"output_index": b.output_index, "item": item})
 
     # ------------------------------------------------------------------ terminals
     def _close_open(self, out: list[bytes]) -> None:
@@ -1538,7 +1406,7 @@ class StreamEncoder:
         self._close_open(out)
         if stop.reason is StopReason.REFUSAL and not self._refusal_sent:
             # the client must see the refusal; text that already went out stays as sent
-            b = self._open_part(None, False, out)  # type: ignore[arg-type]
+            b = self._open_part(None, False, out)
             text = refusal_fallback(stop)
             b.acc.append(text)
             self._refusal_delta(b, text, out)
@@ -1567,28 +1435,15 @@ class StreamEncoder:
                 continue
             text = "".join(b.acc)
             if b.kind == "text" and b.msg is not None:
-                b.msg.item["content"][b.ci] = _text_part(text, [])
+                b.msg.item["content"][b.content_index] = _text_part(text, [])
             elif b.kind == "refusal" and b.msg is not None:
-                b.msg.item["content"][b.ci] = {"type": "refusal", "refusal": text}
+                b.msg.item["content"][b.content_index] = {"type": "refusal", "refusal": text}
             elif b.kind == "tool" and b.item is not None:
                 b.item["arguments"] = text
             elif b.kind == "custom" and b.item is not None:
                 b.item["input"] = text
         self._terminal(out, "response.failed", "failed", response_error_object(err), None)
         self._finished = True
-
-
-# per-class dispatch of the encoder (no table of bound methods built per stream)
-_ENCODERS: dict[type, Any] = {
-    Delta: StreamEncoder._delta,
-    BlockStart: StreamEncoder._ordered_start,
-    BlockEnd: StreamEncoder._on_block_end,
-    UsageEvent: StreamEncoder._on_usage,
-    Stop: StreamEncoder._on_stop_event,
-    End: StreamEncoder._on_end_event,
-    ErrorEvent: StreamEncoder._on_error_event,
-    Start: StreamEncoder._on_usage,
-}
 
 
 # ============================================================================= error frame
