@@ -4,6 +4,7 @@ StopInfo. Never imports mitmproxy."""
 from .api import (
     ResponseResult,
     StreamTranslator,
+    build_context,
     decode_request,
     decode_response,
     error_response,
@@ -17,7 +18,7 @@ from .api import (
     translate_response,
     translate_response_result,
 )
-from .codecs import Codec, all_codecs, build_context, get
+from .codecs import Codec, all_codecs, get
 from .context import ClientContext, short_tool_name
 from .errors import TranslationError
 from .exchange import Exchange, Outcome, Plan

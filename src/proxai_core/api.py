@@ -19,6 +19,7 @@ from .streams import StreamTranslator, stop_of_error
 __all__ = [
     "ResponseResult",
     "StreamTranslator",
+    "build_context",
     "decode_request",
     "decode_response",
     "error_response",
@@ -49,6 +50,13 @@ def translate_request(
     if as_protocol(source) is as_protocol(target):
         return body
     return Exchange(source, body, path=path, warnings=warnings).request_for(target)
+
+
+def build_context(request: dict[str, Any] | None, protocol: Protocol | str,
+                  path: str | None = None) -> ClientContext:
+    """What the client's encoders need to know about its request (model to echo, tool names to
+    restore, stream flags, stop sequences); ``path`` where the protocol keeps the model in the URL."""
+    return Exchange(protocol, request, path=path).context
 
 
 def decode_request(body: dict[str, Any], protocol: Protocol | str,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from .protocol import Protocol
 
@@ -65,38 +64,3 @@ class ClientContext:
 
     def original_name(self, name: str) -> str:
         return self.name_map.get(name, name)
-
-
-def context_of(request: dict[str, Any] | None, c: Any, path: str | None = None) -> ClientContext:
-    """What the client's codec ``c`` reads from its request: model, stream flags, tools, stop
-    sequences; ``path`` (the client's request path and query) where the protocol keeps the model in
-    the URL. (:func:`proxai_core.codecs.build_context` looks the codec up by protocol.)"""
-    ctx = ClientContext(c.protocol)
-    parse = c.wire.endpoints.parse_path
-    facts = parse(path) if path and parse is not None else None
-    if facts is not None:
-        ctx.model, ctx.stream, ctx.sse = facts.model, facts.stream, facts.sse
-    if not isinstance(request, dict):
-        return ctx
-    f = c.wire.fields
-    model = request.get(f.model)
-    if isinstance(model, str) or facts is None:
-        ctx.model = model if isinstance(model, str) else None
-    if facts is None:
-        ctx.stream = bool(request.get(f.stream))
-    if f.stream_options is not None:
-        so = request.get(f.stream_options)
-        ctx.include_usage = isinstance(so, dict) and bool(so.get("include_usage"))
-    tools = c.client_tools(request)
-    ctx.custom_tools = tools.custom
-    ctx.namespaces = tools.namespaces
-    for n in tools.names:
-        s = short_tool_name(n)
-        if s != n:
-            ctx.name_map[s] = n
-    stop = request.get(f.stop)
-    if isinstance(stop, str):
-        ctx.stop = [stop]
-    elif isinstance(stop, list):
-        ctx.stop = [s for s in stop if isinstance(s, str)]
-    return ctx

@@ -13,10 +13,11 @@ from typing import Any
 import orjson
 
 from . import neutral as n
+from .client import request_context
 from .codecs import get
 from .codecs.base import Codec, StreamDecoder, StreamEncoder
 from .collect import Collector
-from .context import ClientContext, context_of
+from .context import ClientContext
 from .jsonutil import dumps
 from .protocol import Protocol, as_protocol
 from .stop import StopInfo, StopReason, classify_stop
@@ -169,7 +170,7 @@ class StreamTranslator:
             self._ctx = ClientContext(client.protocol)
             self._restore = False
             return
-        ctx = context if context is not None else context_of(request, client, path)
+        ctx = context if context is not None else request_context(request, client, path)
         if refusal_in_content:
             ctx.refusal_in_content = True
         self._ctx = ctx

@@ -23,8 +23,9 @@ from openai.types.chat.completion_create_params import (
     CompletionCreateParamsStreaming,
 )
 
+from proxai_core import build_context
 from proxai_core import reasoning as rz
-from proxai_core.codecs import build_context, chat
+from proxai_core.codecs import chat
 from proxai_core.collect import collect, response_to_events
 from proxai_core.context import ClientContext
 from proxai_core.errors import TranslationError, parse_error

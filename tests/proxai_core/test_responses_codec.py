@@ -15,8 +15,8 @@ from openai._types import omit
 from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.responses import response_create_params as rcp
 
+from proxai_core import build_context
 from proxai_core import reasoning as rz
-from proxai_core.codecs import build_context
 from proxai_core.codecs import responses as R
 from proxai_core.collect import Collector, response_to_events
 from proxai_core.context import ClientContext

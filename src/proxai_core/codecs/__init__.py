@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import import_module
-from typing import Any
 
-from ..context import ClientContext, context_of
 from ..errors import add_error_names
 from ..neutral import Error, ErrorKind
 from ..protocol import Protocol
@@ -22,7 +20,6 @@ __all__ = [
     "Codec",
     "PathMatch",
     "all_codecs",
-    "build_context",
     "check_codec",
     "client_of_headers",
     "foreign_headers",
@@ -77,13 +74,6 @@ def get(key: Protocol | str) -> Codec:
 def all_codecs() -> tuple[Codec, ...]:
     """Every codec, in registry (enum) order."""
     return _ALL
-
-
-def build_context(request: dict[str, Any] | None, protocol: Protocol | str,
-                  path: str | None = None) -> ClientContext:
-    """What the client's codec reads from its request: model, stream flags, tools, stop sequences;
-    ``path`` (the client's request path and query) where the protocol keeps the model in the URL."""
-    return context_of(request, get(protocol), path)
 
 
 # ----------------------------------------------------------------------------- paths

@@ -17,7 +17,6 @@ from .base import (
     SNIFF_TOOLS,
     SNIFF_WEAK,
     Capabilities,
-    ClientTools,
     Credentials,
     Endpoints,
     ErrorFacts,
@@ -289,17 +288,6 @@ STOP_VALUES = {
     "refusal": StopReason.REFUSAL,
     "pause_turn": StopReason.PAUSED,
 }
-
-
-def client_tools(body: dict[str, Any]) -> ClientTools:
-    out = ClientTools()
-    tools = body.get("tools")
-    if isinstance(tools, list):
-        for t in tools:
-            name = t.get("name") if isinstance(t, dict) else None
-            if isinstance(name, str):
-                out.names.append(name)
-    return out
 
 
 _REQ_KEYS = frozenset({"system", "stop_sequences", "thinking", "top_k", "anthropic_version", "mcp_servers",

@@ -28,7 +28,6 @@ from .base import (
     SNIFF_TOOLS,
     SNIFF_WEAK,
     Capabilities,
-    ClientTools,
     Endpoints,
     Evidence,
     RequestFields,
@@ -292,24 +291,6 @@ STOP_VALUES = {
     "length": StopReason.MAX_OUTPUT,
     "content_filter": StopReason.REFUSAL,
 }
-
-
-def client_tools(body: dict[str, Any]) -> ClientTools:
-    out = ClientTools()
-    tools = body.get("tools")
-    if not isinstance(tools, list):
-        return out
-    for t in tools:
-        if not isinstance(t, dict):
-            continue
-        ttype = t.get("type")
-        fn = t.get("function") if ttype in (None, "function") else t.get("custom")
-        name = fn.get("name") if isinstance(fn, dict) else None
-        if isinstance(name, str):
-            out.names.append(name)
-            if ttype == "custom":
-                out.custom.add(name)
-    return out
 
 
 _REQ_KEYS = frozenset({"max_completion_tokens", "n", "response_format", "stream_options", "logprobs",

@@ -37,7 +37,6 @@ from .base import (
     SNIFF_KEYS,
     SNIFF_TOOLS,
     Capabilities,
-    ClientTools,
     Credentials,
     Endpoints,
     ErrorFacts,
@@ -575,17 +574,6 @@ CREDENTIALS = Credentials(
     vendor="google",
     key_query=CREDENTIAL_QUERY,
 )
-
-
-def client_tools(body: dict[str, Any]) -> ClientTools:
-    out = ClientTools()
-    tools = body.get("tools")
-    for t in tools if isinstance(tools, list) else ():
-        decls = (t.get("functionDeclarations") or t.get("function_declarations")) if isinstance(t, dict) else None
-        for d in decls if isinstance(decls, list) else ():
-            if isinstance(d, dict) and isinstance(d.get("name"), str):
-                out.names.append(d["name"])
-    return out
 
 
 def client_stop(body: dict[str, Any]) -> list[str] | None:

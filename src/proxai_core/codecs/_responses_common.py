@@ -20,8 +20,7 @@ from ..stop import (
     map_stop,
 )
 from ._openai_common import credentials, error_body, error_facts
-from ._request_common import namespaced_tool_name
-from .base import SNIFF_DECISIVE, Capabilities, ClientTools, Endpoints, Evidence, RequestFields
+from .base import SNIFF_DECISIVE, Capabilities, Endpoints, Evidence, RequestFields
 
 PROTOCOL = "openai_responses"
 
@@ -388,34 +387,6 @@ STOP_VALUES = {
     "failed": StopReason.INTERRUPTED,
     "cancelled": StopReason.INTERRUPTED,
 }
-
-
-def client_tools(body: dict[str, Any]) -> ClientTools:
-    out = ClientTools()
-    tools = body.get("tools")
-    if not isinstance(tools, list):
-        return out
-    for t in tools:
-        if not isinstance(t, dict):
-            continue
-        ttype, name = t.get("type"), t.get("name")
-        if ttype == "namespace":
-            inner = t.get("tools")
-            if not isinstance(name, str) or not name or not isinstance(inner, list):
-                continue
-            for it in inner:
-                iname = it.get("name") if isinstance(it, dict) else None
-                if isinstance(iname, str):
-                    flat = namespaced_tool_name(name, iname)
-                    out.namespaces[flat] = (name, iname)
-                    out.names.append(flat)
-                    if it.get("type") == "custom":
-                        out.custom.add(flat)
-        elif isinstance(name, str):
-            out.names.append(name)
-            if ttype == "custom":
-                out.custom.add(name)
-    return out
 
 
 _REQ_KEYS = ("input", "instructions", "previous_response_id", "conversation")

@@ -1022,7 +1022,6 @@ CODEC = Codec(
     ),
     errors=_facts.ERRORS,
     capabilities=replace(_facts.CAPABILITIES, parses_streamed_arguments=True),
-    client_tools=_facts.client_tools,
     stop_table=_facts.STOP_TABLE,
     stop_values=_facts.STOP_VALUES,
     response_id=_facts.msg_id,

@@ -14,7 +14,7 @@ credentials and headers, the model list) that only a proxy needs.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from typing import Protocol as TypingProtocol
 
@@ -37,7 +37,6 @@ __all__ = [
     "SNIFF_TOOLS",
     "SNIFF_WEAK",
     "Capabilities",
-    "ClientTools",
     "Codec",
     "Credentials",
     "Endpoints",
@@ -247,18 +246,6 @@ class Wire:
     sse_only: bool = True
 
 
-@dataclass(slots=True)
-class ClientTools:
-    """What a client's request says about its tools (for restoring names on the way back)."""
-
-    #: every tool name as the upstream sees it (before shortening)
-    names: list[str] = field(default_factory=list)
-    #: names of free-text custom tools
-    custom: set[str] = field(default_factory=set)
-    #: flat upstream name -> (namespace, name) of a tool inside a namespace tool
-    namespaces: dict[str, tuple[str, str]] = field(default_factory=dict)
-
-
 @dataclass(slots=True, eq=False)
 class Codec:
     """Everything ProxAI knows about one protocol. One instance per protocol (``CODEC``); never
@@ -290,7 +277,7 @@ class Codec:
     errors: ErrorFacts
     capabilities: Capabilities
     #: the client's tools from its request body
-    client_tools: Callable[[JSONObject], ClientTools]
+
     #: neutral stop decision -> this protocol's stop value; every StopKey, no default
     stop_table: Mapping[StopKey, WireStop]
     #: stop values this protocol writes -> their reason (the vocabulary read back)

@@ -1487,7 +1487,6 @@ CODEC = Codec(
     ),
     errors=_facts.ERRORS,
     capabilities=_facts.CAPABILITIES,
-    client_tools=_facts.client_tools,
     stop_table=_facts.STOP_TABLE,
     stop_values=_facts.STOP_VALUES,
     response_id=_facts.response_id,
