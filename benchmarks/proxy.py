@@ -229,8 +229,16 @@ def main() -> None:
         return statistics.median(v) if v else float("nan")
 
     n_req = sum(count.values())
+    compared = ""
+    if args.compare:
+        import subprocess
+
+        rev = subprocess.run(["git", "-C", str(args.compare), "log", "-1", "--format=%h %cs"],
+                             capture_output=True, text=True).stdout.strip()
+        compared = f" --compare {args.compare.name}` (a checkout at {rev or 'an unknown commit'})"
     lines = [f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: `uv run python benchmarks/proxy.py"
-             f"{' --quick' if args.quick else ''}{f' --conc {args.conc}' if args.conc != '1,20' else ''}` — "
+             f"{' --quick' if args.quick else ''}{f' --conc {args.conc}' if args.conc != '1,20' else ''}"
+             f"{f' --rounds {args.rounds}' if args.rounds != 4 and not args.quick else ''}{compared or '`'} — "
              f"mitmdump 12.3 in reverse mode, one with the addon and the reference (a script that only sets "
              f"`flow.response.stream = True` on event-stream answers: mitmdump streaming the same SSE, no ProxAI)"
              f"{', and one with the ProxAI of another checkout (compared)' if args.compare else ''}; "
@@ -281,7 +289,7 @@ def main() -> None:
         lines += ["", "Errors:", ""] + [f"- {e}" for e in errors[:20]]
     text = "\n".join(lines)
     print(text)
-    if not args.no_write and not args.quick and not args.compare:
+    if not args.no_write and not args.quick:
         write_section(ROOT / "docs" / "performance.md", "proxy",
                       "### End to end through mitmdump: translated and passed through, beside mitmdump "
                       "streaming the same answers\n\n" + text, "Performance")
