@@ -1,25 +1,30 @@
-"""End-to-end cost of the addon through mitmdump: translated, passed through, and bare mitmdump.
+"""End-to-end cost of the addon through mitmdump: translated and passed-through requests beside
+mitmdump streaming the same answers with no ProxAI addon.
 
     uv run python benchmarks/proxy.py            # writes the "proxy" section of docs/performance.md
     uv run python benchmarks/proxy.py --quick --no-write
+    uv run python benchmarks/proxy.py --no-write --compare ../bench-main   # another checkout's ProxAI, same run
 
-Two mitmdumps in reverse mode in front of the same loopback echo upstream
-(tests/proxai_mitm_faults/echo_upstream.py), flows not saved: one with the ProxAI addon, one
-**bare** (no addon at all, mitmproxy's defaults). The same workload for each client protocol — a
-streamed answer of ``--deltas`` text events and the same text as one complete JSON answer — is sent
-through the addon with a route that translates it (Chat client → Anthropic upstream, Responses →
-Chat, Anthropic → Responses), through the addon passed through to an upstream of the client's own
-protocol (no route: the addon only observes and annotates the flow), and through the bare mitmdump.
+Mitmdumps in reverse mode in front of a loopback echo upstream (tests/proxai_mitm_faults/echo_upstream.py),
+flows not saved, mitmdump's default log level (info): one with the ProxAI addon and the **reference**,
+a mitmdump whose only script sets ``flow.response.stream = True`` on event-stream answers — mitmdump
+streaming the same SSE with no ProxAI (requests stay buffered, as with the addon). The same workload for
+each client protocol — a streamed answer of ``--deltas`` text events and the same text as one complete
+JSON answer — is sent through the addon with a route that translates it (Chat client → Anthropic
+upstream, Responses → Chat, Anthropic → Responses), through the addon passed through to an upstream of
+the client's own protocol (no route: the addon only observes and annotates the flow), and through the
+reference. With ``--compare DIR`` a third mitmdump runs the ProxAI of another checkout (``DIR/src``) on
+the same cells, so old and new code are measured side by side.
 
-- **CPU per request**: user+system CPU seconds of each mitmdump process (/proc/<pid>/stat) over
-  batches of requests, cells interleaved batch by batch; ratios to bare mitmdump (targets:
-  translated stream ≤ 1.15×, pass-through ≤ 1.05×) and translated / passed through.
+- **CPU per request**: on-CPU time of each mitmdump process (its threads' /proc schedstat) over
+  batches of requests, cells interleaved batch by batch, at each client concurrency of ``--conc``
+  (default 1 and 20). Budget: a translated streamed request ≤ 1.20× the reference's CPU for the same
+  streamed answer, a passed-through one ≤ 1.10×.
 - **First-byte delay**: for a stream, the time from the moment the upstream writes the first SSE
   event (``time.monotonic()`` just before the write) to the moment the client reads the first body
-  byte (``time.monotonic()``; one host, so both are CLOCK_MONOTONIC). The upstream waits
-  ``--first-delay`` after its response head so the proxy is idle when the event arrives. Requests
-  one at a time. For complete answers the same delay covers reading, translating and re-sending
-  the whole body.
+  byte (one host, so both are CLOCK_MONOTONIC). The upstream waits ``--first-delay`` after its
+  response head so the proxy is idle when the event arrives. Requests one at a time. For complete
+  answers the same delay covers reading, translating and re-sending the whole body.
 """
 
 from __future__ import annotations
@@ -48,21 +53,19 @@ from tests.proxai_mitm_faults.echo_upstream import (  # noqa: E402
     client_path,
     echo_text,
     http_request,
-    proc_stat,
     request_body,
 )
 
 CHAT, RESP, ANTH = "openai_chat_completions", "openai_responses", "anthropic_messages"
+CLIENTS = (CHAT, RESP, ANTH)
 TRANSLATE_TO = {CHAT: ANTH, RESP: CHAT, ANTH: RESP}
 HEADERS = {"authorization": "Bearer sk-bench-client", "x-api-key": "sk-bench-client"}
+TARGET_TRANSLATED, TARGET_PASS = 1.20, 1.10
 
-
-BARE = "bare"
-BARE_STREAM = "bare-stream"
-BARE_SSE = "bare-sse"
-BARES = (BARE, BARE_STREAM, BARE_SSE)
-#: the floor of streaming an answer as it comes: mitmdump with a script that only sets
-#: ``flow.response.stream = True`` on event-stream answers (no ProxAI; requests stay buffered, as with the addon)
+#: how a cell's request goes: translated or passed through by ProxAI (this checkout or the compared
+#: one), or through the reference mitmdump
+TRANSLATED, PASSED, REF, CMP_TRANSLATED, CMP_PASSED = "translated", "passed", "ref", "cmp-translated", "cmp-passed"
+#: the reference: mitmdump streaming event-stream answers, nothing else
 SSE_ONLY_SCRIPT = """
 class StreamEventStreams:
     def responseheaders(self, flow):
@@ -72,41 +75,43 @@ addons = [StreamEventStreams()]
 """
 
 
-def cells() -> list[tuple[str, str | None, bool]]:
-    """(client, upstream, stream): upstream = the translated-to protocol, None = pass-through through
-    the addon, BARE = the same request through the bare mitmdump, BARE_STREAM = through a bare
-    mitmdump that streams bodies (``stream_large_bodies=1``, as the addon streams an SSE answer; it
-    streams the request too), BARE_SSE = through a mitmdump that streams event-stream answers only
-    (SSE_ONLY_SCRIPT: what streaming alone costs)."""
-    out = []
-    for c in (CHAT, RESP, ANTH):
-        for stream in (True, False):
-            out.append((c, TRANSLATE_TO[c], stream))
-            out.append((c, None, stream))
-            out.append((c, BARE, stream))
-            out.append((c, BARE_STREAM, stream))
-            out.append((c, BARE_SSE, stream))
-    return out
+def cpu_seconds(pid: int) -> float:
+    """On-CPU time of every thread of a process, in seconds (the scheduler's nanosecond count:
+    /proc/<pid>/stat counts in 10 ms ticks, too coarse for batches of a few hundred ms)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # a thread that ended in between: its time is lost from this sample only
+    return total / 1e9
 
 
 class Proxies:
-    def __init__(self, rig: Rig, bare: dict) -> None:
-        self.rig, self.bare = rig, bare
+    """The mitmdump (port, pid, echo upstream) behind each kind of cell."""
 
-    def port(self, cell) -> int:
-        return self.bare[cell[1]].port if cell[1] in BARES else self.rig.port
+    def __init__(self, rig: Rig, ref, cmp_rig: Rig | None) -> None:
+        self.rig, self.ref, self.cmp = rig, ref, cmp_rig
 
-    def pid(self, cell) -> int:
-        return self.bare[cell[1]].proc.pid if cell[1] in BARES else self.rig.pid
+    def port(self, how: str) -> int:
+        return self.ref.port if how == REF else self.cmp.port if how.startswith("cmp") else self.rig.port
 
-    def path(self, cell) -> str:
-        client, upstream, _ = cell
-        return client_path(client, None if upstream in BARES else upstream)
+    def pid(self, how: str) -> int:
+        return self.ref.proc.pid if how == REF else self.cmp.pid if how.startswith("cmp") else self.rig.pid
+
+    def up(self, how: str):
+        return self.cmp.up if how.startswith("cmp") else self.rig.up  # the reference is in front of rig.up
+
+
+def path(cell) -> str:
+    client, how, _ = cell
+    return client_path(client, TRANSLATE_TO[client] if how in (TRANSLATED, CMP_TRANSLATED) else None)
 
 
 async def batch(px: Proxies, cell, n: int, conc: int, tag: str) -> list:
     """``n`` requests of one cell, ``conc`` at a time; tokens ``<tag>_<i>``."""
-    client, upstream, stream = cell
+    client, how, stream = cell
     sem = asyncio.Semaphore(conc)
     results = []
 
@@ -114,14 +119,14 @@ async def batch(px: Proxies, cell, n: int, conc: int, tag: str) -> list:
         tok = f"{tag}_{i}"
         body = json.dumps(request_body(client, tok, stream)).encode()
         async with sem:
-            r = await http_request("127.0.0.1", px.port(cell), px.path(cell), body, HEADERS, timeout=30)
+            r = await http_request("127.0.0.1", px.port(how), path(cell), body, HEADERS, timeout=30)
         results.append((tok, r))
 
     await asyncio.gather(*(one(i) for i in range(n)))
     return results
 
 
-def check(cell, tok, r, n_deltas) -> str | None:
+def check(tok, r, n_deltas) -> str | None:
     if r.error or r.status != 200:
         return f"{r.status} {r.error} {r.body[:120]!r}"
     if echo_text(tok, n_deltas).split(":")[0].encode() not in r.body:
@@ -130,96 +135,92 @@ def check(cell, tok, r, n_deltas) -> str | None:
 
 
 def cell_name(cell) -> str:
-    client, upstream, stream = cell
-    how = ("bare mitmdump" if upstream == BARE else "bare mitmdump, streaming" if upstream == BARE_STREAM else
-           "mitmdump streaming SSE answers only" if upstream == BARE_SSE else
-           f"→ {SHORT[upstream]} (translated)" if upstream else "pass-through")
-    return f"{SHORT[client]} client, {'stream' if stream else 'complete'}, {how}"
+    client, how, stream = cell
+    what = {TRANSLATED: f"→ {SHORT[TRANSLATE_TO[client]]} (translated)", PASSED: "pass-through",
+            REF: "reference mitmdump", CMP_TRANSLATED: f"→ {SHORT[TRANSLATE_TO[client]]} (translated, compared)",
+            CMP_PASSED: "pass-through, compared"}[how]
+    return f"{SHORT[client]} client, {'stream' if stream else 'complete'}, {what}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--deltas", type=int, default=40, help="text events per streamed answer")
     ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--batch", type=int, default=30, help="requests per cell per round (CPU)")
-    ap.add_argument("--conc", type=int, default=4, help="concurrent requests in a CPU batch")
-    ap.add_argument("--latency-n", type=int, default=60, help="sequential requests per cell (first byte)")
+    ap.add_argument("--batch", type=int, default=40, help="requests per cell per round (CPU)")
+    ap.add_argument("--conc", default="1,20", help="client concurrencies, comma-separated (CPU)")
+    ap.add_argument("--latency-n", type=int, default=30, help="sequential requests per cell (first byte)")
     ap.add_argument("--first-delay", type=float, default=0.02)
+    ap.add_argument("--compare", type=Path, help="a checkout whose src/ ProxAI also runs, side by side")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
     if args.quick:
-        args.rounds, args.batch, args.latency_n = 2, 10, 15
-    all_cells = cells()
+        args.rounds, args.batch, args.latency_n = 2, 20, 10
+    concs = [int(c) for c in args.conc.split(",")]
+    hows = [TRANSLATED, PASSED, REF] + ([CMP_TRANSLATED, CMP_PASSED] if args.compare else [])
+    all_cells = [(c, how, s) for c in CLIENTS for s in (True, False) for how in hows]
     from tests.mitm_harness import Mitmdump
 
     rig = Rig(save=False, n_deltas=args.deltas, keep_requests=False)
+    cmp_rig = (Rig(save=False, n_deltas=args.deltas, keep_requests=False,
+                   env={"PYTHONPATH": str(args.compare.resolve() / "src")}) if args.compare else None)
     tmp = tempfile.TemporaryDirectory(prefix="proxai-bench-")
     sse_only = Path(tmp.name) / "stream_event_streams.py"
     sse_only.write_text(SSE_ONLY_SCRIPT)
-    bare = {BARE: Mitmdump(mode=f"reverse:{rig.up.url}", save=False, addon=None),
-            BARE_STREAM: Mitmdump(mode=f"reverse:{rig.up.url}", save=False, addon=None,
-                                  options={"stream_large_bodies": "1"}),
-            BARE_SSE: Mitmdump(mode=f"reverse:{rig.up.url}", save=False, addon=sse_only)}
-    px = Proxies(rig, bare)
+    ref = Mitmdump(mode=f"reverse:{rig.up.url}", save=False, addon=sse_only)
+    px = Proxies(rig, ref, cmp_rig)
     errors: list[str] = []
-    cpu: dict = {c: 0.0 for c in all_cells}
-    count: dict = {c: 0 for c in all_cells}
+    cpu = {(k, c): 0.0 for k in concs for c in all_cells}
+    count = {(k, c): 0 for k in concs for c in all_cells}
     lat: dict = {c: [] for c in all_cells}
     try:  # every proxy started inside: a failed start still stops the others
         rig.start()
-        for m in bare.values():
-            m.start()
+        ref.start()
+        if cmp_rig:
+            cmp_rig.start()
         for c in all_cells:  # warm-up
             for tok, r in asyncio.run(batch(px, c, 3, 1, f"w{all_cells.index(c)}")):
-                if (e := check(c, tok, r, args.deltas)):
+                if (e := check(tok, r, args.deltas)):
                     errors.append(f"warm-up {cell_name(c)}: {e}")
-        # --- CPU: interleaved batches
+        # --- CPU: interleaved batches, every concurrency in each round
         for rnd in range(args.rounds):
             order = all_cells[rnd % len(all_cells):] + all_cells[: rnd % len(all_cells)]
-            for c in order:
-                s0 = proc_stat(px.pid(c))["cpu"]
-                res = asyncio.run(batch(px, c, args.batch, args.conc, f"c{rnd}x{all_cells.index(c)}"))
-                time.sleep(0.05)  # let the proxy finish annotating/logging the last flows
-                cpu[c] += proc_stat(px.pid(c))["cpu"] - s0
-                count[c] += len(res)
-                errors += [f"{cell_name(c)}: {e}" for tok, r in res if (e := check(c, tok, r, args.deltas))]
+            for k in concs:
+                for c in order:
+                    s0 = cpu_seconds(px.pid(c[1]))
+                    res = asyncio.run(batch(px, c, args.batch, k, f"c{rnd}k{k}x{all_cells.index(c)}"))
+                    time.sleep(0.05)  # let the proxy finish annotating/logging the last flows
+                    cpu[k, c] += cpu_seconds(px.pid(c[1])) - s0
+                    count[k, c] += len(res)
+                    errors += [f"{cell_name(c)}: {e}" for tok, r in res if (e := check(tok, r, args.deltas))]
         # --- first-byte delay: sequential, upstream pauses first_delay after its head
         rig.up.first_delay = args.first_delay
+        if cmp_rig:
+            cmp_rig.up.first_delay = args.first_delay
         for i in range(args.latency_n):
             for c in all_cells:
                 (tok, r), = asyncio.run(batch(px, c, 1, 1, f"l{i}x{all_cells.index(c)}"))
-                if (e := check(c, tok, r, args.deltas)):
+                if (e := check(tok, r, args.deltas)):
                     errors.append(f"{cell_name(c)}: {e}")
                     continue
-                st = rig.up.stamps.get(tok)
+                st = px.up(c[1]).stamps.get(tok)
                 if st and r.t_first_body:
                     lat[c].append((r.t_first_body - st.first) * 1000.0)
-        log = rig.m.log
+        logs = rig.m.log + (cmp_rig.m.log if cmp_rig else "")
     finally:
         rig.close()
-        for m in bare.values():
-            m.cleanup()
+        ref.cleanup()
+        if cmp_rig:
+            cmp_rig.close()
         tmp.cleanup()
-    lines = [f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: `uv run python benchmarks/proxy.py"
-             f"{' --quick' if args.quick else ''}` — four mitmdump 12.3 in reverse mode: one with the addon, "
-             f"two bare (no addon; mitmproxy's defaults, which buffer a streamed answer whole, and "
-             f"stream_large_bodies=1, which streams it and the request), and one whose only script sets "
-             f"`flow.response.stream = True` on event-stream answers (the cost of streaming alone), flows not saved, "
-             f"loopback echo upstream; a streamed answer = {args.deltas} text events (+ the protocol's framing "
-             f"events), a complete answer = the same text as one JSON body; {sum(count.values())} requests for "
-             f"CPU ({args.rounds} interleaved rounds × {args.batch} per cell, {args.conc} concurrent), "
-             f"{args.latency_n} sequential requests per cell for the first-byte delay; {os.cpu_count()}-CPU "
-             f"machine shared with other work. Errors: **{len(errors)}**"
-             f"{'' if 'Traceback' not in log else ', **traceback in the mitmdump log**'}.", "",
-             "| client, answer | CPU ms/request: translated / passed through / bare / bare streaming / "
-             "streaming SSE only | **translated ÷ bare** (stream target ≤ 1.15) | **passed through ÷ bare** "
-             "(target ≤ 1.05) | streaming SSE only ÷ bare | translated ÷ / passed through ÷ bare streaming | "
-             "first-byte delay median / p90 ms: translated / passed through / bare / bare streaming |",
-             "|---|---|---|---|---|---|---|"]
 
-    def ms(c) -> float:
-        return 1000 * cpu[c] / max(1, count[c])
+    def ms(k, c) -> float:
+        return 1000 * cpu[k, c] / max(1, count[k, c])
+
+    def total(k, how, stream) -> float:
+        sel = [c for c in all_cells if c[1] == how and c[2] == stream]
+        n = sum(count[k, c] for c in sel)
+        return sum(cpu[k, c] for c in sel) / n if n else float("nan")
 
     def q(v, f):
         return sorted(v)[min(len(v) - 1, int(len(v) * f))] if v else float("nan")
@@ -227,52 +228,71 @@ def main() -> None:
     def med(v):
         return statistics.median(v) if v else float("nan")
 
-    for client in (CHAT, RESP, ANTH):
-        for stream in (True, False):
-            t, p = (client, TRANSLATE_TO[client], stream), (client, None, stream)
-            b, bs = (client, BARE, stream), (client, BARE_STREAM, stream)
-            ct, cp, cb, cbs, css = ms(t), ms(p), ms(b), ms(bs), ms((client, BARE_SSE, stream))
-            lines.append(f"| {SHORT[client]} → {SHORT[TRANSLATE_TO[client]]}, {'stream' if stream else 'complete'} | "
-                         f"{ct:.2f} / {cp:.2f} / {cb:.2f} / {cbs:.2f} / {css:.2f} | **{ct / cb:.2f}** | "
-                         f"**{cp / cb:.2f}** | {css / cb:.2f} | {ct / cbs:.2f} / {cp / cbs:.2f} | "
-                         + " · ".join(f"{med(lat[c]):.2f} / {q(lat[c], 0.9):.2f}" for c in (t, p, b, bs)) + " |")
+    n_req = sum(count.values())
+    compared = ""
+    if args.compare:
+        import subprocess
 
-    def total(pred) -> float:
-        sel = [c for c in all_cells if pred(c)]
-        n = sum(count[c] for c in sel)
-        return sum(cpu[c] for c in sel) / n if n else float("nan")
-
-    def translated(c) -> bool:
-        return c[1] is not None and c[1] not in BARES
-
-    t_stream = total(lambda c: translated(c) and c[2])
-    p_all, b_all = total(lambda c: c[1] is None), total(lambda c: c[1] == BARE)
-    bs_all = total(lambda c: c[1] == BARE_STREAM)
-    b_stream = total(lambda c: c[1] == BARE and c[2])
-    bs_stream = total(lambda c: c[1] == BARE_STREAM and c[2])
-    sse_stream = total(lambda c: c[1] == BARE_SSE and c[2])
-    p_stream = total(lambda c: c[1] is None and c[2])
-    t_all = total(translated)
-    stream_lat = [v for c in all_cells if translated(c) and c[2] for v in lat[c]]
-    lines += ["", f"Overall CPU per request: translated streams ÷ bare streams **{t_stream / b_stream:.2f}** "
-              f"(target ≤ 1.15; ÷ bare streaming {t_stream / bs_stream:.2f}), passed through ÷ bare "
-              f"**{p_all / b_all:.2f}** (target ≤ 1.05; ÷ bare streaming {p_all / bs_all:.2f}), translated ÷ "
-              f"passed through {t_all / p_all:.2f}.",
-              f"Streams only: mitmdump streaming SSE answers (no ProxAI) ÷ bare **{sse_stream / b_stream:.2f}** — the "
-              f"floor of delivering events as they come; translated streams ÷ that floor {t_stream / sse_stream:.2f}, "
-              f"passed-through streams ÷ bare {p_stream / b_stream:.2f}, ÷ that floor {p_stream / sse_stream:.2f}."]
+        rev = subprocess.run(["git", "-C", str(args.compare), "log", "-1", "--format=%h %cs"],
+                             capture_output=True, text=True).stdout.strip()
+        compared = f" --compare {args.compare.name}` (a checkout at {rev or 'an unknown commit'})"
+    lines = [f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: `uv run python benchmarks/proxy.py"
+             f"{' --quick' if args.quick else ''}{f' --conc {args.conc}' if args.conc != '1,20' else ''}"
+             f"{f' --rounds {args.rounds}' if args.rounds != 4 and not args.quick else ''}{compared or '`'} — "
+             f"mitmdump 12.3 in reverse mode, one with the addon and the reference (a script that only sets "
+             f"`flow.response.stream = True` on event-stream answers: mitmdump streaming the same SSE, no ProxAI)"
+             f"{', and one with the ProxAI of another checkout (compared)' if args.compare else ''}; "
+             f"log level info, flows not saved, loopback echo upstream; a streamed answer = {args.deltas} text "
+             f"events (+ the protocol's framing events), a complete answer = the same text as one JSON body; "
+             f"{n_req} requests for CPU ({args.rounds} interleaved rounds × {args.batch} per cell at each "
+             f"concurrency), {args.latency_n} sequential requests per cell for the first-byte delay; "
+             f"{os.cpu_count()}-CPU machine shared with other work. Errors: **{len(errors)}**"
+             f"{'' if 'Traceback' not in logs else ', **traceback in the mitmdump log**'}."]
+    summary = []
+    for k in concs:
+        head = ("| client, answer | CPU ms/request: translated / passed through / reference | "
+                f"**translated ÷ reference** (stream budget ≤ {TARGET_TRANSLATED:.2f}) | "
+                f"**passed through ÷ reference** (budget ≤ {TARGET_PASS:.2f}) |")
+        rule = "|---|---|---|---|"
+        if args.compare:
+            head += " compared checkout: translated ÷ / passed through ÷ reference |"
+            rule += "---|"
+        lines += ["", f"**{k} concurrent client{'s' if k > 1 else ''}**", "", head, rule]
+        for client in CLIENTS:
+            for stream in (True, False):
+                t, p, r = ((client, how, stream) for how in (TRANSLATED, PASSED, REF))
+                row = (f"| {SHORT[client]} → {SHORT[TRANSLATE_TO[client]]}, {'stream' if stream else 'complete'} | "
+                       f"{ms(k, t):.2f} / {ms(k, p):.2f} / {ms(k, r):.2f} | **{ms(k, t) / ms(k, r):.2f}** | "
+                       f"**{ms(k, p) / ms(k, r):.2f}** |")
+                if args.compare:
+                    row += (f" {ms(k, (client, CMP_TRANSLATED, stream)) / ms(k, r):.2f} / "
+                            f"{ms(k, (client, CMP_PASSED, stream)) / ms(k, r):.2f} |")
+                lines.append(row)
+        rs, rc = total(k, REF, True), total(k, REF, False)
+        line = (f"{k} client{'s' if k > 1 else ''}: translated streams ÷ reference **{total(k, TRANSLATED, True) / rs:.2f}** "
+                f"(budget ≤ {TARGET_TRANSLATED:.2f}), passed-through streams ÷ reference "
+                f"**{total(k, PASSED, True) / rs:.2f}** (budget ≤ {TARGET_PASS:.2f}); complete answers: "
+                f"translated {total(k, TRANSLATED, False) / rc:.2f}, passed through {total(k, PASSED, False) / rc:.2f}; "
+                f"reference {rs * 1000:.2f} ms per stream, {rc * 1000:.2f} ms per complete answer")
+        if args.compare:
+            line += (f"; compared checkout: translated streams {total(k, CMP_TRANSLATED, True) / rs:.2f}, "
+                     f"passed-through streams {total(k, CMP_PASSED, True) / rs:.2f}")
+        summary.append(line + ".")
+    lines += [""] + [f"- {s}" for s in summary]
+    stream_lat = [v for c in all_cells if c[1] == TRANSLATED and c[2] for v in lat[c]]
+    lat_of = {how: [v for c in all_cells if c[1] == how and c[2] for v in lat[c]] for how in (PASSED, REF)}
     if stream_lat:
-        lines.append(f"First-byte delay of translated streams, all directions: median **{med(stream_lat):.2f} ms** "
-                     f"(p90 {q(stream_lat, 0.9):.2f} ms). Bare mitmdump buffers a stream, so its first byte comes "
-                     "with the last.")
+        lines.append(f"- First-byte delay of streams, median (p90) ms: translated **{med(stream_lat):.2f}** "
+                     f"({q(stream_lat, 0.9):.2f}), passed through {med(lat_of[PASSED]):.2f} "
+                     f"({q(lat_of[PASSED], 0.9):.2f}), reference {med(lat_of[REF]):.2f} ({q(lat_of[REF], 0.9):.2f}).")
     if errors:
         lines += ["", "Errors:", ""] + [f"- {e}" for e in errors[:20]]
     text = "\n".join(lines)
     print(text)
     if not args.no_write and not args.quick:
         write_section(ROOT / "docs" / "performance.md", "proxy",
-                      "### End to end through mitmdump: translated, passed through, bare mitmdump\n\n" + text,
-                      "Performance")
+                      "### End to end through mitmdump: translated and passed through, beside mitmdump "
+                      "streaming the same answers\n\n" + text, "Performance")
         print("wrote the proxy section of docs/performance.md")
 
 

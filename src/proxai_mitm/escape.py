@@ -10,6 +10,7 @@ when asked (multi-line output).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 __all__ = ["escape"]
@@ -25,11 +26,21 @@ def _table(keep: str) -> dict[int, str]:
     return t
 
 
+def _any_of(table: dict[int, str]) -> re.Pattern[str]:
+    return re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(table)) + "]")
+
+
 _ONE_LINE = _table("")
 _MULTI_LINE = _table("\n\t")
+# a text with none of the table's characters (nearly all) is returned as it is: one regex scan
+# instead of a dict lookup per character
+_ONE_LINE_ANY = _any_of(_ONE_LINE)
+_MULTI_LINE_ANY = _any_of(_MULTI_LINE)
 
 
 def escape(value: Any, *, multiline: bool = False) -> str:
     """``str(value)`` with control characters shown as escapes (see the module docstring)."""
     text = value if isinstance(value, str) else str(value)
+    if (_MULTI_LINE_ANY if multiline else _ONE_LINE_ANY).search(text) is None:
+        return text
     return text.translate(_MULTI_LINE if multiline else _ONE_LINE)

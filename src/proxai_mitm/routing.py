@@ -6,7 +6,7 @@ Pure functions over plain values (no mitmproxy objects), so they are cheap to te
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -95,8 +95,9 @@ def sniff_protocol(body: Mapping[str, Any], client: Protocol | None = None) -> P
     client's own protocol sees no such evidence."""
     best: tuple[Any, int, Codec] | None = None
     own = None
+    copy = dict(body)
     for i, c in enumerate(all_codecs()):
-        e = c.sniff_request(dict(body))
+        e = c.sniff_request(copy)
         if e is None:
             continue
         if c.protocol is client:
@@ -262,11 +263,42 @@ def _key_headers() -> tuple[str, ...]:
     return tuple(out)
 
 
+def _values(headers: Any) -> Mapping[str, str]:
+    """The headers by lower-case name, each value as ``headers.get`` gives it (repeated fields joined
+    by ", "), read in one pass over a mitmproxy ``Headers`` object's fields (each of its lookups
+    scans them all and raises a KeyError for a missing name). Another mapping is returned as it is."""
+    fields = getattr(headers, "fields", None)
+    if not isinstance(fields, tuple):
+        return headers
+    out: dict[str, str] = {}
+    for k, v in fields:
+        name = k.lower().decode("utf-8", "surrogateescape")
+        value = v.decode("utf-8", "surrogateescape")
+        out[name] = f"{out[name]}, {value}" if name in out else value
+    return out
+
+
+def _remove(headers: Any, unwanted: Callable[[str], bool]) -> None:
+    """Remove every header whose lower-case name is ``unwanted``: one pass over a mitmproxy
+    ``Headers`` object's fields (its ``pop`` scans them two or three times per name), a ``pop`` per
+    name of another mapping."""
+    fields = getattr(headers, "fields", None)
+    if isinstance(fields, tuple):
+        kept = tuple(f for f in fields if not unwanted(f[0].lower().decode("utf-8", "surrogateescape")))
+        if len(kept) != len(fields):
+            headers.fields = kept
+        return
+    for h in {n.lower() for n in headers.keys()}:
+        if unwanted(h):
+            headers.pop(h, None)
+
+
 def client_credentials(headers: Mapping[str, str], query: str = "") -> list[str]:
     """Every key the client sent (bearer token, each protocol's key header, key query parameters)."""
     out: list[str] = []
+    values = _values(headers)
     for name in _key_headers():
-        v = headers.get(name, "")
+        v = values.get(name, "")
         if name == "authorization":
             v = v[7:] if v[:7].lower() == "bearer " else ""
         v = v.strip()
@@ -281,8 +313,9 @@ def client_credentials(headers: Mapping[str, str], query: str = "") -> list[str]
 
 def client_credential(headers: Mapping[str, str], query: str = "") -> str | None:
     """The client's key: a bearer token, a protocol's key header, or a key query parameter."""
+    values = _values(headers)
     for name in _key_headers():
-        v = headers.get(name, "")
+        v = values.get(name, "")
         if name == "authorization":
             if v[:7].lower() == "bearer " and v[7:].strip():
                 return v[7:].strip()
@@ -332,15 +365,17 @@ def rewrite_headers(
     are kept (an allowlist), so no credential-bearing header can cross whatever its name.
     """
     tc = get(target)
-    for h in _key_headers():
-        headers.pop(h, None)
-    if not same_host:
+    # one pass removes the client's keys, other vendors' headers, the body's old framing and, toward
+    # another host, everything off the allowlist
+    drop = {*_key_headers(), *foreign_headers(get(client) if client is not None else None, tc)}
+    if body:
+        drop.update(("content-encoding", "transfer-encoding"))
+    if same_host:
+        _remove(headers, drop.__contains__)
+    else:
         allowed = _forward_by_target(target)
-        for h in {n.lower() for n in headers.keys()}:
-            if not (h in FORWARD_HEADERS or h in allowed or h.startswith(_FORWARD_PREFIXES)):
-                headers.pop(h, None)
-    for h in foreign_headers(get(client) if client is not None else None, tc):
-        headers.pop(h, None)
+        _remove(headers, lambda h: h in drop or not (h in FORWARD_HEADERS or h in allowed
+                                                     or h.startswith(_FORWARD_PREFIXES)))
     if key:
         headers.update(tc.wire.credentials.auth_headers(key, upstream_host))
     for name, value in tc.wire.credentials.default_headers.items():
@@ -348,6 +383,4 @@ def rewrite_headers(
             headers[name] = value
     headers["accept-encoding"] = "identity"
     if body:
-        headers.pop("content-encoding", None)
-        headers.pop("transfer-encoding", None)
         headers["content-type"] = "application/json"

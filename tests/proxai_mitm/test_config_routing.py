@@ -239,6 +239,17 @@ def test_headers_anthropic_client_to_openai_other_host_drops_account_headers():
         assert name not in h
 
 
+def test_headers_other_host_drops_a_non_ascii_header_name():
+    from mitmproxy.http import Headers
+
+    h = Headers([(b"authorization", b"Bearer sk-client"), ("\u00c4-key".encode(), b"sk-gateway-secret"),
+                 (b"X-Request-Id", b"r1")])
+    routing.rewrite_headers(h, client=Protocol.CHAT, target=Protocol.ANTHROPIC, same_host=False,
+                            key="sk-env", upstream_host="api.anthropic.com")
+    assert [k for k, _ in h.fields] == [b"X-Request-Id", b"x-api-key", b"anthropic-version",
+                                        b"accept-encoding", b"content-type"]
+
+
 def test_headers_azure_uses_api_key():
     h = _headers(authorization="Bearer x")
     routing.rewrite_headers(h, client=Protocol.ANTHROPIC, target=Protocol.CHAT, same_host=False, key="k",
