@@ -375,7 +375,7 @@ def check_files(paths: list[Path], scenarios: list[Scenario] = SCENARIOS) -> Non
         leaked = [s for s in SECRETS if s.encode() in data]
         if leaked:
             raise RuntimeError(f"{path}: credentials stored: {leaked}")
-        from proxai_mitm.record import FlowRecord
+        from proxai_mitm.flow.record import FlowRecord
 
         got = [FlowRecord.of(f).stop.reason for f in read_flows(path)]
         if got != sc.reasons:
@@ -398,8 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         proxy.cleanup()
         up.stop()
-    from proxai_mitm.report import format_table, rows
-    from proxai_mitm.report import read_flows as report_flows
+    from proxai_mitm.reporting.report import format_table, rows
+    from proxai_mitm.reporting.report import read_flows as report_flows
 
     print(format_table(rows([f for p in paths for f in report_flows(p)])))
     for p in paths:

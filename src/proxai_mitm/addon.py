@@ -13,26 +13,26 @@ from typing import Any
 
 from mitmproxy import exceptions
 
-from .annotate import Annotator
-from .bodies import BodyLimit
-from .commands import Commands
-from .consolesummary import ConsoleSummary
-from .cutanswer import CutAnswer
-from .har import HarExport
-from .idle import HeaderTimeout
-from .listenguard import ListenGuard
-from .measure import Measure, Summary
-from .options import RouteOptions, preflight, refuse_start, starting
-from .otel import OTelExport
-from .probe import Probe
-from .readdir import ReadDir
-from .recordcap import RecordLimit
-from .recorder import Recorder
-from .redact_ahead import RedactAhead
-from .replayer import Replayer
-from .router import Router
-from .translate import Translator
-from .webcolumns import WebColumns
+from .addons.annotate import Annotator
+from .addons.commands import Commands
+from .addons.consolesummary import ConsoleSummary
+from .addons.cutanswer import CutAnswer
+from .addons.idle import HeaderTimeout
+from .addons.listenguard import ListenGuard
+from .addons.probe import Probe
+from .addons.readdir import ReadDir
+from .addons.recorder import Recorder
+from .addons.redact_ahead import RedactAhead
+from .addons.router import Router
+from .addons.translate import Translator
+from .addons.webcolumns import WebColumns
+from .config.options import RouteOptions, preflight, refuse_start, starting
+from .flow.measure import Measure, Summary
+from .replay.addon import Replayer
+from .reporting.har import HarExport
+from .reporting.otel import OTelExport
+from .wire.bodies import BodyLimit
+from .wire.recordcap import RecordLimit
 
 __all__ = ["FLOW_HOOKS", "ProxAI", "make_addons"]
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from .escape import escape
+from .wire.escape import escape
 
 __all__ = ["addon_path", "main", "run_argv"]
 
@@ -65,8 +65,8 @@ class BadInput(Exception):
 def _read(paths: Sequence[str]) -> list[Any]:
     """The flows of every path; a damaged file gives a warning and its intact flows, but a file that is
     not a flow file, or a folder without one, is an error (else the report would say 'no LLM flows')."""
-    from .flowfile import flow_files
-    from .report import read_flows
+    from .redaction.flowfile import flow_files
+    from .reporting.report import read_flows
 
     damaged: list[Any] = []
     flows = []
@@ -85,7 +85,7 @@ def _width(chosen: int | None, out: TextIO) -> int:
     """The table's width: as chosen, else 120 columns, or the terminal's width when it is narrower."""
     if chosen is not None:
         return chosen
-    from .reportfmt import WIDTH
+    from .reporting.reportfmt import WIDTH
 
     try:
         return min(WIDTH, os.get_terminal_size(out.fileno()).columns) if out.isatty() else WIDTH
@@ -114,15 +114,15 @@ def _why_empty(args: argparse.Namespace, read: int, selected: int, exchanges: in
 
 # ----------------------------------------------------------------------------- commands
 def _report(args: argparse.Namespace) -> int:
-    from .report import rows
-    from .reportfmt import filter_rows, format_rows, select_flows
+    from .reporting.report import rows
+    from .reporting.reportfmt import filter_rows, format_rows, select_flows
 
     read = _read(args.paths)
     flows = select_flows(read, args.filter)
     every = rows(flows)
     table = filter_rows(every, stop=args.stop, model=args.model, route=args.route)
     if args.html:
-        from .htmlreport import write_html
+        from .reporting.htmlreport import write_html
 
         ids = {r["id"] for r in table}
         n = write_html([f for f in flows if f.id in ids], table, args.html)
@@ -144,8 +144,8 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from .report import exchange
-    from .reportfmt import select_flows
+    from .reporting.report import exchange
+    from .reporting.reportfmt import select_flows
 
     read = _read(args.paths)
     flows = select_flows(read, args.filter)
@@ -190,7 +190,7 @@ def _version() -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    from .reportfmt import FORMATS
+    from .reporting.reportfmt import FORMATS
 
     ap = argparse.ArgumentParser(prog="proxai", description="ProxAI: LLM traffic through mitmproxy — run the proxy, "
                                  "report and export recorded exchanges.")

@@ -26,13 +26,13 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("stop.py", "stop value"): "the seed's raw-value table classifies every provider's values, neutrally",
     ("stop.py", "context_length_exceeded"): "a raw value of the seed's table",
     # proxai_mitm: names of its own that happen to equal a wire value
-    ("analysis.py", "max_output_tokens"): "the neutral Request field's name in the compact view",
-    ("report.py", "stop"): "the flow record's own field",
-    ("state.py", "stop"): "the flow record's own field",
-    ("streaming.py", "failed"): "an attribute name of the stream handler",
-    ("reportfmt.py", "stop"): "a report column", ("reportfmt.py", "tokens"): "a report column",
+    ("flow/analysis.py", "max_output_tokens"): "the neutral Request field's name in the compact view",
+    ("reporting/report.py", "stop"): "the flow record's own field",
+    ("flow/state.py", "stop"): "the flow record's own field",
+    ("wire/streaming.py", "failed"): "an attribute name of the stream handler",
+    ("reporting/reportfmt.py", "stop"): "a report column", ("reporting/reportfmt.py", "tokens"): "a report column",
     ("cli.py", "stop"): "the report's --stop option",
-    ("htmlreport.py", "stop"): "a report column", ("htmlreport.py", "tokens"): "a report column",
+    ("reporting/htmlreport.py", "stop"): "a report column", ("reporting/htmlreport.py", "tokens"): "a report column",
 }
 
 #: neutral vocabulary (error kinds, stop reasons and keys): never a protocol fact

@@ -11,7 +11,7 @@ from mitmproxy import flow as mflow
 from mitmproxy import http
 from mitmproxy import io as mio
 
-from proxai_mitm.record import FlowRecord
+from proxai_mitm.flow.record import FlowRecord
 
 from .helpers import ANTH, BODIES, CHAT, RESP, feed, make_flow, respond, sse_bytes
 
@@ -126,7 +126,7 @@ def test_comment_marker_and_one_log_line(addon, caplog):
 
     from .helpers import json_bytes
 
-    caplog.set_level(logging.INFO, logger="proxai_mitm.annotate")
+    caplog.set_level(logging.INFO, logger="proxai_mitm.addons.annotate")
     f = _annotated(addon, json_bytes(ANTH, "refusal"))
     assert f.comment.startswith("refusal") and f.marked == ":no_entry:"
     addon.run(addon.response(f))  # a second response hook (e.g. a replayed flow) changes nothing
@@ -138,7 +138,7 @@ def test_comment_marker_and_one_log_line(addon, caplog):
 def test_control_characters_never_reach_the_terminal(addon, caplog):
     import logging
 
-    caplog.set_level(logging.INFO, logger="proxai_mitm.annotate")
+    caplog.set_level(logging.INFO, logger="proxai_mitm.addons.annotate")
     evil = "m\x1b]8;;http://x\x07\x1b[31m"
     body = {"id": "x", "type": "message", "role": "assistant", "model": evil,
             "content": [{"type": "text", "text": "hi"}], "stop_reason": "refusal", "stop_sequence": None,
@@ -165,14 +165,14 @@ def test_annotator_alone_writes_the_state_it_finds():
     from mitmproxy.test import taddons
 
     from proxai_core import Protocol, StopInfo, StopReason
-    from proxai_mitm.annotate import Annotator
-    from proxai_mitm.state import FlowState, set_state
+    from proxai_mitm.addons.annotate import Annotator
+    from proxai_mitm.flow.state import FlowState, set_flow_state
 
     a = Annotator()
     with taddons.context(a):
         f = make_flow(ANTH)
         respond(f, 200, b"{}", "application/json")
-        set_state(f, FlowState("generate", Protocol(ANTH), Protocol(CHAT), "r", translation="json",
+        set_flow_state(f, FlowState("generate", Protocol(ANTH), Protocol(CHAT), "r", translation="json",
                                stop=StopInfo(StopReason.MAX_OUTPUT, raw="length")))
         a.response(f)
         assert f.marked == ":scissors:" and f.comment.startswith("max_output")
@@ -188,7 +188,7 @@ def test_log_line_built_only_when_a_handler_shows_info(monkeypatch):
     """termlog_verbosity=warn (every handler above INFO): the line is not even formatted."""
     import logging
 
-    from proxai_mitm import annotate as ann
+    from proxai_mitm.addons import annotate as ann
 
     lg = logging.getLogger("proxai_test_lazy_log_line")
     lg.propagate, lg.level = False, logging.DEBUG

@@ -13,8 +13,8 @@ from backports import zstd
 from mitmproxy.test import taddons
 
 from proxai_core import Protocol
-from proxai_mitm import bodies
-from proxai_mitm.bodies import BadEncoding, BodyLimit, BodyTooLarge, Decoder, adecode, decode
+from proxai_mitm.wire import bodies
+from proxai_mitm.wire.bodies import BadEncoding, BodyLimit, BodyTooLarge, Decoder, adecode, decode
 
 TEXT = b'{"model":"m","messages":[{"role":"user","content":"' + b"hello " * 5000 + b'"}]}'
 ENC = {

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from proxai_mitm import cli
-from proxai_mitm.report import read_flows, rows
-from proxai_mitm.reportfmt import filter_rows, format_rows, select_flows, totals
+from proxai_mitm.reporting.report import read_flows, rows
+from proxai_mitm.reporting.reportfmt import filter_rows, format_rows, select_flows, totals
 
 FLOWS = Path(__file__).resolve().parents[2] / "flows"
 
@@ -288,7 +288,7 @@ HOSTILE = "\x1b[2J\r\n\t\x00\x07\x7f\x9b\u202e|<b>&amp;`*_[x](y)\\"
 def test_hostile_bytes_never_break_table_markdown_or_html(tmp_path):
     from html.parser import HTMLParser
 
-    from proxai_mitm.htmlreport import render_html
+    from proxai_mitm.reporting.htmlreport import render_html
 
     row = {k: (HOSTILE if isinstance(v, str) and k != "time" else v) for k, v in LONG.items()}
     row.update(message=HOSTILE, route=HOSTILE, id=HOSTILE, client_protocol=HOSTILE, time=HOSTILE)

@@ -60,7 +60,7 @@ def test_llm_view_renders_the_shipped_flows(name):
     """Every request and response body of flows/ through the view, as mitmproxy calls it."""
     from pathlib import Path
 
-    from proxai_mitm.contentview import LLMContentview
+    from proxai_mitm.reporting.contentview import LLMContentview
 
     view = LLMContentview()
     path = Path(__file__).resolve().parents[2] / "flows" / f"{name}.mitm"

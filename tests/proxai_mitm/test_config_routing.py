@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 from mitmproxy import http
-
-from proxai_core import Protocol
-from proxai_mitm import routing
-from proxai_mitm.config import (
+from proxai_mitm.config.routes import (
     ConfigError,
     parse_base_url,
     parse_model_map,
     routes_from_options,
     routes_from_toml,
 )
+
+from proxai_core import Protocol
+from proxai_mitm.wire import routing
 
 
 # ----------------------------------------------------------------------------- model map
@@ -171,11 +171,11 @@ def test_websocket_upgrade_recognized():
 
 
 def test_sniff_protocol():
-    assert routing.sniff_protocol({"model": "x", "input": "hi"}) is Protocol.RESPONSES
-    assert routing.sniff_protocol({"messages": [{"role": "system", "content": "x"}]}) is Protocol.CHAT
-    assert routing.sniff_protocol({"messages": [{"role": "user", "content": [
+    assert routing.body_protocol({"model": "x", "input": "hi"}) is Protocol.RESPONSES
+    assert routing.body_protocol({"messages": [{"role": "system", "content": "x"}]}) is Protocol.CHAT
+    assert routing.body_protocol({"messages": [{"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "t", "content": "x"}]}]}) is Protocol.ANTHROPIC
-    assert routing.sniff_protocol({"messages": [{"role": "user", "content": "hi"}]}) is None
+    assert routing.body_protocol({"messages": [{"role": "user", "content": "hi"}]}) is None
 
 
 # ----------------------------------------------------------------------------- upstream URL
@@ -321,7 +321,7 @@ def test_gemini_headers_toward_another_host():
 
 def test_route_patterns_match_as_shell_globs():
     """Host patterns ignore case, path and model patterns do not; ``alt_paths`` stand in for the path."""
-    from proxai_mitm.config import Route
+    from proxai_mitm.config.routes import Route
 
     r = Route("r", Protocol.ANTHROPIC, match_host="*.Example.COM", match_path="/v1/*", match_model="claude-?-*")
     assert r.matches("API.example.com", "/v1/messages", "claude-3-opus")
@@ -355,7 +355,7 @@ def test_routes_file_device_and_directory_are_refused(tmp_path):
 
 
 def test_routes_file_size_is_capped(tmp_path):
-    from proxai_mitm.config import MAX_ROUTES_FILE
+    from proxai_mitm.config.routes import MAX_ROUTES_FILE
 
     p = tmp_path / "big.toml"
     with open(p, "wb") as f:

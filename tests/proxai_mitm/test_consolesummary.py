@@ -7,7 +7,7 @@ import pytest
 from mitmproxy.test import tflow
 from mitmproxy.tools.console import common
 
-from proxai_mitm.consolesummary import install, uninstall
+from proxai_mitm.addons.consolesummary import install, uninstall
 
 SUMMARY = "refusal (cyber) · 21→12 tok · TTFT 50 ms · $0.0002 · gpt-4o→claude-sonnet-4-5"
 

@@ -11,7 +11,7 @@ import pytest
 from mitmproxy import contentviews, http
 from mitmproxy.test import tflow, tutils
 
-from proxai_mitm.contentview import LLMContentview, register
+from proxai_mitm.reporting.contentview import LLMContentview, register
 
 FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
 PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "anthropic": "/v1/messages"}

@@ -13,7 +13,7 @@ import pytest
 from google import genai
 from google.genai import types
 
-from proxai_mitm.record import FlowRecord
+from proxai_mitm.flow.record import FlowRecord
 from tests.fake_upstream import GEMINI_MODEL, RECORDED, FakeUpstream, Reply
 from tests.mitm_harness import Mitmdump
 

@@ -11,7 +11,7 @@ import httpx2
 import openai
 import pytest
 
-from proxai_mitm.record import FlowRecord
+from proxai_mitm.flow.record import FlowRecord
 from tests.fake_upstream import RECORDED, Reply
 
 from .e2e_util import (

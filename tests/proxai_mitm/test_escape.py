@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proxai_mitm.escape import escape
+from proxai_mitm.wire.escape import escape
 
 HOSTILE = "gpt\x1b[31mRED\x1b[0m\x1b]0;owned\x07\x1b]8;;http://evil/\x1b\\link\x9b2J\r\x08\x7f\u202eevil"
 

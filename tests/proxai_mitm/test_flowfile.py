@@ -11,7 +11,7 @@ import pytest
 from mitmproxy import io as mio
 from mitmproxy.test import tflow
 
-from proxai_mitm.flowfile import read_file, read_path
+from proxai_mitm.redaction.flowfile import read_file, read_path
 
 
 def _records(n: int) -> list[bytes]:
@@ -119,7 +119,7 @@ def test_cli_report_and_export_on_damaged_files(tmp_path):
 
 
 def test_replay_index_uses_the_intact_flows(tmp_path, caplog):
-    from proxai_mitm.replay import RecordingIndex
+    from proxai_mitm.replay.index import RecordingIndex
 
     recs = _records(2)
     p = tmp_path / "r.mitm"

@@ -11,8 +11,8 @@ from mitmproxy.addons.savehar import SaveHar
 from mitmproxy.test import taddons, tflow
 
 from proxai_core import Protocol, StopInfo
-from proxai_mitm.har import HarExport
-from proxai_mitm.record import FlowRecord, StopRecord
+from proxai_mitm.flow.record import FlowRecord, StopRecord
+from proxai_mitm.reporting.har import HarExport
 
 CLIENT_KEY = "sk-proj-client0key0that0must0not0leak0123"
 INJECTED = "injected-upstream-key-without-shape-77"
@@ -98,7 +98,7 @@ def test_offline_flow_without_capture_uses_the_record_body():
 def test_capture_only_where_a_har_can_be_written(monkeypatch):
     """mitmdump without hardump can never export a HAR: the capture hook is off (no per-flow cost);
     hardump switches it on."""
-    from proxai_mitm import har as har_mod
+    from proxai_mitm.reporting import har as har_mod
 
     har, save = HarExport(), SaveHar()
     with taddons.context(save, har) as tctx:

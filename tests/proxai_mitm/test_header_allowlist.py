@@ -7,7 +7,7 @@ from mitmproxy import http
 
 from proxai_core import Protocol
 from proxai_core.codecs import get
-from proxai_mitm import routing
+from proxai_mitm.wire import routing
 
 #: credential-bearing headers of providers, gateways and proxies (and two harmless-looking names)
 CREDENTIAL_HEADERS = [

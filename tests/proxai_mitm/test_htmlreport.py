@@ -7,10 +7,10 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from proxai_mitm import cli
-from proxai_mitm.htmlreport import render_html
-from proxai_mitm.metrics import fmt_ms, fmt_usd
-from proxai_mitm.report import read_flows, rows
-from proxai_mitm.reportfmt import cells
+from proxai_mitm.flow.metrics import fmt_ms, fmt_usd
+from proxai_mitm.reporting.htmlreport import render_html
+from proxai_mitm.reporting.report import read_flows, rows
+from proxai_mitm.reporting.reportfmt import cells
 
 from .helpers import ANTH, json_bytes, make_flow, respond
 

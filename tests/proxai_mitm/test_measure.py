@@ -8,10 +8,10 @@ import genai_prices
 import pytest
 
 from proxai_core import Exchange, Protocol
-from proxai_mitm.cost import price
-from proxai_mitm.measure import flow_summary, measure_flow
-from proxai_mitm.metrics import first_content_offset, summary_line, timings
-from proxai_mitm.record import FlowRecord
+from proxai_mitm.flow.cost import price
+from proxai_mitm.flow.measure import flow_summary, measure_flow
+from proxai_mitm.flow.metrics import first_content_offset, summary_line, timings
+from proxai_mitm.flow.record import FlowRecord
 from tests.fake_upstream import RECORDED, _enc_event
 
 from .helpers import ANTH, CHAT, RESP, json_bytes, make_flow, respond
@@ -264,7 +264,7 @@ def test_mitmweb_comment_column_on_unless_the_user_chose_columns():
     from mitmproxy import options as moptions
     from mitmproxy.tools.web.webaddons import WebAddon
 
-    from proxai_mitm.webcolumns import enable_comment_column
+    from proxai_mitm.addons.webcolumns import enable_comment_column
 
     opts = moptions.Options()
     assert not enable_comment_column(opts)  # mitmdump: no such option

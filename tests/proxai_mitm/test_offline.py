@@ -61,8 +61,8 @@ def test_offline_stream_without_body(addon):
 def test_annotator_alone_observes_a_plain_capture():
     from mitmproxy.test import taddons
 
-    from proxai_mitm.annotate import Annotator
-    from proxai_mitm.state import get_state
+    from proxai_mitm.addons.annotate import Annotator
+    from proxai_mitm.flow.state import flow_state
 
     a = Annotator()
     with taddons.context(a):
@@ -70,12 +70,12 @@ def test_annotator_alone_observes_a_plain_capture():
         respond(f, 200, sse_bytes(ANTH, "refusal"), "text/event-stream")
         f.live = False
         a.response(f)
-        st = get_state(f)
+        st = flow_state(f)
         assert st.translation == "observe" and st.stop.reason.value == "refusal" and st.route is None
         assert f.metadata["proxai"]["stop"]["reason"] == "refusal" and f.marked == ":no_entry:"
         g = make_flow(ANTH)  # a live flow without state: nothing to annotate
         a.response(g)
-        assert get_state(g) is None and "proxai" not in g.metadata
+        assert flow_state(g) is None and "proxai" not in g.metadata
 
 
 def test_offline_gemini_capture_reads_model_and_stream_from_the_url(addon):

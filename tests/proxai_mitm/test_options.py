@@ -47,7 +47,7 @@ def test_closed_sets_are_declared_as_choices(addon):
 
 def test_routes_parsed_once_in_configure(addon, monkeypatch):
     """The hooks read the parsed RouteSet; a change of an unrelated option does not re-parse."""
-    import proxai_mitm.options as mod
+    import proxai_mitm.config.options as mod
 
     addon.configure(proxai_target="openai_chat_completions", proxai_model="x")
     routes = addon.routeoptions.routes

@@ -14,7 +14,7 @@ pytest.importorskip("opentelemetry.sdk", reason="the otel extra is part of the d
 from mitmproxy import exceptions  # noqa: E402
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
 
-from proxai_mitm.otel import provider_name  # noqa: E402
+from proxai_mitm.reporting.otel import provider_name  # noqa: E402
 
 from .helpers import ANTH, CHAT, json_bytes, make_flow, respond, sse_bytes  # noqa: E402
 

@@ -8,14 +8,14 @@ import time
 from mitmproxy.test import taddons
 
 from proxai_core import Protocol
-from proxai_mitm.probe import Probe, is_connect_error
-from proxai_mitm.state import FlowState, get_state, set_state
+from proxai_mitm.addons.probe import Probe, is_connect_error
+from proxai_mitm.flow.state import FlowState, flow_state, set_flow_state
 
 from .helpers import ANTH, CHAT, make_flow
 
 
 def routed(f, route: str | None = "default") -> None:
-    set_state(f, FlowState("generate", Protocol(ANTH), Protocol(CHAT), route))
+    set_flow_state(f, FlowState("generate", Protocol(ANTH), Protocol(CHAT), route))
 
 
 def test_first_contact_is_probed_and_answering_upstreams_are_not():
@@ -29,7 +29,7 @@ def test_first_contact_is_probed_and_answering_upstreams_are_not():
             await res
             assert f.response is not None and f.response.status_code == 502
             assert json.loads(f.response.content)["type"] == "error"
-            assert get_state(f).stop.reason.value == "interrupted"
+            assert flow_state(f).stop.reason.value == "interrupted"
             probe._seen[("192.0.2.1", 443)] = time.monotonic()
             g = make_flow(ANTH, host="192.0.2.1", port=443)
             routed(g)
@@ -67,7 +67,7 @@ def test_failed_connect_marks_upstream_dead_and_says_why():
         f.error = mflow.Error("Connection refused ([Errno 111])")
         probe.error(f)
         assert ("127.0.0.1", 9) in probe._dead
-        assert "mitmproxy's own 502 page" in get_state(f).warnings[0]
+        assert "mitmproxy's own 502 page" in flow_state(f).warnings[0]
         assert is_connect_error("getaddrinfo failed") and not is_connect_error("client disconnected")
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from proxai_core import Protocol
-from proxai_mitm.protocols import (
+from proxai_mitm.wire.protocols import (
     SHORT,
     TITLES,
     convert_models,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from proxai_mitm.flowfile import flow_files, read_path
+from proxai_mitm.redaction.flowfile import flow_files, read_path
 from tests.mitm_harness import Mitmdump, free_port, read_flows
 
 FLOWS = Path(__file__).resolve().parents[2] / "flows"

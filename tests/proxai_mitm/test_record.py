@@ -11,9 +11,9 @@ from mitmproxy import io as mio
 
 from proxai_core import Protocol, StopInfo, StopReason
 from proxai_core.neutral import Usage
-from proxai_mitm.annotate import annotate
-from proxai_mitm.record import METADATA_KEY, SCHEMA_VERSION, FlowRecord
-from proxai_mitm.state import FlowState, record_dict
+from proxai_mitm.addons.annotate import annotate
+from proxai_mitm.flow.record import METADATA_KEY, SCHEMA_VERSION, FlowRecord
+from proxai_mitm.flow.state import FlowState, record_dict
 
 from .helpers import ANTH, BODIES, CHAT, json_bytes, make_flow, respond
 
@@ -117,7 +117,7 @@ def test_flow_without_record():
 def test_the_stored_dict_is_the_typed_records_schema():
     """Annotation stores record_dict (no validation on the hot path); FlowRecord reads it back to the
     same values, field for field."""
-    from proxai_mitm.state import record_dict
+    from proxai_mitm.flow.state import record_dict
 
     st = FlowState("generate", Protocol(ANTH), Protocol(CHAT), "r", client_text="{}", translation="stream",
                    stop=StopInfo(StopReason.TOOL_USE, raw="tool_calls", detail={"n": 1}), usage=Usage(output=2),

@@ -10,9 +10,9 @@ from mitmproxy import exceptions
 from mitmproxy.test import taddons
 
 from proxai_core import Protocol
-from proxai_mitm import recordcap, streaming
-from proxai_mitm.recordcap import CappedBuffer, RecordLimit, truncation_note
-from proxai_mitm.streaming import StreamHandler
+from proxai_mitm.wire import recordcap, streaming
+from proxai_mitm.wire.recordcap import CappedBuffer, RecordLimit, truncation_note
+from proxai_mitm.wire.streaming import StreamHandler
 
 from .helpers import stream_exchange
 

@@ -80,8 +80,8 @@ def test_recorder_alone_redacts_what_is_stored_with_the_flows_own_secrets():
     from mitmproxy.test import taddons
 
     from proxai_core import Protocol
-    from proxai_mitm.recorder import Recorder
-    from proxai_mitm.state import FlowState, set_state
+    from proxai_mitm.addons.recorder import Recorder
+    from proxai_mitm.flow.state import FlowState, set_flow_state
 
     from .helpers import ANTH
 
@@ -91,7 +91,7 @@ def test_recorder_alone_redacts_what_is_stored_with_the_flows_own_secrets():
         key = "plain-injected-key-0042"  # no known key shape: only the flow's own secrets find it
         f = make_flow(ANTH)
         respond(f, 401, f'{{"error": "bad key {key}"}}'.encode(), "application/json")
-        set_state(f, FlowState("generate", Protocol(ANTH), Protocol(CHAT), "r", secrets=(key,)))
+        set_flow_state(f, FlowState("generate", Protocol(ANTH), Protocol(CHAT), "r", secrets=(key,)))
         r.requestheaders(f)
         assert key not in json.dumps(f.get_state(), default=repr)
         assert key.encode() in f.response.content  # the live flow keeps it

@@ -14,7 +14,7 @@ from mitmproxy import http
 from mitmproxy import io as mio
 from mitmproxy.test import tflow, tutils
 
-from proxai_mitm.redact import (
+from proxai_mitm.redaction.redact import (
     REDACTED,
     Redactor,
     flow_secrets,

@@ -9,8 +9,8 @@ import threading
 from mitmproxy.addons.save import Save
 from mitmproxy.test import taddons, tflow
 
-from proxai_mitm import redact
-from proxai_mitm.redact_ahead import THRESHOLD, RedactAhead
+from proxai_mitm.addons.redact_ahead import THRESHOLD, RedactAhead
+from proxai_mitm.redaction import redact
 
 SECRET = "ahead-secret-value-0123456789"
 

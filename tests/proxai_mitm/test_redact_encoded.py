@@ -22,9 +22,9 @@ from mitmproxy import io as mio
 from mitmproxy.test import tflow, tutils
 
 from proxai_mitm.__main__ import main
-from proxai_mitm.flowfile import read_file
-from proxai_mitm.redact import REDACTED, Redactor, redact_flow, redacted_state
-from proxai_mitm.state import scrub
+from proxai_mitm.flow.state import scrub
+from proxai_mitm.redaction.flowfile import read_file
+from proxai_mitm.redaction.redact import REDACTED, Redactor, redact_flow, redacted_state
 
 #: a configured key with no known shape (only exact matching can find it), with "/" and "+"
 KEY = "gw/Secret+Key-0123456789abcdefXYZ"

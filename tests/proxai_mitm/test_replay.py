@@ -7,8 +7,7 @@ import pytest
 from mitmproxy import http
 from mitmproxy import io as mio
 from mitmproxy.test import tflow, tutils
-
-from proxai_mitm.replay import (
+from proxai_mitm.replay.index import (
     RecordingIndex,
     canonical_key,
     split_sse_events,

@@ -8,9 +8,8 @@ import itertools
 import time
 
 import orjson
-
-from proxai_mitm.replay import MISS_HEADER, RecordingIndex, split_sse_events
-from proxai_mitm.replay_server import ReplayServer
+from proxai_mitm.replay.index import MISS_HEADER, RecordingIndex, split_sse_events
+from proxai_mitm.replay.server import ReplayServer
 
 from .test_replay import JSON_BODY, REQ, SSE, make_flow
 
@@ -172,7 +171,7 @@ def test_keep_alive_serves_several_requests_on_one_connection():
 def test_compressed_request_matches_and_a_bomb_is_not_inflated():
     import gzip
 
-    from proxai_mitm import replay_server
+    from proxai_mitm.replay import server as replay_server
 
     idx = RecordingIndex.from_flows([make_flow(REQ, JSON_BODY)])
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from mitmproxy import exceptions
 from mitmproxy import io as mio
+from proxai_mitm.replay.index import MISS_HEADER, miss_body
 
-from proxai_mitm.replay import MISS_HEADER, miss_body
-from proxai_mitm.router import REPLAY_PLACEHOLDER_KEY
-from proxai_mitm.state import get_state
+from proxai_mitm.addons.router import REPLAY_PLACEHOLDER_KEY
+from proxai_mitm.flow.state import flow_state
 
 from .chain import Chain
 from .helpers import ANTH, BODIES, CHAT, RESP, json_bytes, make_flow, respond, sse_bytes
@@ -90,7 +90,7 @@ def test_upstream_request_goes_to_the_replay_server(addon, tmp_path):
     assert run(addon.tctx, addon.request(f)) is None
     assert (f.request.scheme, f.request.host, f.request.port) == ("http", "127.0.0.1", server.port)
     assert f.request.path == "/v1/messages" and f.request.host_header == "api.example.com"
-    assert get_state(f).replay["upstream_url"] == "https://api.example.com/v1/messages"
+    assert flow_state(f).replay["upstream_url"] == "https://api.example.com/v1/messages"
     addon.replayer.done()
     assert addon.replayer.server is None and not server.running
 
@@ -142,7 +142,7 @@ def test_replay_miss_forward_leaves_the_request_alone(addon, tmp_path, caplog):
     f = make_flow(ANTH, body={**BODIES[ANTH], "max_tokens": 65})  # not recorded
     run(addon.tctx, addon.request(f))
     assert f.request.host == "api.example.com"
-    assert get_state(f).replay["result"] == "forwarded"
+    assert flow_state(f).replay["result"] == "forwarded"
     assert "forwarded upstream" in caplog.text
     respond(f, 200, json_bytes(ANTH), "application/json")  # the real upstream's answer
     addon.responseheaders(f)

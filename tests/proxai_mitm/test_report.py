@@ -10,7 +10,7 @@ from mitmproxy import io as mio
 from mitmproxy.test import tflow, tutils
 
 from proxai_mitm.__main__ import main
-from proxai_mitm.report import (
+from proxai_mitm.reporting.report import (
     export_command,
     export_jsonl,
     format_table,
@@ -177,7 +177,7 @@ def test_documented_filters_work():
     from mitmproxy import flowfilter
 
     from proxai_core import classify_stop
-    from proxai_mitm.metrics import summary_line
+    from proxai_mitm.flow.metrics import summary_line
 
     def annotated(raw, category=None, marker="", route=None, path="/v1/messages", status=200):
         f = flow(path, {"model": "m", "messages": []}, b"{}", status=status)
@@ -247,7 +247,7 @@ def test_csv_cells_never_run_as_spreadsheet_formulas(tmp_path, capsys):
             cell = row[key]
             assert cell.startswith("'"), (key, cell)
         assert row["input_tokens"] == "3" and row["status"] == "200"  # numbers stay numbers
-    from proxai_mitm.reportfmt import to_csv
+    from proxai_mitm.reporting.reportfmt import to_csv
 
     out = to_csv([{"model": "gpt-4o", "message": "-", "input_tokens": -1, "route": "a=b"}])
     row = next(csv.DictReader(io.StringIO(out)))

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from proxai_mitm.state import get_state
+from proxai_mitm.flow.state import flow_state
 
 from .helpers import ANTH, BODIES, CHAT, ENCODINGS, RESP, bomb, compress, make_flow
 
@@ -15,10 +15,10 @@ from .helpers import ANTH, BODIES, CHAT, ENCODINGS, RESP, bomb, compress, make_f
 def test_non_llm_requests_untouched(addon):
     f = make_flow(CHAT, body={"hello": "world"}, path="/api/other")
     addon.request(f)
-    assert get_state(f) is None
+    assert flow_state(f) is None
     f = make_flow(CHAT, body={"foo": 1})  # right path, not an LLM body
     addon.request(f)
-    assert get_state(f) is None
+    assert flow_state(f) is None
 
 
 def test_translated_request_rewrite(addon, monkeypatch):
@@ -37,7 +37,7 @@ def test_translated_request_rewrite(addon, monkeypatch):
     assert r.headers["anthropic-version"] == "2023-06-01" and r.headers["accept-encoding"] == "identity"
     body = json.loads(r.content)
     assert body["model"] == "claude-sonnet-4-5" and body["messages"][0]["role"] == "user"
-    st = get_state(f)
+    st = flow_state(f)
     assert st.client_text == json.dumps(BODIES[RESP]) and st.route == "default"
 
 
@@ -52,7 +52,7 @@ def test_zstd_request_body_is_decoded(addon):
     addon.run(addon.request(f))
     assert "content-encoding" not in f.request.headers
     assert json.loads(f.request.raw_content)["messages"][0]["content"] in ("hi", [{"type": "text", "text": "hi"}])
-    assert get_state(f).client_text == raw.decode()
+    assert flow_state(f).client_text == raw.decode()
 
 
 def test_same_host_moves_client_credentials(addon):
@@ -177,7 +177,7 @@ def test_request_bomb_gets_native_413_and_is_never_inflated(addon, encoding, tar
     assert err["type"] == "error" and err["error"]["type"] == "request_too_large"
     assert "too large" in err["error"]["message"]
     assert f.request.raw_content == raw  # left as it was
-    st = get_state(f)
+    st = flow_state(f)
     assert st.synthetic and st.stop.reason.value != "end_turn" and "not read" in st.warnings[0]
     addon.response(f)
     assert f.metadata["proxai"]["translation"] == "synthetic"
@@ -225,7 +225,7 @@ def test_big_plain_body_passes_untouched_without_routes(addon):
     addon.configure(proxai_body_limit=1024)
     f = make_flow(ANTH, body={**BODIES[ANTH], "pad": "x" * 4096})
     addon.run(addon.request(f))
-    assert f.response is None and get_state(f) is None
+    assert f.response is None and flow_state(f) is None
     addon.configure(proxai_target=CHAT)
     g = make_flow(ANTH, body={**BODIES[ANTH], "pad": "x" * 4096})
     addon.run(addon.request(g))

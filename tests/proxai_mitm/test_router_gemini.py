@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from proxai_mitm.state import get_state
+from proxai_mitm.flow.state import flow_state
 
 from .helpers import ANTH, BODIES, make_flow
 
@@ -25,7 +25,7 @@ def test_gemini_client_to_anthropic_model_and_stream_from_the_url(addon, monkeyp
     assert r.headers["x-api-key"] == "sk-ant-env-key-456" and "x-goog-api-key" not in r.headers
     body = json.loads(r.content)
     assert body["model"] == "claude-sonnet-4-5" and body["stream"] is True
-    st = get_state(f)
+    st = flow_state(f)
     assert st.client_model == "gemini-2.5-flash" and st.client_stream is True and not st.client_sse
     assert "AIzaCLIENTKEY99" in st.secrets  # redacted wherever the flow is written
 
@@ -43,7 +43,7 @@ def test_anthropic_client_to_gemini_model_in_the_url(addon, monkeypatch):
     assert "anthropic-version" not in r.headers
     body = json.loads(r.content)
     assert "model" not in body and body["contents"]
-    assert get_state(f).upstream_model == "gemini-2.5-pro"
+    assert flow_state(f).upstream_model == "gemini-2.5-pro"
 
 
 def test_token_count_across_protocols_is_estimated_in_the_clients_shape(addon):
@@ -54,7 +54,7 @@ def test_token_count_across_protocols_is_estimated_in_the_clients_shape(addon):
     assert f.response is not None and f.response.status_code == 200
     out = json.loads(f.response.content)
     assert set(out) == {"totalTokens"} and out["totalTokens"] >= 1
-    assert "speaks another protocol" in " ".join(get_state(f).warnings)
+    assert "speaks another protocol" in " ".join(flow_state(f).warnings)
     f = make_flow(ANTH, body=dict(BODIES[ANTH]), path="/v1/messages/count_tokens")
     addon.configure(proxai_target=GEM, proxai_upstream="https://generativelanguage.googleapis.com")
     addon.request(f)

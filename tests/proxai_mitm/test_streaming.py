@@ -7,8 +7,8 @@ import gzip
 from mitmproxy.test import taddons
 
 from proxai_core import Protocol
-from proxai_mitm.bodies import BodyLimit
-from proxai_mitm.streaming import StreamHandler
+from proxai_mitm.wire.bodies import BodyLimit
+from proxai_mitm.wire.streaming import StreamHandler
 
 from .helpers import ANTH, sse_bytes, stream_exchange
 

@@ -11,9 +11,9 @@ import pytest
 from mitmproxy import http
 from mitmproxy.test import tutils
 
-from proxai_mitm.record import FlowRecord
-from proxai_mitm.state import get_state
-from proxai_mitm.streaming import StreamHandler
+from proxai_mitm.flow.record import FlowRecord
+from proxai_mitm.flow.state import flow_state
+from proxai_mitm.wire.streaming import StreamHandler
 from tests.fake_upstream import RECORDED, _enc_event
 
 from .helpers import (
@@ -318,8 +318,8 @@ def test_passthrough_gzip_stream_forwarded_raw_and_observed(addon):
 ])
 def test_plan_decides_from_the_head(client, upstream, stream, status, ctype, length, expect):
     from proxai_core import Protocol
-    from proxai_mitm.state import FlowState
-    from proxai_mitm.translate import plan
+    from proxai_mitm.addons.translate import plan
+    from proxai_mitm.flow.state import FlowState
 
     st = FlowState("generate", Protocol(client), Protocol(upstream), "r", client_stream=stream)
     hs = [("content-type", ctype)] + ([("content-length", length)] if length else [])
@@ -335,7 +335,7 @@ def test_translation_is_decided_once_and_recorded(addon):
     addon.request(f)
     respond(f, 200, json_bytes(CHAT), "application/json")
     addon.responseheaders(f)
-    assert get_state(f).translation == "json"
+    assert flow_state(f).translation == "json"
     f.response.headers["content-type"] = "text/event-stream"  # a later change does not re-decide
     addon.response(f)
     assert f.metadata["proxai"]["translation"] == "json"

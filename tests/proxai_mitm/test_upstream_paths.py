@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from proxai_core import Protocol
-from proxai_mitm import routing
+from proxai_mitm.wire import routing
 
 CHAT, RESP, ANTH, GEM = (Protocol.CHAT, Protocol.RESPONSES, Protocol.ANTHROPIC, Protocol.GEMINI)
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from proxai_mitm.measure import _notes
-from proxai_mitm.metrics import summary_line
+from proxai_mitm.flow.measure import _notes
+from proxai_mitm.flow.metrics import summary_line
 
 from .helpers import ANTH, CHAT, json_bytes, make_flow, respond
 

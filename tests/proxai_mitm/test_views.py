@@ -7,9 +7,9 @@ import time
 from mitmproxy import contentviews
 from mitmproxy import flow as mflow
 
-from proxai_mitm import contentview
-from proxai_mitm.contentview import LLMContentview
-from proxai_mitm.views import ClientRequestView, UpstreamResponseView
+from proxai_mitm.reporting import contentview
+from proxai_mitm.reporting.contentview import LLMContentview
+from proxai_mitm.reporting.views import ClientRequestView, UpstreamResponseView
 
 from .helpers import ANTH, CHAT, feed, make_flow, respond, sse_bytes
 

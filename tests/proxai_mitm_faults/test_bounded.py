@@ -18,7 +18,7 @@ import zlib
 import brotli
 import pytest
 
-from proxai_mitm.bodies import DEFAULT_LIMIT
+from proxai_mitm.wire.bodies import DEFAULT_LIMIT
 from tests.fake_upstream import Reply
 
 from .echo_upstream import Rig, client_path, http_request, proc_stat, request_body

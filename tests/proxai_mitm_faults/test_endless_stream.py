@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from proxai_mitm.record import FlowRecord
+from proxai_mitm.flow.record import FlowRecord
 from tests.loopback_server import LoopbackServer
 from tests.mitm_harness import Mitmdump
 

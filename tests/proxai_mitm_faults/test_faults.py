@@ -23,7 +23,7 @@ import time
 import pytest
 
 from proxai_core import Protocol
-from proxai_mitm.record import FlowRecord
+from proxai_mitm.flow.record import FlowRecord
 from tests.fake_upstream import RECORDED, Reply
 from tests.mitm_harness import free_port
 from tests.sdk import StreamError, accumulate_stream
@@ -302,9 +302,9 @@ def test_idle_timeout_option_validated():
     """A negative value is refused with a clear error naming the option."""
     from mitmproxy import exceptions
     from mitmproxy.test import taddons
+    from proxai_mitm.config.options import RouteOptions
 
-    from proxai_mitm.options import RouteOptions
-    from proxai_mitm.translate import Translator
+    from proxai_mitm.addons.translate import Translator
 
     a = Translator(RouteOptions())
     with taddons.context(a) as tctx:

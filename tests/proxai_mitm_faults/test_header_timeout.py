@@ -11,7 +11,7 @@ import time
 import pytest
 
 from proxai_core import Protocol
-from proxai_mitm.record import FlowRecord
+from proxai_mitm.flow.record import FlowRecord
 
 from .echo_upstream import Rig, client_path, http_request, request_body
 
@@ -78,7 +78,7 @@ def test_option_validated():
     from mitmproxy import exceptions
     from mitmproxy.test import taddons
 
-    from proxai_mitm.idle import HeaderTimeout
+    from proxai_mitm.addons.idle import HeaderTimeout
 
     a = HeaderTimeout()
     with taddons.context(a) as tctx:

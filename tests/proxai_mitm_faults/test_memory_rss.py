@@ -21,8 +21,8 @@ import zlib
 import brotli
 import pytest
 
-from proxai_mitm.cost import price
-from proxai_mitm.record import FlowRecord
+from proxai_mitm.flow.cost import price
+from proxai_mitm.flow.record import FlowRecord
 from tests.fake_upstream import Reply
 from tests.mitm_harness import ROOT, Mitmdump
 
@@ -135,7 +135,7 @@ def test_first_flow_gets_its_cost_while_the_price_database_loads(cache_home, tmp
 def _load_in_child(cache_home: str) -> dict:
     code = ("import json, time, sys\n"
             "import proxai_mitm.addon\n"
-            "from proxai_mitm import cost\n"
+            "from proxai_mitm.flow import cost\n"
             "def st():\n"
             "    d = {l.split(':')[0]: int(l.split()[1]) / 1024 for l in open('/proc/self/status')\n"
             "         if l.startswith(('VmRSS', 'VmHWM'))}\n"
@@ -244,7 +244,7 @@ def test_model_scan_reads_a_small_prefix_of_a_compressed_body():
     import gzip
     from types import SimpleNamespace
 
-    from proxai_mitm.measure import _small_body
+    from proxai_mitm.flow.measure import _small_body
 
     b = bomb("gzip", 256 * MB, b"\0")
     t0 = time.perf_counter()

@@ -20,7 +20,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from proxai_mitm.record import FlowRecord
+from proxai_mitm.flow.record import FlowRecord
 from tests.mitm_harness import Mitmdump
 
 from .echo_upstream import (
@@ -260,7 +260,7 @@ def test_reach_finds_nothing_outside_a_live_connection():
     mitmproxy's own behaviour), never an exception."""
     from mitmproxy.test import taddons, tflow
 
-    from proxai_mitm import reach
+    from proxai_mitm.wire import reach
 
     with taddons.context():
         assert reach.find(tflow.tflow()) is None

@@ -1,0 +1,1 @@
+"""The live addons: routing, translation, timeouts and guards, annotation."""

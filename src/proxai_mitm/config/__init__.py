@@ -1,0 +1,1 @@
+"""Settings: the routes file and the mitmproxy options ProxAI adds."""

@@ -1,0 +1,1 @@
+"""The flow's secrets kept out of everything written: scrubbing, redacted copies, flow files."""

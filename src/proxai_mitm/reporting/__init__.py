@@ -1,0 +1,1 @@
+"""What users see and export: the LLM view, reports, HAR and OpenTelemetry."""
