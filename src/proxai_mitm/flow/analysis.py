@@ -60,7 +60,7 @@ def analyze_response(data: bytes | str | None, protocol: Protocol | None, *, sta
         return BodyInfo(protocol, "text", warnings=["body is neither JSON nor SSE"])
     if bad_status or is_error_body(obj, protocol):
         return BodyInfo(protocol, "error", error=parse_error(status, data),
-                        stop=error_stop_info(status, data))  # type: ignore[arg-type]
+                        stop=error_stop_info(status, data))
     info = BodyInfo(protocol, "json")
     if protocol is None:
         info.warnings.append("unknown protocol")

@@ -61,7 +61,7 @@ class BoundedSession(requests.Session):
     ``content-length`` within :data:`RESPONSE_CAP` is read (raw: no decompression), so the connection
     can be reused; any other (longer, chunked, endless) closes the connection unread."""
 
-    def request(self, *args: Any, **kwargs: Any) -> requests.Response:  # type: ignore[override]
+    def request(self, *args: Any, **kwargs: Any) -> requests.Response:
         kwargs["stream"] = True  # requests would otherwise read the whole body into memory
         resp = super().request(*args, **kwargs)
         _read_small(resp)

@@ -262,7 +262,7 @@ def decode(raw: bytes | None, content_encoding: str | None, limit: int = DEFAULT
 
 def _malloc_trim() -> Callable[[int], int] | None:
     try:
-        return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
+        return ctypes.CDLL(None).malloc_trim
     except (AttributeError, OSError):
         return None  # not glibc: its allocator returns memory by itself or not at all
 
