@@ -338,6 +338,21 @@ def sniff_response(obj: dict[str, Any]) -> Evidence | None:
     return None
 
 
+#: what a chunk may carry besides plain text: each of these is decoded (stop, usage, tools, refusal,
+#: reasoning, citations, errors, several choices, a role change)
+_CHUNK_FACTS = ('"finish_reason":"', '"usage":{', '"tool_calls"', '"function_call"', '"refusal"', '"reasoning',
+                '"annotations"', '"error"', '"role"', '"index":1', '"audio"')
+
+
+def stream_observes(name: str | None, data: str) -> bool:
+    """Pass-through: a chunk whose delta is only more text (no finish, usage, tool call, refusal,
+    reasoning, citation, error or other choice) carries no observed fact, so it is forwarded undecoded
+    once the first content passed. Anything else, or a chunk written otherwise, is decoded."""
+    if '"delta":{"content":"' not in data or '"finish_reason":null' not in data:
+        return True
+    return any(fact in data for fact in _CHUNK_FACTS)
+
+
 def sniff_stream(head: bytes) -> Evidence | None:
     if b"chat.completion.chunk" in head or b'"choices"' in head:
         return (SNIFF_DECISIVE - 2, 0)

@@ -402,6 +402,19 @@ def sniff_response(obj: dict[str, Any]) -> Evidence | None:
     return None
 
 
+#: stream events that only add text or arguments to an item the stream already opened
+_MORE_OF = {"response.output_text.delta": '"type":"response.output_text.delta"',
+            "response.function_call_arguments.delta": '"type":"response.function_call_arguments.delta"'}
+
+
+def stream_observes(name: str | None, data: str) -> bool:
+    """Pass-through: a text or arguments delta carries no stop, usage, model or error fact (those come
+    with the response's lifecycle events), so once the first content passed it is forwarded
+    undecoded. The data's own type must agree with the event name; anything else is decoded."""
+    typed = _MORE_OF.get(name or "")
+    return typed is None or typed not in data
+
+
 def sniff_stream(head: bytes) -> Evidence | None:
     if b'"type":"response.' in head or b"event: response." in head or b'"type": "response.' in head:
         return (SNIFF_DECISIVE - 1, 0)

@@ -1493,5 +1493,6 @@ CODEC = Codec(
     sniff_request=_facts.sniff_request,
     sniff_response=_facts.sniff_response,
     sniff_stream=_facts.sniff_stream,
+    stream_observes=_facts.stream_observes,
     is_error_body=_facts.is_error_body,
 )
