@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from mitmproxy import http
+
+from proxai_core import Protocol
 from proxai_mitm.config.routes import (
     ConfigError,
     parse_base_url,
@@ -15,8 +17,6 @@ from proxai_mitm.config.routes import (
     routes_from_options,
     routes_from_toml,
 )
-
-from proxai_core import Protocol
 from proxai_mitm.wire import routing
 
 

@@ -32,9 +32,9 @@ import anthropic
 import httpx2
 import openai
 import pytest
-from proxai_mitm.replay.index import canonical_key, split_sse_events
 
 from proxai_mitm.flow.record import FlowRecord
+from proxai_mitm.replay.index import canonical_key, split_sse_events
 from tests.fake_upstream import FakeUpstream, Reply
 from tests.mitm_harness import ROOT, Mitmdump, free_port, read_flows
 

@@ -10,9 +10,9 @@ import pytest
 from mitmproxy.addons.proxyauth import ProxyAuth
 from mitmproxy.addons.proxyserver import Proxyserver
 from mitmproxy.test import taddons, tflow
-from proxai_mitm.config.options import RouteOptions
 
 from proxai_mitm.addons.listenguard import ListenGuard, exposed_listen_hosts, is_loopback
+from proxai_mitm.config.options import RouteOptions
 
 
 def test_loopback_and_exposed_hosts():

@@ -7,6 +7,7 @@ import pytest
 from mitmproxy import http
 from mitmproxy import io as mio
 from mitmproxy.test import tflow, tutils
+
 from proxai_mitm.replay.index import (
     RecordingIndex,
     canonical_key,

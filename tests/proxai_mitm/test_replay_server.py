@@ -8,6 +8,7 @@ import itertools
 import time
 
 import orjson
+
 from proxai_mitm.replay.index import MISS_HEADER, RecordingIndex, split_sse_events
 from proxai_mitm.replay.server import ReplayServer
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from mitmproxy import exceptions
 from mitmproxy import io as mio
-from proxai_mitm.replay.index import MISS_HEADER, miss_body
 
 from proxai_mitm.addons.router import REPLAY_PLACEHOLDER_KEY
 from proxai_mitm.flow.state import flow_state
+from proxai_mitm.replay.index import MISS_HEADER, miss_body
 
 from .chain import Chain
 from .helpers import ANTH, BODIES, CHAT, RESP, json_bytes, make_flow, respond, sse_bytes

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from proxai_mitm.config.routes import ConfigError, routes_from_toml
 
 from .helpers import ANTH, CHAT, feed, json_bytes, make_flow, respond, sse_bytes

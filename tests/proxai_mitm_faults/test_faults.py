@@ -302,9 +302,9 @@ def test_idle_timeout_option_validated():
     """A negative value is refused with a clear error naming the option."""
     from mitmproxy import exceptions
     from mitmproxy.test import taddons
-    from proxai_mitm.config.options import RouteOptions
 
     from proxai_mitm.addons.translate import Translator
+    from proxai_mitm.config.options import RouteOptions
 
     a = Translator(RouteOptions())
     with taddons.context(a) as tctx:
