@@ -24,7 +24,7 @@ _SHORT_MAX = 4096
 def short_tool_name(name: str, limit: int = NAME_LIMIT) -> str:
     """A name every target accepts; unchanged when already valid. Deterministic (reversible via
     :class:`ClientContext`, which recomputes it from the client's tool list)."""
-    if limit == NAME_LIMIT and name.__class__ is str:
+    if limit == NAME_LIMIT and isinstance(name, str):
         short = _SHORT.get(name)
         if short is None:
             short = _short_tool_name(name, limit)

@@ -1,8 +1,7 @@
 """The neutral model every codec decodes into and encodes from.
 
-Plain slotted classes (dataclasses, except Message and ToolResult whose parts may be made on first
-use): they are built once per message part or stream event on the hot path, so they stay cheaper
-than pydantic objects. Wire validation happens in the codecs.
+Plain slotted dataclasses: they are built once per message part or stream event on the hot path,
+so they stay cheaper than pydantic objects. Wire validation happens in the codecs.
 
 Conventions shared by all codecs (the contract between decoders and encoders):
 
@@ -30,8 +29,7 @@ Role = Literal["system", "developer", "user", "assistant"]
 #: what a tool call is: a function (JSON arguments) or a custom tool (free text input)
 ToolKind = Literal["function", "custom"]
 
-# The parts and messages are built once per wire part on every request and stream: ``type`` is a
-# class constant (not stored per object) and no field has a default factory.
+# ``type`` is a class constant of each part (not a field): one string per class, not per object.
 
 
 @dataclass(slots=True)
@@ -85,49 +83,14 @@ class ToolCall:
     type: ClassVar[Literal["tool_call"]] = "tool_call"
 
 
+@dataclass(slots=True)
 class ToolResult:
-    """A tool's result. Like :class:`Message`, a decoder may build a result whose whole content is one
-    plain text from that text alone (``ToolResult(call_id, None, ..., text=...)``): ``content`` is then
-    made on first use and ``text`` goes back to None; encoders may read ``text`` first."""
-
-    __slots__ = ("call_id", "_content", "is_error", "kind", "cache_control", "text")
+    call_id: str
+    content: list[Text | Image | Document] = field(default_factory=list)
+    is_error: bool | None = None
+    kind: ToolKind = "function"
+    cache_control: dict[str, Any] | None = None
     type: ClassVar[Literal["tool_result"]] = "tool_result"
-
-    def __init__(self, call_id: str, content: list[Text | Image | Document] | None = None,
-                 is_error: bool | None = None, kind: ToolKind = "function",
-                 cache_control: dict[str, Any] | None = None, text: str | None = None) -> None:
-        self.call_id = call_id
-        self._content: list[Text | Image | Document] | None = \
-            content if content is not None or text is not None else []
-        self.is_error = is_error
-        self.kind: ToolKind = kind
-        self.cache_control = cache_control
-        self.text: str | None = text if content is None else None
-
-    @property
-    def content(self) -> list[Text | Image | Document]:
-        content = self._content
-        if content is None:  # built from its text: its one part, made now
-            content = self._content = [Text(self.text)]  # type: ignore[arg-type]
-            self.text = None
-        return content
-
-    @content.setter
-    def content(self, content: list[Text | Image | Document]) -> None:
-        self._content = content
-        self.text = None
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not ToolResult:
-            return NotImplemented
-        return (self.call_id, self.content, self.is_error, self.kind, self.cache_control) == (
-            other.call_id, other.content, other.is_error, other.kind, other.cache_control)  # type: ignore[attr-defined]
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return (f"ToolResult(call_id={self.call_id!r}, content={self.content!r}, is_error={self.is_error!r}, "
-                f"kind={self.kind!r}, cache_control={self.cache_control!r})")
 
 
 @dataclass(slots=True)
@@ -166,44 +129,14 @@ class Opaque:
 Part = Text | Image | Document | ToolCall | ToolResult | Reasoning | Refusal | Opaque
 
 
+@dataclass(slots=True)
 class Message:
-    """A turn. A decoder may build a turn whose whole content is one plain text from that text alone
-    (``Message(role, None, name, text)``): ``parts`` (``[Text(text)]``) is then made on first use and
-    ``text`` goes back to None, since parts can be changed. Encoders may read ``text`` first: when it
-    is not None, it is the message's only part. (A plain slotted class: ``parts`` is a property.)"""
+    """A turn."""
 
-    __slots__ = ("role", "_parts", "name", "text")
-
-    def __init__(self, role: Role, parts: list[Part] | None = None, name: str | None = None,
-                 text: str | None = None) -> None:
-        self.role: Role = role
-        self._parts: list[Part] | None = parts if parts is not None or text is not None else []
-        #: Chat "name" field and similar, kept when the target has it.
-        self.name: str | None = name
-        self.text: str | None = text if parts is None else None
-
-    @property
-    def parts(self) -> list[Part]:
-        parts = self._parts
-        if parts is None:  # built from its text: its one part, made now
-            parts = self._parts = [Text(self.text)]  # type: ignore[arg-type]
-            self.text = None
-        return parts
-
-    @parts.setter
-    def parts(self, parts: list[Part]) -> None:
-        self._parts = parts
-        self.text = None
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not Message:
-            return NotImplemented
-        return (self.role, self.parts, self.name) == (other.role, other.parts, other.name)  # type: ignore[attr-defined]
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"Message(role={self.role!r}, parts={self.parts!r}, name={self.name!r})"
+    role: Role
+    parts: list[Part] = field(default_factory=list)
+    #: Chat "name" field and similar, kept when the target has it.
+    name: str | None = None
 
 
 # ----------------------------------------------------------------------------- request

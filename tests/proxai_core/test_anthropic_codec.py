@@ -891,9 +891,9 @@ def test_decode_request_plain_text_forms_are_one_neutral_and_one_wire(text_form:
         ]}
 
     req = A.decode_request(body(text_form), [])
-    assert req.messages[0].text == "hi" and req.messages[3].text == "done"
+    assert req.messages[0].parts == [Text("hi")] and req.messages[3].parts == [Text("done")]
     result = req.messages[2].parts[0]
-    assert isinstance(result, ToolResult) and result.text == "ok"
+    assert isinstance(result, ToolResult) and result.content == [Text("ok")]
     explicit = Request(model="m", max_output_tokens=10, messages=[
         NMessage("user", [Text("hi")]),
         NMessage("assistant", [ToolCall("toolu_1", "f", "{}")]),

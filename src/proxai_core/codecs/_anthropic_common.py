@@ -69,9 +69,8 @@ def msg_id(src: str | None) -> str:
 # ----------------------------------------------------------------------------- usage
 def usage_from_wire(u: dict[str, Any]) -> Usage:
     # (once or twice per stream: the reads inlined, a JSON int is exactly int, never bool)
-    g = u.get
-    i, cr, cw, o, det = (g("input_tokens"), g("cache_read_input_tokens"), g("cache_creation_input_tokens"),
-                         g("output_tokens"), g("output_tokens_details"))
+    i, cr, cw, o, det = (u.get("input_tokens"), u.get("cache_read_input_tokens"), u.get("cache_creation_input_tokens"),
+                         u.get("output_tokens"), u.get("output_tokens_details"))
     r = det.get("thinking_tokens") if isinstance(det, dict) else None
     return Usage(i if type(i) is int else None, cr if type(cr) is int else None,
                  cw if type(cw) is int else None, o if type(o) is int else None,

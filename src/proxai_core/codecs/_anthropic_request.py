@@ -131,10 +131,10 @@ _USUAL_FIELDS = frozenset({"model", "messages", "system", "max_tokens", "tempera
 # ============================================================================= decode
 def _text(b: dict[str, Any], *path: str | int) -> Text:
     text = b.get("text")
-    if text.__class__ is not str:
+    if not isinstance(text, str):
         raise expected("a string", text, *path, "text")
     cc = b.get("cache_control")
-    if cc is not None and cc.__class__ is not dict:
+    if cc is not None and not isinstance(cc, dict):
         raise expected("an object", cc, *path, "cache_control")
     cits = b.get("citations")
     if cits is None:
@@ -178,13 +178,13 @@ def _document(b: dict[str, Any], warnings: list[str], *path: str | int) -> Docum
                         cache_control=cc)
     if st == "content":
         content = src.get("content")
-        if content.__class__ is str:
+        if isinstance(content, str):
             return Document("text", media_type="text/plain", data=content, title=title, cache_control=cc)
-        if content.__class__ is list and all(isinstance(c, dict) and c.get("type") == "text"
+        if isinstance(content, list) and all(isinstance(c, dict) and c.get("type") == "text"
                                              and isinstance(c.get("text"), str) for c in content):
             return Document("text", media_type="text/plain", data="\n\n".join(c["text"] for c in content),
                             title=title, cache_control=cc)
-        if content.__class__ is list:
+        if isinstance(content, list):
             return Opaque(PROTOCOL, b, "document")
         raise expected("a string or an array of content blocks", content, *path, "source", "content")
     fail(f"unknown document source type {st!r}", *path, "source", "type")
@@ -201,9 +201,9 @@ def _search_result_text(b: dict[str, Any], warnings: list[str], *path: str | int
 def _tool_result_content(v: Any, warnings: list[str], *path: str | int) -> list[Text | Image | Document]:
     if v is None:
         return []
-    if v.__class__ is str:
+    if isinstance(v, str):
         return [Text(v)] if v else []
-    if v.__class__ is not list:
+    if not isinstance(v, list):
         raise expected("a string or an array of content blocks", v, *path)
     out: list[Text | Image | Document] = []
     for k, c in enumerate(v):
@@ -242,60 +242,45 @@ def _unpacked(value: str, fallback_text: str, warnings: list[str], *path: str | 
     )
 
 
-def _plain_text(b: Any) -> bool:
-    """``b`` is a text block of a non-empty text and nothing else (read as that text alone)."""
-    if b.__class__ is not dict or len(b) != 2 or b.get("type") != "text":
-        return False
-    text = b.get("text")
-    return text.__class__ is str and text != ""
-
-
 def _block(b: Any, warnings: list[str], i: int, j: int) -> Any:
     """One content block of ``messages[i].content[j]``."""
-    if b.__class__ is not dict:
+    if not isinstance(b, dict):
         raise expected("an object", b, "messages", i, "content", j)
     t = b.get("type")
     if t == "text":
         text = b.get("text")
-        if text.__class__ is str and len(b) == 2:  # only type and text: nothing more to read
+        if isinstance(text, str) and len(b) == 2:  # only type and text: nothing more to read
             return Text(text)
         return _text(b, "messages", i, "content", j)
     if t == "tool_use":
         tid = b.get("id")
         name = b.get("name")
-        if tid.__class__ is not str:
+        if not isinstance(tid, str):
             raise expected("a string", tid, "messages", i, "content", j, "id")
-        if name.__class__ is not str:
+        if not isinstance(name, str):
             raise expected("a string", name, "messages", i, "content", j, "name")
         inp = b.get("input")
         return ToolCall(tid, name, "{}" if inp is None else dumps(inp).decode())
     if t == "tool_result":
         cid = b.get("tool_use_id")
-        if cid.__class__ is not str:
+        if not isinstance(cid, str):
             raise expected("a string", cid, "messages", i, "content", j, "tool_use_id")
         err = b.get("is_error")
-        if err is not None and err.__class__ is not bool:
+        if err is not None and not isinstance(err, bool):
             raise expected("a boolean", err, "messages", i, "content", j, "is_error")
         cc = b.get("cache_control")
-        if cc is not None and cc.__class__ is not dict:
+        if cc is not None and not isinstance(cc, dict):
             raise expected("an object", cc, "messages", i, "content", j, "cache_control")
-        content = b.get("content")
-        if content.__class__ is str:
-            if content:  # a plain text: the result is its text
-                return ToolResult(cid, None, err, "function", cc, content)
-            return ToolResult(cid, [], err, "function", cc)
-        if content.__class__ is list and len(content) == 1 and _plain_text(content[0]):
-            return ToolResult(cid, None, err, "function", cc, content[0]["text"])
-        return ToolResult(cid, _tool_result_content(content, warnings, "messages", i, "content", j, "content"),
-                          err, "function", cc)
+        return ToolResult(cid, _tool_result_content(b.get("content"), warnings, "messages", i, "content", j,
+                                                    "content"), err, "function", cc)
     if t == "thinking":
         text = b.get("thinking")
-        if text.__class__ is not str:
+        if not isinstance(text, str):
             raise expected("a string", text, "messages", i, "content", j, "thinking")
         sig = b.get("signature")
         if sig is None:
             return Reasoning(text, None, {"protocol": PROTOCOL})
-        if sig.__class__ is not str:
+        if not isinstance(sig, str):
             raise expected("a string", sig, "messages", i, "content", j, "signature")
         if rz.is_packed(sig):
             return _unpacked(sig, text, warnings, "messages", i, "content", j)
@@ -318,24 +303,24 @@ def _block(b: Any, warnings: list[str], i: int, j: int) -> Any:
 
 
 def _system(v: Any) -> list[Text]:
-    if v.__class__ is str:
+    if isinstance(v, str):
         return [Text(v)] if v else []
     out = []
     for k, b in enumerate(req_list(v, "system")):
-        if b.__class__ is not dict or b.get("type") != "text":
+        if not isinstance(b, dict) or b.get("type") != "text":
             fail("expected a text block", "system", k)
         text = b.get("text")
         # only type and text: nothing more to read
-        out.append(Text(text) if text.__class__ is str and len(b) == 2 else _text(b, "system", k))
+        out.append(Text(text) if isinstance(text, str) and len(b) == 2 else _text(b, "system", k))
     return out
 
 
 def _tools(v: Any, req: Request) -> None:
     server: list[dict[str, Any]] = []
-    if v.__class__ is not list:
+    if not isinstance(v, list):
         raise expected("an array", v, "tools")
     for k, t in enumerate(v):
-        if t.__class__ is not dict:
+        if not isinstance(t, dict):
             raise expected("an object", t, "tools", k)
         tt = t.get("type")
         if tt is None or tt == "custom":
@@ -344,18 +329,18 @@ def _tools(v: Any, req: Request) -> None:
             schema = t.get("input_schema")
             strict = t.get("strict")
             cc = t.get("cache_control")
-            if name.__class__ is not str:
+            if not isinstance(name, str):
                 raise expected("a string", name, "tools", k, "name")
-            if desc is not None and desc.__class__ is not str:
+            if desc is not None and not isinstance(desc, str):
                 raise expected("a string", desc, "tools", k, "description")
-            if schema is not None and schema.__class__ is not dict:
+            if schema is not None and not isinstance(schema, dict):
                 raise expected("an object", schema, "tools", k, "input_schema")
-            if strict is not None and strict.__class__ is not bool:
+            if strict is not None and not isinstance(strict, bool):
                 raise expected("a boolean", strict, "tools", k, "strict")
-            if cc is not None and cc.__class__ is not dict:
+            if cc is not None and not isinstance(cc, dict):
                 raise expected("an object", cc, "tools", k, "cache_control")
             req.tools.append(Tool(name, desc, schema, "function", strict, None, cc))
-        elif tt.__class__ is str:
+        elif isinstance(tt, str):
             opt_str(t.get("name"), "tools", k, "name")
             server.append(t)
         else:
@@ -365,7 +350,7 @@ def _tools(v: Any, req: Request) -> None:
 
 
 def _tool_choice(v: Any, req: Request) -> None:
-    if v.__class__ is not dict:
+    if not isinstance(v, dict):
         raise expected("an object", v, "tool_choice")
     t = v.get("type")
     if t == "auto":
@@ -388,7 +373,7 @@ def _thinking(v: Any, req: Request) -> None:
     rc = req.reasoning or ReasoningConfig()
     if t == "enabled":
         budget = v.get("budget_tokens")
-        if budget.__class__ is not int:
+        if type(budget) is not int:
             raise expected("an integer", budget, "thinking", "budget_tokens")
         rc.budget_tokens = budget
     elif t == "adaptive":
@@ -416,13 +401,12 @@ def _format(v: Any, *path: str) -> OutputFormat | None:
 
 def _decode_rare(body: dict[str, Any], req: Request, warnings: list[str]) -> None:
     """The fields a usual request does not have."""
-    get = body.get
-    req.top_p = opt_num(get("top_p"), "top_p")
-    req.top_k = opt_int(get("top_k"), "top_k")
-    stops = get("stop_sequences")
+    req.top_p = opt_num(body.get("top_p"), "top_p")
+    req.top_k = opt_int(body.get("top_k"), "top_k")
+    stops = body.get("stop_sequences")
     if stops is not None:
         req.stop = [req_str(s, "stop_sequences", k) for k, s in enumerate(req_list(stops, "stop_sequences"))]
-    oc = opt_obj(get("output_config"), "output_config")
+    oc = opt_obj(body.get("output_config"), "output_config")
     if oc is not None:
         effort = opt_str(oc.get("effort"), "output_config", "effort")
         if effort is not None:
@@ -434,13 +418,13 @@ def _decode_rare(body: dict[str, Any], req: Request, warnings: list[str]) -> Non
         if rest:
             warnings.append(f"output_config fields ignored: {', '.join(rest)}")
     if req.output_format is None:
-        req.output_format = _format(get("output_format"), "output_format")
+        req.output_format = _format(body.get("output_format"), "output_format")
     if not body.keys() <= _CORE_FIELDS:
-        st = opt_str(get("service_tier"), "service_tier")
+        st = opt_str(body.get("service_tier"), "service_tier")
         if st is not None:
             req.extra["service_tier"] = st
         for k in PASSTHROUGH_EXTRA:
-            if get(k) is not None:
+            if body.get(k) is not None:
                 req.extra[k] = body[k]
         unknown = sorted(k for k in body if k not in _KNOWN_FIELDS)
         if unknown:
@@ -448,66 +432,57 @@ def _decode_rare(body: dict[str, Any], req: Request, warnings: list[str]) -> Non
 
 
 def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
-    if body.__class__ is not dict:
+    if not isinstance(body, dict):
         raise expected("an object", body, "body")
-    get = body.get
     req = Request()
-    v = get("model")
+    v = body.get("model")
     if v is not None:
-        req.model = v if v.__class__ is str else opt_str(v, "model")
-    msgs = get("messages")
-    if msgs.__class__ is not list:
+        req.model = v if isinstance(v, str) else opt_str(v, "model")
+    msgs = body.get("messages")
+    if not isinstance(msgs, list):
         raise expected("an array", msgs, "messages")
-    system = get("system")
+    system = body.get("system")
     if system is not None:
         req.system = _system(system)
-    append = req.messages.append
     for i, m in enumerate(msgs):
-        if m.__class__ is not dict:
+        if not isinstance(m, dict):
             raise expected("an object", m, "messages", i)
         role = m.get("role")
         if role != "user" and role != "assistant":
             fail(f"expected 'user' or 'assistant', got {role!r}", "messages", i, "role")
         content = m.get("content")
-        if content.__class__ is str:
-            append(Message(role, None, None, content))  # a plain text: the message is its text
-        elif content.__class__ is list:
-            if len(content) == 1:  # (the usual tool result turn, or one text)
-                one = content[0]
-                if _plain_text(one):  # one plain text: the message is its text
-                    append(Message(role, None, None, one["text"]))
-                else:
-                    append(Message(role, [_block(one, warnings, i, 0)]))
-            else:
-                append(Message(role, [_block(b, warnings, i, j) for j, b in enumerate(content)]))
+        if isinstance(content, str):
+            req.messages.append(Message(role, [Text(content)]))
+        elif isinstance(content, list):
+            req.messages.append(Message(role, [_block(b, warnings, i, j) for j, b in enumerate(content)]))
         else:
             raise expected("a string or an array of content blocks", content, "messages", i, "content")
     # (inline type checks on the usual fields; the getters raise on a mismatch)
-    v = get("max_tokens")
+    v = body.get("max_tokens")
     if v is not None:
-        req.max_output_tokens = v if v.__class__ is int else opt_int(v, "max_tokens")
-    v = get("temperature")
+        req.max_output_tokens = v if type(v) is int else opt_int(v, "max_tokens")
+    v = body.get("temperature")
     if v is not None:
-        req.temperature = v if v.__class__ is float or v.__class__ is int else opt_num(v, "temperature")
-    v = get("stream")
+        req.temperature = v if isinstance(v, float) or type(v) is int else opt_num(v, "temperature")
+    v = body.get("stream")
     if v is not None:
         # Anthropic streams always carry usage
-        req.stream = req.include_usage = v if v.__class__ is bool else bool(opt_bool(v, "stream"))
-    v = get("tools")
+        req.stream = req.include_usage = v if isinstance(v, bool) else bool(opt_bool(v, "stream"))
+    v = body.get("tools")
     if v is not None:
         _tools(v, req)
-    v = get("tool_choice")
+    v = body.get("tool_choice")
     if v is not None:
         _tool_choice(v, req)
-    v = get("thinking")
+    v = body.get("thinking")
     if v is not None:
         _thinking(v, req)
-    md = get("metadata")
+    md = body.get("metadata")
     if md is not None:
-        if md.__class__ is not dict:
+        if not isinstance(md, dict):
             raise expected("an object", md, "metadata")
         v = md.get("user_id")
-        req.user = v if v.__class__ is str else opt_str(v, "metadata", "user_id")
+        req.user = v if isinstance(v, str) else opt_str(v, "metadata", "user_id")
         req.metadata = dict(md)
     if not body.keys() <= _USUAL_FIELDS:
         _decode_rare(body, req, warnings)
@@ -515,23 +490,10 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
 
 
 # ============================================================================= encode
-def _tool_id_ok(tid: str) -> bool:
-    """An id Anthropic accepts as it is. The string test is a cheaper sufficient condition for the
-    regex (ids are on every call and result)."""
-    return bool(tid) and ((tid.isascii() and tid.replace("_", "").replace("-", "").isalnum())
-                          or _TOOL_ID.match(tid) is not None)
-
-
-#: ids already seen valid (agent loops send the same history again every turn); bounded
-_GOOD_IDS: dict[str, None] = {}
-
-
 def _tool_id(tid: str, warnings: list[str]) -> str:
-    """The id sent for ``tid``, an id not in ``_GOOD_IDS`` (the callers look there first)."""
-    if _tool_id_ok(tid):
-        if len(_GOOD_IDS) >= 8192:
-            _GOOD_IDS.clear()
-        _GOOD_IDS[tid] = None
+    """The id sent for ``tid``: unchanged when Anthropic accepts it, else a clean one (the same for
+    the same id)."""
+    if _TOOL_ID.match(tid):
         return tid
     clean = re.sub(r"[^a-zA-Z0-9_-]", "_", tid) or "toolu"
     warn_once(warnings, "tool call ids with characters Anthropic rejects were rewritten")
@@ -626,7 +588,7 @@ def _index(items: list[Any], item: Any) -> int:
 def _enc_result_content(p: ToolResult, out: dict[str, Any], i: int, parts: list[Any], warnings: list[str]) -> None:
     """The content of a tool result not built from one plain text, into ``out``."""
     content = p.content
-    if len(content) == 1 and content[0].__class__ is Text and not content[0].citations \
+    if len(content) == 1 and isinstance(content[0], Text) and not content[0].citations \
             and not content[0].cache_control:  # the usual one plain text
         if content[0].text:
             out["content"] = content[0].text
@@ -734,13 +696,9 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
     # (a turn of one plain text has string content; a second block makes it a block list), so no
     # turn ever ends as a list of one plain text block.
     out: list[dict[str, Any]] = []
-    append = out.append
     cur: dict[str, Any] = {}
     cur_role: str | None = None
     mixed: list[dict[str, Any]] = []  # user turns where a tool result follows other content
-    loads = orjson.loads
-    JSONDecodeError = orjson.JSONDecodeError
-    good_ids = _GOOD_IDS
     for i, m in enumerate(req.messages):
         mrole = m.role
         if mrole != "user" and mrole != "assistant":
@@ -750,84 +708,64 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                 system.extend(_system_texts(m.parts, warnings))
                 continue
             raise invalid(f"unsupported role {m.role!r}", f"messages[{i}].role")
-        text = m.text  # a turn built from one plain text: that text is its only part
-        if text is None:
-            parts: Any = m.parts
-        elif not text:
-            continue
-        elif mrole != cur_role:
-            cur_role = mrole
-            cur = {"role": mrole, "content": text}
-            append(cur)
-            continue
-        else:
-            parts = (text,)
+        parts = m.parts
         role: str
         b: Any
         for p in parts:  # (a part's index is looked up only for an error path)
-            c = p.__class__
-            if c is str:
-                if not p:
-                    continue
-                role, b = mrole, p
-            elif c is Text:
-                if not p.text:  # type: ignore[union-attr]
+            if isinstance(p, Text):
+                if not p.text:
                     continue  # Anthropic rejects empty text blocks
                 role = mrole
-                if not p.citations and not p.cache_control:  # type: ignore[union-attr]
-                    b = p.text  # type: ignore[union-attr]
+                if not p.citations and not p.cache_control:
+                    b = p.text
                 else:
-                    b = _enc_text(p, warnings)  # type: ignore[arg-type]
+                    b = _enc_text(p, warnings)
                     if len(b) == 2:  # its citations were all dropped: a plain text
                         b = b["text"]
-            elif c is ToolCall:  # (read here: one on every turn of an agent loop)
+            elif isinstance(p, ToolCall):  # (read here: one on every turn of an agent loop)
                 role = "assistant"
-                args = p.arguments  # type: ignore[union-attr]
-                if p.kind == "custom":  # type: ignore[union-attr]
+                args = p.arguments
+                if p.kind == "custom":
                     inp: Any = {"input": args}
                 elif not args or args.isspace():  # (strip() would copy the arguments)
                     inp = {}
                 else:
                     try:
-                        inp = loads(args)
-                    except JSONDecodeError:
+                        inp = orjson.loads(args)
+                    except orjson.JSONDecodeError:
                         raise invalid("tool call arguments are not valid JSON",
                                       f"messages[{i}].content[{_index(parts, p)}].arguments") from None
-                    if inp.__class__ is not dict:
+                    if not isinstance(inp, dict):
                         raise invalid("tool call arguments must be a JSON object",
                                       f"messages[{i}].content[{_index(parts, p)}].arguments")
-                tid = p.id  # type: ignore[union-attr]
-                b = {"type": "tool_use", "id": tid if tid in good_ids else _tool_id(tid, warnings),
-                     "name": short_tool_name(p.name), "input": inp}  # type: ignore[union-attr]
-            elif c is ToolResult:
+                tid = p.id
+                b = {"type": "tool_use", "id": _tool_id(tid, warnings),
+                     "name": short_tool_name(p.name), "input": inp}
+            elif isinstance(p, ToolResult):
                 role = "user"
-                tid = p.call_id  # type: ignore[union-attr]
-                b = {"type": "tool_result", "tool_use_id": tid if tid in good_ids else _tool_id(tid, warnings)}
-                rtext = p.text  # type: ignore[union-attr]  # a result built from one plain text (no content made)
-                if rtext is None:
-                    _enc_result_content(p, b, i, parts, warnings)  # type: ignore[arg-type]
-                elif rtext:
-                    b["content"] = rtext
-                if p.is_error:  # type: ignore[union-attr]
+                tid = p.call_id
+                b = {"type": "tool_result", "tool_use_id": _tool_id(tid, warnings)}
+                _enc_result_content(p, b, i, parts, warnings)
+                if p.is_error:
                     b["is_error"] = True
-                if p.cache_control:  # type: ignore[union-attr]
-                    b["cache_control"] = p.cache_control  # type: ignore[union-attr]
+                if p.cache_control:
+                    b["cache_control"] = p.cache_control
             else:
                 rb = _part_block(p, mrole, i, parts, warnings)
                 if rb is None:
                     continue
                 role, b = rb
-                if b.get("type") == "text" and len(b) == 2 and b["text"].__class__ is str:
+                if b.get("type") == "text" and len(b) == 2 and isinstance(b["text"], str):
                     b = b["text"]  # a plain text (a refusal's, or an own text block carried opaque)
             if role != cur_role:
                 cur_role = role
-                cur = {"role": role, "content": b if b.__class__ is str else [b]}
-                append(cur)
+                cur = {"role": role, "content": b if isinstance(b, str) else [b]}
+                out.append(cur)
                 continue
             blocks = cur["content"]
-            if blocks.__class__ is str:
+            if isinstance(blocks, str):
                 cur["content"] = blocks = [{"type": "text", "text": blocks}]
-            if b.__class__ is str:
+            if isinstance(b, str):
                 b = {"type": "text", "text": b}
             elif role == "user" and b.get("type") == "tool_result" and (not mixed or mixed[-1] is not cur):
                 mixed.append(cur)
@@ -1003,7 +941,7 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
         warnings.append("request has no model; the Anthropic upstream requires one")
     system = req.system
     # one plain text (the usual system prompt) needs no filtering
-    if len(system) != 1 or system[0].__class__ is not Text or not system[0].text:
+    if len(system) != 1 or not isinstance(system[0], Text) or not system[0].text:
         system = _system_texts(system, warnings)
     else:
         system = [system[0]]

@@ -18,6 +18,7 @@ from ..context import short_tool_name
 from ..errors import TranslationError
 from ..jsonutil import dumps
 from ..neutral import (
+    ToolKind,
     Document,
     Image,
     Message,
@@ -81,9 +82,9 @@ def _parse_data_url(url: str) -> tuple[str | None, str] | None:
     return mt, data
 
 
-def _decode_image(part: dict, *path: str | int) -> Image:
+def _decode_image(part: dict[str, Any], *path: str | int) -> Image:
     iu = part.get("image_url")
-    if iu.__class__ is str:
+    if isinstance(iu, str):
         url, detail = iu, None
     else:
         iu = req_obj(iu, *path, "image_url")
@@ -95,7 +96,7 @@ def _decode_image(part: dict, *path: str | int) -> Image:
     return Image(source="url", url=url, detail=detail)
 
 
-def _decode_file(part: dict, *path: str | int) -> Document:
+def _decode_file(part: dict[str, Any], *path: str | int) -> Document:
     f = req_obj(part.get("file"), *path, "file")
     filename = opt_str(f.get("filename"), *path, "file", "filename")
     fd = opt_str(f.get("file_data"), *path, "file", "file_data")
@@ -109,7 +110,7 @@ def _decode_file(part: dict, *path: str | int) -> Document:
             mt = "application/octet-stream"
         return Document(source="base64", media_type=mt, data=fd, filename=filename)
     fid = f.get("file_id")
-    if fid.__class__ is str:
+    if isinstance(fid, str):
         return Document(source="file", file_id=fid, filename=filename)
     fail("needs file_data or file_id", *path, "file")
 
@@ -120,12 +121,12 @@ _VENDOR_PARTS = frozenset({"video_url", "input_video"})
 
 
 def _decode_user_part(part: Any, *path: str | int) -> Text | Image | Document | Opaque:
-    if part.__class__ is not dict:
+    if not isinstance(part, dict):
         raise expected("an object", part, *path)
     t = part.get("type")
     if t == "text":
         text = part.get("text")
-        if text.__class__ is not str:
+        if not isinstance(text, str):
             raise expected("a string", text, *path, "text")
         return Text(text, None, part.get("cache_control"))
     if t == "image_url":
@@ -140,21 +141,21 @@ def _decode_user_part(part: Any, *path: str | int) -> Text | Image | Document | 
         fail("input_audio (audio input) cannot be translated", *path)
     if t in _VENDOR_PARTS:
         return Opaque(PROTOCOL, part, label=t)
-    if t.__class__ is not str:
+    if not isinstance(t, str):
         raise expected("a string", t, *path, "type")
     fail(f"unknown or untranslatable content part type {t!r}", *path, "type")
 
 
 def _decode_parts(content: Any, i: int) -> list[Any]:
     """A user or tool message's content other than a string (read where the message is)."""
-    if content.__class__ is not list:
+    if not isinstance(content, list):
         raise expected("a string or an array of parts", content, "messages", i, "content")
     return [_decode_user_part(p, "messages", i, "content", j) for j, p in enumerate(content)]
 
 
 def _decode_text_parts(content: Any, i: int) -> list[Text]:
     """A system or developer message's content other than a string."""
-    if content.__class__ is not list:
+    if not isinstance(content, list):
         raise expected("a string or an array of text parts", content, "messages", i, "content")
     out = []
     for j, p in enumerate(content):
@@ -168,17 +169,17 @@ def _decode_text_parts(content: Any, i: int) -> list[Text]:
 _ASSISTANT_PLAIN = frozenset({"role", "content", "tool_calls", "name"})
 
 
-def _assistant_extras(m: dict, i: int, parts: list[Any]) -> None:
+def _assistant_extras(m: dict[str, Any], i: int, parts: list[Any]) -> None:
     """Reasoning (it precedes the answer), checked before the content is read."""
     for field in ("reasoning_content", "reasoning"):
         opt_str(m.get(field), "messages", i, field)
     if m.get("audio") is not None:
         fail("audio output in the history cannot be translated", "messages", i, "audio")
-    rfield = "reasoning_content" if m.get("reasoning_content").__class__ is str else "reasoning"
+    rfield = "reasoning_content" if isinstance(m.get("reasoning_content"), str) else "reasoning"
     parts.extend(reasoning_parts(m.get(rfield), rfield, m.get("reasoning_details")))
 
 
-def _custom_call(tc: dict, tid: str, i: int, j: int) -> ToolCall:
+def _custom_call(tc: dict[str, Any], tid: str, i: int, j: int) -> ToolCall:
     c = req_obj(tc.get("custom"), "messages", i, "tool_calls", j, "custom")
     name = req_str(c.get("name"), "messages", i, "tool_calls", j, "custom", "name")
     inp = opt_str(c.get("input"), "messages", i, "tool_calls", j, "custom", "input")
@@ -209,7 +210,7 @@ def _assistant_content(content: list[Any], i: int, parts: list[Any]) -> None:
             fail(f"unknown assistant content part type {t!r}", "messages", i, "content", j, "type")
 
 
-def _decode_assistant(m: dict, content: Any, i: int, kinds: dict[str, str]) -> Message:
+def _decode_assistant(m: dict[str, Any], content: Any, i: int, kinds: dict[str, str]) -> Message:
     """An assistant message other than role and a string content (``content``: its content)."""
     parts: list[Any] = []
     # with tool_calls / name only: no extras to look at
@@ -218,10 +219,10 @@ def _decode_assistant(m: dict, content: Any, i: int, kinds: dict[str, str]) -> M
         _assistant_extras(m, i, parts)
     lead = len(parts)  # the text goes after the reasoning
     text = None
-    if content.__class__ is str:
+    if isinstance(content, str):
         if content:
             text = content
-    elif content.__class__ is list:
+    elif isinstance(content, list):
         _assistant_content(content, i, parts)
     elif content is not None:
         raise expected("a string, an array or null", content, "messages", i, "content")
@@ -231,35 +232,33 @@ def _decode_assistant(m: dict, content: Any, i: int, kinds: dict[str, str]) -> M
             parts.append(Refusal(refusal))
     tcs = m.get("tool_calls")
     if tcs is not None:  # (kinds: only custom calls are noted, a result of any other id is a function's)
-        if tcs.__class__ is not list:
+        if not isinstance(tcs, list):
             raise expected("an array", tcs, "messages", i, "tool_calls")
-        append = parts.append
         for tc in tcs:
-            if tc.__class__ is not dict:
+            if not isinstance(tc, dict):
                 raise expected("an object", tc, "messages", i, "tool_calls", _at(tcs, tc))
             tid = tc.get("id")
-            if tid.__class__ is not str:
+            if not isinstance(tid, str):
                 raise expected("a string", tid, "messages", i, "tool_calls", _at(tcs, tc), "id")
             ttype = tc.get("type")
             fn = tc.get("function")
-            if (ttype == "function" or ttype is None) and fn.__class__ is dict:
+            if (ttype == "function" or ttype is None) and isinstance(fn, dict):
                 name = fn.get("name")
                 args = fn.get("arguments")
-                if name.__class__ is not str:
+                if not isinstance(name, str):
                     raise expected("a string", name, "messages", i, "tool_calls", _at(tcs, tc), "function", "name")
-                if args.__class__ is not str:
+                if not isinstance(args, str):
                     if args is None:
                         args = ""
-                    elif args.__class__ is dict or args.__class__ is list:
+                    elif isinstance(args, dict) or isinstance(args, list):
                         args = dumps(args).decode()
                     else:
                         raise expected("a string", args, "messages", i, "tool_calls", _at(tcs, tc), "function",
                                        "arguments")
-                if kinds:  # a custom call of the same id before: this one is a function
-                    kinds.pop(tid, None)
-                append(ToolCall(tid, name, args))
+                kinds.pop(tid, None)  # a custom call of the same id before: this one is a function
+                parts.append(ToolCall(tid, name, args))
             elif ttype == "custom":
-                append(_custom_call(tc, tid, i, _at(tcs, tc)))
+                parts.append(_custom_call(tc, tid, i, _at(tcs, tc)))
                 kinds[tid] = "custom"
             elif ttype is None or ttype == "function":
                 raise expected("an object", fn, "messages", i, "tool_calls", _at(tcs, tc), "function")
@@ -267,34 +266,29 @@ def _decode_assistant(m: dict, content: Any, i: int, kinds: dict[str, str]) -> M
                 fail(f"unknown tool call type {ttype!r}", "messages", i, "tool_calls", _at(tcs, tc), "type")
     if extras:
         fc = opt_obj(m.get("function_call"), "messages", i, "function_call")
-        if fc is not None and fc.get("name").__class__ is str and fc["name"]:
+        if fc is not None and isinstance(fc.get("name"), str) and fc["name"]:
             args = fc.get("arguments")
-            call = ToolCall(f"call_legacy_{i}", fc["name"], args if args.__class__ is str else "")
-            if kinds:  # a custom call of the same id before: this one is a function
-                kinds.pop(call.id, None)
+            call = ToolCall(f"call_legacy_{i}", fc["name"], args if isinstance(args, str) else "")
+            kinds.pop(call.id, None)  # a custom call of the same id before: this one is a function
             parts.append(call)
     name = m.get("name")
-    if name.__class__ is not str:
+    if not isinstance(name, str):
         name = None
-    if text is None:
-        return Message("assistant", parts, name)
-    if not parts:
-        return Message("assistant", None, name, text)  # a plain text answer: the message is its text
-    parts.insert(lead, Text(text))
+    if text is not None:
+        parts.insert(lead, Text(text))
     return Message("assistant", parts, name)
 
 
 def _decode_messages(msgs: Any, req: Request, warnings: list[str]) -> None:
     """One pass: each message is checked while it is read (a plain text content is read inline)."""
-    if msgs.__class__ is not list:
+    if not isinstance(msgs, list):
         raise expected("an array", msgs, "messages")
     kinds: dict[str, str] = {}  # the custom calls' ids (a result of any other id is a function's)
     leading = True
     tool_turn = False  # the last message is a user turn of tool results only (the next tool result joins it)
     out = req.messages
-    append = out.append
     for i, m in enumerate(msgs):
-        if m.__class__ is not dict:
+        if not isinstance(m, dict):
             raise expected("an object", m, "messages", i)
         role = m.get("role")
         content = m.get("content")
@@ -305,37 +299,33 @@ def _decode_messages(msgs: Any, req: Request, warnings: list[str]) -> None:
                 if m.get("tool_calls"):
                     warnings.append(f"messages[{i}].tool_calls on a user message ignored")
                 name = m.get("name")
-                if name.__class__ is not str:
+                if not isinstance(name, str):
                     name = None
-            if content.__class__ is str:
-                append(Message("user", None, name, content))  # a plain text: the message is its text
+            if isinstance(content, str):
+                out.append(Message("user", [Text(content)], name))
             else:
-                append(Message("user", _decode_parts(content, i), name))
+                out.append(Message("user", _decode_parts(content, i), name))
         elif role == "assistant":
             leading = tool_turn = False
-            if content.__class__ is str and len(m) == 2:  # role and content: the usual text answer
-                # a plain text: the message is its text (an empty one: no parts)
-                append(Message("assistant", None, None, content) if content else Message("assistant", []))
-            else:
-                append(_decode_assistant(m, content, i, kinds))
+            out.append(_decode_assistant(m, content, i, kinds))
         elif role == "tool":
             leading = False
             cid = m.get("tool_call_id")
-            if cid.__class__ is not str:
+            if not isinstance(cid, str):
                 raise expected("a string", cid, "messages", i, "tool_call_id")
-            kind = kinds.get(cid, "function") if kinds else "function"
-            if content.__class__ is str:  # a plain text: the result is its text
-                tr = ToolResult(cid, None, None, kind, None, content)  # type: ignore[arg-type]
+            kind: ToolKind = "custom" if kinds.get(cid) == "custom" else "function"
+            if isinstance(content, str):
+                tr = ToolResult(cid, [Text(content)], None, kind)
             else:
-                tr = ToolResult(cid, [] if content is None else _decode_parts(content, i), None, kind)  # type: ignore[arg-type]
+                tr = ToolResult(cid, [] if content is None else _decode_parts(content, i), None, kind)
             # consecutive tool messages: separate ToolResults, in order, in one user turn
             if tool_turn:
                 out[-1].parts.append(tr)
             else:
-                append(Message("user", [tr]))
+                out.append(Message("user", [tr]))
                 tool_turn = True
         elif role == "system" or role == "developer":
-            texts = [Text(content)] if content.__class__ is str else _decode_text_parts(content, i)
+            texts = [Text(content)] if isinstance(content, str) else _decode_text_parts(content, i)
             if leading and (not req.system or req.system_role == role):
                 if not req.system:
                     req.system_role = role
@@ -343,55 +333,55 @@ def _decode_messages(msgs: Any, req: Request, warnings: list[str]) -> None:
                 continue
             leading = tool_turn = False
             name = m.get("name")
-            append(Message(role, cast("list[Part]", texts), name if name.__class__ is str else None))
+            out.append(Message(role, cast("list[Part]", texts), name if isinstance(name, str) else None))
         elif role == "function":
             fail("legacy role 'function' cannot be translated; use tool messages with tool_call_id",
                  "messages", i, "role")
-        elif role.__class__ is str:
+        elif isinstance(role, str):
             fail(f"unknown role {role!r}", "messages", i, "role")
         else:
             raise expected("a string", role, "messages", i, "role")
 
 
 def _decode_tools(tools: Any, req: Request, key: str = "tools") -> None:
-    if tools.__class__ is not list:
+    if not isinstance(tools, list):
         raise expected("an array", tools, key)
     for i, t in enumerate(tools):
-        if t.__class__ is not dict:
+        if not isinstance(t, dict):
             raise expected("an object", t, key, i)
         ttype = t.get("type", "function")
         if ttype == "function":
             fn = t.get("function")
-            if fn.__class__ is not dict:
+            if not isinstance(fn, dict):
                 raise expected("an object", fn, key, i, "function")
             name = fn.get("name")
-            if name.__class__ is not str:
+            if not isinstance(name, str):
                 raise expected("a string", name, key, i, "function", "name")
             params = fn.get("parameters")
-            if params is not None and params.__class__ is not dict:
+            if params is not None and not isinstance(params, dict):
                 raise expected("an object", params, key, i, "function", "parameters")
             desc = fn.get("description")
             strict = fn.get("strict")
-            req.tools.append(Tool(name, desc if desc.__class__ is str else None, params, "function",
-                                  strict if strict.__class__ is bool else None, None, t.get("cache_control")))
+            req.tools.append(Tool(name, desc if isinstance(desc, str) else None, params, "function",
+                                  strict if isinstance(strict, bool) else None, None, t.get("cache_control")))
         elif ttype == "custom":
             c = req_obj(t.get("custom"), key, i, "custom")
             desc = c.get("description")
             req.tools.append(Tool(req_str(c.get("name"), key, i, "custom", "name"),
-                                  desc if desc.__class__ is str else None, kind="custom",
+                                  desc if isinstance(desc, str) else None, kind="custom",
                                   format=opt_obj(c.get("format"), key, i, "custom", "format")))
-        elif ttype.__class__ is str:
+        elif isinstance(ttype, str):
             # provider-hosted (server) tools, e.g. OpenRouter "openrouter:web_search"
             req.extra.setdefault("server_tools", []).append(t)
         else:
             raise expected("a string", ttype, key, i, "type")
 
 
-def _named_choice(obj: dict, key: str) -> ToolChoice:
+def _named_choice(obj: dict[str, Any], key: str) -> ToolChoice:
     t = obj.get("type", "function")
     if t in ("function", "custom"):
         inner = obj.get(t)
-        name = inner.get("name") if inner.__class__ is dict else None
+        name = inner.get("name") if isinstance(inner, dict) else None
         return ToolChoice("tool", name=req_str(name, key, t, "name"), kind=t)
     if t == "allowed_tools":
         at = req_obj(obj.get("allowed_tools"), key, "allowed_tools")
@@ -402,8 +392,8 @@ def _named_choice(obj: dict, key: str) -> ToolChoice:
         for j, x in enumerate(req_list(at.get("tools"), key, "allowed_tools", "tools")):
             xt = req_obj(x, key, "allowed_tools", "tools", j).get("type", "function")
             inner = x.get(xt)
-            name = inner.get("name") if inner.__class__ is dict else x.get("name")
-            if name.__class__ is not str:
+            name = inner.get("name") if isinstance(inner, dict) else x.get("name")
+            if not isinstance(name, str):
                 fail("needs a tool name", key, "allowed_tools", "tools", j)
             names.append(name)
         return ToolChoice("allowed", allowed=names, allowed_required=mode == "required")
@@ -411,13 +401,13 @@ def _named_choice(obj: dict, key: str) -> ToolChoice:
 
 
 def _decode_tool_choice(tc: Any, key: str = "tool_choice") -> ToolChoice:
-    if tc.__class__ is str:
+    if isinstance(tc, str):
         if tc in ("auto", "none", "required"):
             return ToolChoice(tc)  # type: ignore[arg-type]
         if tc == "any":  # Mistral's spelling of "required"
             return ToolChoice("required")
         fail(f"expected 'auto', 'none', 'required' or an object, got {tc!r}", key)
-    if tc.__class__ is dict:
+    if isinstance(tc, dict):
         return _named_choice(tc, key)
     raise expected("a string or an object", tc, key)
 
@@ -432,9 +422,9 @@ def _decode_response_format(rf: Any) -> OutputFormat:
         strict = js.get("strict")
         desc = js.get("description")
         return OutputFormat("json_schema", schema=opt_obj(js.get("schema"), "response_format", "json_schema", "schema"),
-                            name=name if name.__class__ is str else None,
-                            strict=strict if strict.__class__ is bool else None,
-                            description=desc if desc.__class__ is str else None)
+                            name=name if isinstance(name, str) else None,
+                            strict=strict if isinstance(strict, bool) else None,
+                            description=desc if isinstance(desc, str) else None)
     fail(f"unknown response format type {t!r}", "response_format", "type")
 
 
@@ -446,102 +436,100 @@ _USUAL = frozenset({"model", "messages", "tools", "tool_choice", "parallel_tool_
 
 def _decode_rare(body: dict[str, Any], req: Request) -> None:
     """The fields a usual request does not have (checked after messages and tools)."""
-    get = body.get
-    req.top_p = opt_num(get("top_p"), "top_p")
-    req.top_k = opt_int(get("top_k"), "top_k")
-    stop = get("stop")
-    if stop.__class__ is str:
+    req.top_p = opt_num(body.get("top_p"), "top_p")
+    req.top_k = opt_int(body.get("top_k"), "top_k")
+    stop = body.get("stop")
+    if isinstance(stop, str):
         req.stop = [stop]
-    elif stop.__class__ is list:
+    elif isinstance(stop, list):
         req.stop = [req_str(s, "stop", j) for j, s in enumerate(stop)]
     elif stop is not None:
         raise expected("a string or an array of strings", stop, "stop")
-    req.seed = opt_int(get("seed"), "seed")
-    effort = opt_str(get("reasoning_effort"), "reasoning_effort")
+    req.seed = opt_int(body.get("seed"), "seed")
+    effort = opt_str(body.get("reasoning_effort"), "reasoning_effort")
     if effort is not None:
         req.reasoning = ReasoningConfig(effort=effort, disabled=effort == "none")
-    rz = opt_obj(get("reasoning"), "reasoning")  # OpenRouter style
+    rz = opt_obj(body.get("reasoning"), "reasoning")  # OpenRouter style
     if rz is not None:
         rc = req.reasoning or ReasoningConfig()
-        if rz.get("effort").__class__ is str and rc.effort is None:
+        if isinstance(rz.get("effort"), str) and rc.effort is None:
             rc.effort = rz["effort"]
         mx = rz.get("max_tokens")
-        if mx.__class__ is int:
+        if type(mx) is int:
             rc.budget_tokens = mx
         if rz.get("enabled") is False or rc.effort == "none":
             rc.disabled = True
         req.reasoning = rc
-    th = get("thinking")  # Z.ai / DeepSeek style
-    if th.__class__ is dict and th.get("type") in ("enabled", "disabled") and req.reasoning is None:
+    th = body.get("thinking")  # Z.ai / DeepSeek style
+    if isinstance(th, dict) and th.get("type") in ("enabled", "disabled") and req.reasoning is None:
         req.reasoning = ReasoningConfig(disabled=th.get("type") == "disabled")
-    sid = opt_str(get("safety_identifier"), "safety_identifier")
+    sid = opt_str(body.get("safety_identifier"), "safety_identifier")
     if req.user is None:
         req.user = sid
 
 
 def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
-    if body.__class__ is not dict:
+    if not isinstance(body, dict):
         raise expected("an object", body, "body")
-    get = body.get
     rare = not body.keys() <= _USUAL
     req = Request()
-    v = get("model")
+    v = body.get("model")
     if v is not None:
-        req.model = v if v.__class__ is str else opt_str(v, "model")
+        req.model = v if isinstance(v, str) else opt_str(v, "model")
     if rare:
-        n = opt_int(get("n"), "n")
+        n = opt_int(body.get("n"), "n")
         if n is not None and n > 1:
             fail("only one choice can be translated", "n")
-        mods = get("modalities")
-        if mods.__class__ is list and "audio" in mods or get("audio") is not None:
-            fail("audio output cannot be translated", "audio" if get("audio") is not None else "modalities")
-    _decode_messages(get("messages"), req, warnings)
-    v = get("tools")
+        mods = body.get("modalities")
+        if isinstance(mods, list) and "audio" in mods or body.get("audio") is not None:
+            fail("audio output cannot be translated", "audio" if body.get("audio") is not None else "modalities")
+    _decode_messages(body.get("messages"), req, warnings)
+    v = body.get("tools")
     if v is not None:
         _decode_tools(v, req)
     if rare:
-        funcs = get("functions")  # legacy
+        funcs = body.get("functions")  # legacy
         if funcs is not None:
             for j, f in enumerate(req_list(funcs, "functions")):
                 req_obj(f, "functions", j)
             _decode_tools([{"type": "function", "function": f} for f in funcs], req, "functions")
-    v = get("tool_choice")
+    v = body.get("tool_choice")
     if v is not None:
         req.tool_choice = _decode_tool_choice(v)
     if rare:
-        fc = get("function_call")
+        fc = body.get("function_call")
         if req.tool_choice is None and fc is not None:
-            if fc.__class__ is dict:
+            if isinstance(fc, dict):
                 req.tool_choice = _named_choice({"type": "function", "function": fc}, "function_call")
             else:
                 req.tool_choice = _decode_tool_choice(fc, "function_call")
     # (inline type checks on the usual fields; the getters raise on a mismatch)
-    v = get("parallel_tool_calls")
+    v = body.get("parallel_tool_calls")
     if v is not None:
-        req.parallel_tool_calls = v if v.__class__ is bool else opt_bool(v, "parallel_tool_calls")
-    v = get("max_completion_tokens")
+        req.parallel_tool_calls = v if isinstance(v, bool) else opt_bool(v, "parallel_tool_calls")
+    v = body.get("max_completion_tokens")
     if v is not None:
-        req.max_output_tokens = v if v.__class__ is int else opt_int(v, "max_completion_tokens")
-    v = get("max_tokens")
+        req.max_output_tokens = v if type(v) is int else opt_int(v, "max_completion_tokens")
+    v = body.get("max_tokens")
     if v is not None:
-        mt = v if v.__class__ is int else opt_int(v, "max_tokens")
+        mt = v if type(v) is int else opt_int(v, "max_tokens")
         if req.max_output_tokens is None:
             req.max_output_tokens = mt
-    v = get("temperature")
+    v = body.get("temperature")
     if v is not None:
-        req.temperature = v if v.__class__ is float or v.__class__ is int else opt_num(v, "temperature")
-    v = get("response_format")
+        req.temperature = v if isinstance(v, float) or type(v) is int else opt_num(v, "temperature")
+    v = body.get("response_format")
     if v is not None:
         req.output_format = _decode_response_format(v)
-    v = get("stream")
+    v = body.get("stream")
     if v is not None:
-        req.stream = v if v.__class__ is bool else bool(opt_bool(v, "stream"))
-    v = get("stream_options")
+        req.stream = v if isinstance(v, bool) else bool(opt_bool(v, "stream"))
+    v = body.get("stream_options")
     if v is not None:
         req.include_usage = bool(req_obj(v, "stream_options").get("include_usage"))
-    v = get("user")
+    v = body.get("user")
     if v is not None:
-        req.user = v if v.__class__ is str else opt_str(v, "user")
+        req.user = v if isinstance(v, str) else opt_str(v, "user")
     if rare:
         _decode_rare(body, req)
     read_tail(body, req, warnings, _TAIL)
@@ -659,44 +647,43 @@ def _document_part(doc: Document, path: str, warnings: list[str]) -> dict[str, A
 def _user_message(buf: list[Any], name: str | None) -> dict[str, Any]:
     """``buf``: text strings and other content parts, in order; one text travels as a string."""
     b0 = buf[0]
-    if len(buf) == 1 and (b0.__class__ is str or b0["type"] == "text" and len(b0) == 2):
-        content: Any = b0 if b0.__class__ is str else b0["text"]
+    if len(buf) == 1 and (isinstance(b0, str) or b0["type"] == "text" and len(b0) == 2):
+        content: Any = b0 if isinstance(b0, str) else b0["text"]
     else:
-        content = [{"type": "text", "text": x} if x.__class__ is str else x for x in buf]
+        content = [{"type": "text", "text": x} if isinstance(x, str) else x for x in buf]
     if name:
         return {"role": "user", "content": content, "name": name}
     return {"role": "user", "content": content}
 
 
-def _encode_user(msg: Message, parts: list[Any], i: int, out: list[dict], warnings: list[str]) -> None:
+def _encode_user(msg: Message, parts: list[Any], i: int, out: list[dict[str, Any]], warnings: list[str]) -> None:
     buf: list[Any] = []
     moved: list[dict[str, Any]] | None = None  # media of the preceding tool results: first in the next user message
     for p in parts:
-        c = p.__class__
-        if c is Text:
+        if isinstance(p, Text):
             if moved:
                 buf += moved
                 moved = None
-            buf.append(p.text)  # type: ignore[union-attr]
+            buf.append(p.text)
             continue
-        if c is ToolResult:
+        if isinstance(p, ToolResult):
             if buf:
                 out.append(_user_message(buf, msg.name))
                 buf = []
-            moved = _encode_tool_result(p, moved, out, warnings, i, parts)  # type: ignore[arg-type]
+            moved = _encode_tool_result(p, moved, out, warnings, i, parts)
             continue
         if moved:
             buf += moved
             moved = None
-        if c is Image:
-            buf.append(_image_part(p, where("messages", i, "parts", parts.index(p))))  # type: ignore[arg-type]
-        elif c is Document:
-            buf.append(_document_part(p, where("messages", i, "parts", parts.index(p)), warnings))  # type: ignore[arg-type]
-        elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
-            buf.append(p.raw)  # type: ignore[union-attr]
-        elif c is Opaque:
+        if isinstance(p, Image):
+            buf.append(_image_part(p, where("messages", i, "parts", parts.index(p))))
+        elif isinstance(p, Document):
+            buf.append(_document_part(p, where("messages", i, "parts", parts.index(p)), warnings))
+        elif isinstance(p, Opaque) and p.protocol == PROTOCOL:
+            buf.append(p.raw)
+        elif isinstance(p, Opaque):
             warnings.append(f"{where('messages', i, 'parts', parts.index(p))}: "
-                            f"{p.label or p.raw.get('type') or 'provider'} part from {p.protocol} "  # type: ignore[union-attr]
+                            f"{p.label or p.raw.get('type') or 'provider'} part from {p.protocol} "
                             "dropped (Chat Completions cannot carry it)")
         else:
             warnings.append(f"{where('messages', i, 'parts', parts.index(p))}: {p.type} part in a user message "
@@ -707,31 +694,30 @@ def _encode_user(msg: Message, parts: list[Any], i: int, out: list[dict], warnin
         out.append(_user_message(buf, msg.name))
 
 
-def _encode_tool_result(tr: ToolResult, moved: list[dict[str, Any]] | None, out: list[dict], warnings: list[str],
+def _encode_tool_result(tr: ToolResult, moved: list[dict[str, Any]] | None, out: list[dict[str, Any]], warnings: list[str],
                         i: int, parts: list[Any]) -> list[dict[str, Any]] | None:
     """A tool message into ``out``; its images/files are added to ``moved`` (Chat tool messages carry
     text only), which is returned (None while there are none)."""
-    content: Any = tr.text  # one text: a string; several: a list of strings
+    content: Any = None  # one text: a string; several: a list of strings
     media: list[dict[str, Any]] | None = None
-    for c in tr.content if content is None else ():
-        cls = c.__class__
-        if cls is Text:
-            t = c.text  # type: ignore[union-attr]
+    for c in tr.content:
+        if isinstance(c, Text):
+            t = c.text
         else:
             path = where("messages", i, "parts", parts.index(tr), "content", tr.content.index(c))
-            if cls is Image:
-                media = (media or []) + [_image_part(c, path)]  # type: ignore[arg-type]
+            if isinstance(c, Image):
+                media = (media or []) + [_image_part(c, path)]
                 continue
-            if cls is not Document:
+            if not isinstance(c, Document):
                 continue
-            d = _document_part(c, path, warnings)  # type: ignore[arg-type]
+            d = _document_part(c, path, warnings)
             if d["type"] != "text":
                 media = (media or []) + [d]
                 continue
             t = d["text"]
         if content is None:
             content = t
-        elif content.__class__ is str:
+        elif isinstance(content, str):
             content = [content, t]
         else:
             content.append(t)
@@ -744,7 +730,7 @@ def _encode_tool_result(tr: ToolResult, moved: list[dict[str, Any]] | None, out:
                         "dropped (Chat has no error flag)")
     if content is None:
         content = "(see the following user message)" if media else ""
-    elif content.__class__ is list:
+    elif isinstance(content, list):
         content = [{"type": "text", "text": t} for t in content]
     out.append({"role": "tool", "tool_call_id": tr.call_id, "content": content})
     return moved
@@ -758,32 +744,31 @@ def _encode_assistant(msg: Message, parts: list[Any], i: int, warnings: list[str
     details: list[Any] | None = None
     thinking_parts: list[dict[str, Any]] | None = None
     for p in parts:
-        c = p.__class__
-        if c is Text:
-            text = p.text if text is None else text + p.text  # type: ignore[union-attr, operator]
-        elif c is ToolCall:
-            args = p.arguments or "{}" if p.kind != "custom" else orjson.dumps(  # type: ignore[union-attr]
-                {"input": p.arguments}).decode()  # type: ignore[union-attr]
-            call = {"id": p.id, "type": "function",  # type: ignore[union-attr]
-                    "function": {"name": short_tool_name(p.name), "arguments": args}}  # type: ignore[union-attr]
+        if isinstance(p, Text):
+            text = p.text if text is None else text + p.text
+        elif isinstance(p, ToolCall):
+            args = p.arguments or "{}" if p.kind != "custom" else orjson.dumps(
+                {"input": p.arguments}).decode()
+            call = {"id": p.id, "type": "function",
+                    "function": {"name": short_tool_name(p.name), "arguments": args}}
             if calls is None:
                 calls = [call]
             else:
                 calls.append(call)
-        elif c is Refusal:
-            refusals = (refusals or []) + [p.text]  # type: ignore[union-attr, list-item]
-        elif c is Reasoning:
-            op = p.opaque  # type: ignore[union-attr]
+        elif isinstance(p, Refusal):
+            refusals = (refusals or []) + [p.text]
+        elif isinstance(p, Reasoning):
+            op = p.opaque
             if op is not None and op.get("protocol") == PROTOCOL:
                 field = op.get("field") or "reasoning_content"
                 if field == "content_thinking":
                     thinking_parts = (thinking_parts or []) + [
-                        {"type": "thinking", "thinking": [{"type": "text", "text": p.text}]}]  # type: ignore[union-attr]
+                        {"type": "thinking", "thinking": [{"type": "text", "text": p.text}]}]
                 else:
                     if field not in ("reasoning_content", "reasoning"):
                         field = "reasoning_content"
                     rfields = rfields or {}
-                    rfields.setdefault(field, []).append(p.text)  # type: ignore[union-attr, arg-type]
+                    rfields.setdefault(field, []).append(p.text)
                 if isinstance(op.get("details"), list):
                     details = (details or []) + op["details"]
             else:
@@ -791,9 +776,9 @@ def _encode_assistant(msg: Message, parts: list[Any], i: int, warnings: list[str
                 # (the path as where() spells it: this warning comes on every turn of some histories)
                 warnings.append(f"messages[{i}].parts[{parts.index(p)}]: reasoning issued by {issuer} dropped "
                                 "(a Chat Completions upstream cannot verify it)")
-        elif c is Opaque:
+        elif isinstance(p, Opaque):
             warnings.append(f"{where('messages', i, 'parts', parts.index(p))}: "
-                            f"{p.label or p.raw.get('type') or 'provider'} part from {p.protocol} "  # type: ignore[union-attr]
+                            f"{p.label or p.raw.get('type') or 'provider'} part from {p.protocol} "
                             "dropped (Chat Completions cannot carry it)")
         else:
             warnings.append(f"{where('messages', i, 'parts', parts.index(p))}: {p.type} part in an assistant "
@@ -857,21 +842,18 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
     messages: list[dict[str, Any]] = []
     if req.system:
         messages.append(_system_message(req.system_role, req.system))
-    append = messages.append
     for i, msg in enumerate(req.messages):
-        text = msg.text
-        if text is None:
-            parts = msg.parts
-            if len(parts) == 1 and parts[0].__class__ is Text:
-                text = parts[0].text  # type: ignore[union-attr]
-        if text is not None:  # one plain text part: the content is that string, whatever the role
+        parts = msg.parts
+        if len(parts) == 1 and isinstance(parts[0], Text):
+            # one plain text part: the content is that string, whatever the role
+            text = parts[0].text
             name = msg.name
-            append({"role": msg.role, "content": text, "name": name} if name else
-                   {"role": msg.role, "content": text})
+            messages.append({"role": msg.role, "content": text, "name": name} if name else
+                            {"role": msg.role, "content": text})
             continue
         role = msg.role
         if role == "assistant":
-            append(_encode_assistant(msg, parts, i, warnings))
+            messages.append(_encode_assistant(msg, parts, i, warnings))
             continue
         if role != "system" and role != "developer":
             _encode_user(msg, parts, i, messages, warnings)

@@ -241,18 +241,17 @@ def usage_from_wire(u: dict[str, Any]) -> Usage | None:
     tool-use prompt tokens are input the model read."""
     # (``__class__ is int``: what as_int says: a bool or a float is no count; five plain reads, since
     # this runs on every stream: a generator over the keys costs more than the rest of the function)
-    g = u.get
-    prompt, cand, cached = g("promptTokenCount"), g("candidatesTokenCount"), g("cachedContentTokenCount")
-    thoughts, tool = g("thoughtsTokenCount"), g("toolUsePromptTokenCount")
-    if prompt.__class__ is not int:
+    prompt, cand, cached = u.get("promptTokenCount"), u.get("candidatesTokenCount"), u.get("cachedContentTokenCount")
+    thoughts, tool = u.get("thoughtsTokenCount"), u.get("toolUsePromptTokenCount")
+    if type(prompt) is not int:
         prompt = None
-    if cand.__class__ is not int:
+    if type(cand) is not int:
         cand = None
-    if cached.__class__ is not int:
+    if type(cached) is not int:
         cached = None
-    if thoughts.__class__ is not int:
+    if type(thoughts) is not int:
         thoughts = None
-    if tool.__class__ is not int:
+    if type(tool) is not int:
         tool = None
     if prompt is None and cand is None and thoughts is None and cached is None and tool is None:
         return None

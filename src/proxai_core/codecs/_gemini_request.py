@@ -93,7 +93,7 @@ def _obj(v: Any, path: str) -> dict[str, Any]:
     """An object of the API's own structure: its snake_case field names (the API accepts both
     spellings, as proto JSON does) read as camelCase. Never applied to user data (arguments,
     function responses, schemas)."""
-    if v.__class__ is dict and v.keys() <= _CAMEL:
+    if isinstance(v, dict) and v.keys() <= _CAMEL:
         return v
     if not isinstance(v, dict):
         raise _fail(path, f"expected an object, got {type(v).__name__}")
@@ -153,7 +153,7 @@ _SCHEMA_KEYS = {"type": 1, "properties": 2, "items": 3, "anyOf": 3, "oneOf": 3, 
 
 def schema_to_json(s: Any) -> Any:
     """Gemini's OpenAPI-subset ``Schema`` (upper-case types, ``nullable``) as JSON Schema."""
-    if s.__class__ is not dict and not isinstance(s, dict):
+    if not isinstance(s, dict) and not isinstance(s, dict):
         if isinstance(s, list):
             return [schema_to_json(x) for x in s]
         return s
@@ -242,11 +242,9 @@ def _tool_result(fr: dict[str, Any], cid: str, turn: int, k: int) -> ToolResult:
     else:
         text = None
     parts = fr.get("parts")
-    if parts is None:
-        if text is None:
-            return ToolResult(cid, [], is_error)
-        return ToolResult(cid, None, is_error, "function", None, text)
     content: list[Text | Image | Document] = [] if text is None else [Text(text)]
+    if parts is None:
+        return ToolResult(cid, content, is_error)
     path = f"contents[{turn}].parts[{k}].functionResponse"
     for j, p in enumerate(_list(parts, f"{path}.parts")):
         p = _obj(p, f"{path}.parts[{j}]")
@@ -279,7 +277,7 @@ def _response_id(unanswered: list[tuple[str, str]], fid: Any, name: str, turn: i
 def _named(d: Any, field: str, usual: str, i: int, k: int) -> tuple[dict[str, Any], str]:
     """A part's ``functionCall`` / ``functionResponse`` object and its name. The usual object (name,
     id and ``usual``) is proven camelCase by ``in`` tests; the path is formatted only for an error."""
-    if d.__class__ is not dict or not (len(d) == 3 and "id" in d and usual in d and "name" in d
+    if not isinstance(d, dict) or not (len(d) == 3 and "id" in d and usual in d and "name" in d
                                        or d.keys() <= _CAMEL):
         d = _obj(d, f"contents[{i}].parts[{k}].{field}")
     name = d.get("name")
@@ -293,37 +291,24 @@ _SERVER_PARTS = ("executableCode", "codeExecutionResult", "toolCall", "toolRespo
 
 def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
     """``contents`` as neutral messages, each part checked as it is built (one pass; paths for
-    errors are formatted only when one is raised). A turn of one text is given as that text.
-
-    An object whose field names are all the API's own needs no snake_case conversion; the usual
-    shapes prove that with a few ``in`` tests, cheaper than the subset test that decides the rest."""
+    errors are formatted only when one is raised). An object whose field names are all the API's
+    own needs no snake_case conversion."""
     unanswered: list[tuple[str, str]] = []
-    add_msg = req.messages.append
-    camel = _CAMEL
     for i, c in enumerate(contents):
-        if c.__class__ is not dict or not (len(c) == 2 and "parts" in c and "role" in c or c.keys() <= camel):
+        if not isinstance(c, dict) or not c.keys() <= _CAMEL:
             c = _obj(c, f"contents[{i}]")
         role = c.get("role", "user")
         if role != "user" and role != "model" and role != "function":
             raise _fail(f"contents[{i}].role", f"expected 'user' or 'model', got {role!r}")
         raw_parts = c.get("parts")
-        if raw_parts.__class__ is not list:
+        if not isinstance(raw_parts, list):
             raw_parts = _list(raw_parts, f"contents[{i}].parts") if "parts" in c else []
-        if len(raw_parts) == 1:  # a turn of one plain text (the usual turn) is built from that text
-            p = raw_parts[0]
-            if p.__class__ is dict and len(p) == 1 and (text := p.get("text")).__class__ is str and text:
-                add_msg(Message("assistant" if role == "model" else "user", None, None, text))
-                continue
         out: list[Any] = []
         results = False
         for k, p in enumerate(raw_parts):
-            if p.__class__ is not dict:
+            if not isinstance(p, dict) or not p.keys() <= _CAMEL:
                 p = _obj(p, f"contents[{i}].parts[{k}]")
             n = len(p)
-            if not (("text" in p or "functionCall" in p or "functionResponse" in p)
-                    and (n == 1 or n == 2 and "thoughtSignature" in p) or p.keys() <= camel):
-                p = _obj(p, f"contents[{i}].parts[{k}]")
-                n = len(p)
             single = n == 1  # the usual part: a text, a call or a result, nothing beside
             sig = None if single else p.get("thoughtSignature")
             if sig is not None and not isinstance(sig, str):
@@ -355,7 +340,7 @@ def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
                 fid = fc.get("id")
                 # (a minted id numbers the call among the turn's calls)
                 cid = fid if isinstance(fid, str) and fid else mint_call_id(
-                    f"turn{i}", sum(x.__class__ is ToolCall for x in out), name)
+                    f"turn{i}", sum(isinstance(x, ToolCall) for x in out), name)
                 unanswered.append((cid, name))
                 out.append(ToolCall(cid, name, dumps(args).decode() if args else "{}"))
             elif "functionResponse" in p:
@@ -376,7 +361,7 @@ def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
                 keys = ", ".join(sorted(p)) or "none"
                 raise _fail(f"contents[{i}].parts[{k}]", f"unknown part (fields: {keys})")
         if not results or role != "model":
-            add_msg(Message("assistant" if role == "model" else "user", out))
+            req.messages.append(Message("assistant" if role == "model" else "user", out))
         else:
             # a function the server ran (server-side MCP) is answered inside the model turn: its
             # result becomes a user turn of its own, where every other protocol puts results
@@ -384,13 +369,13 @@ def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
             for part in out:
                 if isinstance(part, ToolResult):
                     if cur:
-                        add_msg(Message("assistant", cur))
+                        req.messages.append(Message("assistant", cur))
                         cur = []
-                    add_msg(Message("user", [part]))
+                    req.messages.append(Message("user", [part]))
                 else:
                     cur.append(part)
             if cur or not out:
-                add_msg(Message("assistant", cur))
+                req.messages.append(Message("assistant", cur))
 
 
 def _system(v: Any, req: Request) -> None:
@@ -399,13 +384,13 @@ def _system(v: Any, req: Request) -> None:
     if isinstance(v, str):
         req.system.append(Text(v))
         return
-    d = v if v.__class__ is dict and (len(v) == 1 and "parts" in v or v.keys() <= _CAMEL) else _obj(
+    d = v if isinstance(v, dict) and (len(v) == 1 and "parts" in v or v.keys() <= _CAMEL) else _obj(
         v, "systemInstruction")
     parts = d.get("parts")
-    if parts.__class__ is not list:
+    if not isinstance(parts, list):
         parts = _list(parts, "systemInstruction.parts") if "parts" in d else []
     for k, p in enumerate(parts):
-        if p.__class__ is not dict or not (len(p) == 1 and "text" in p or p.keys() <= _CAMEL):
+        if not isinstance(p, dict) or not (len(p) == 1 and "text" in p or p.keys() <= _CAMEL):
             p = _obj(p, f"systemInstruction.parts[{k}]")
         if "text" not in p:
             raise _fail(f"systemInstruction.parts[{k}]", "only text parts can be system instructions here")
@@ -420,15 +405,15 @@ def _tools(v: Any, req: Request, warnings: list[str]) -> None:
         return
     other: list[dict[str, Any]] = []
     tools = req.tools
-    for k, t in enumerate(v if v.__class__ is list else _list(v, "tools")):
-        if t.__class__ is not dict or not (len(t) == 1 and "functionDeclarations" in t or t.keys() <= _CAMEL):
+    for k, t in enumerate(v if isinstance(v, list) else _list(v, "tools")):
+        if not isinstance(t, dict) or not (len(t) == 1 and "functionDeclarations" in t or t.keys() <= _CAMEL):
             t = _obj(t, f"tools[{k}]")
         decls = t.get("functionDeclarations")
         if decls is not None:
-            if decls.__class__ is not list:
+            if not isinstance(decls, list):
                 decls = _list(decls, f"tools[{k}].functionDeclarations")
             for j, fd in enumerate(decls):
-                if fd.__class__ is not dict or not fd.keys() <= _CAMEL:
+                if not isinstance(fd, dict) or not fd.keys() <= _CAMEL:
                     fd = _obj(fd, f"tools[{k}].functionDeclarations[{j}]")
                 name = fd.get("name")
                 if not isinstance(name, str):
@@ -457,11 +442,11 @@ def _tools(v: Any, req: Request, warnings: list[str]) -> None:
 def _tool_config(v: Any, req: Request) -> None:
     if v is None:
         return
-    d = v if v.__class__ is dict and (len(v) == 1 and "functionCallingConfig" in v or v.keys() <= _CAMEL) else _obj(
+    d = v if isinstance(v, dict) and (len(v) == 1 and "functionCallingConfig" in v or v.keys() <= _CAMEL) else _obj(
         v, "toolConfig")
     fcc = d.get("functionCallingConfig")
     if fcc is not None:
-        fcc = fcc if fcc.__class__ is dict and (len(fcc) == 1 and "mode" in fcc or fcc.keys() <= _CAMEL) else _obj(
+        fcc = fcc if isinstance(fcc, dict) and (len(fcc) == 1 and "mode" in fcc or fcc.keys() <= _CAMEL) else _obj(
             fcc, "toolConfig.functionCallingConfig")
         mode = fcc.get("mode", "AUTO")
         names = fcc.get("allowedFunctionNames")
@@ -493,20 +478,19 @@ def _tool_config(v: Any, req: Request) -> None:
 def _generation(v: Any, req: Request) -> None:
     if v is None:
         return
-    g = v if v.__class__ is dict and v.keys() <= _CAMEL else _obj(v, "generationConfig")
+    g = v if isinstance(v, dict) and v.keys() <= _CAMEL else _obj(v, "generationConfig")
     if not g:
         return
     p = "generationConfig"
-    get = g.get
     # (inline type checks on the usual fields; the getters raise on a mismatch)
-    if (x := get("maxOutputTokens")) is not None:
-        req.max_output_tokens = x if x.__class__ is int else _opt_int(g, "maxOutputTokens", p)
-    if (x := get("temperature")) is not None:
-        req.temperature = x if x.__class__ is float or x.__class__ is int else _opt_num(g, "temperature", p)
-    if (x := get("topP")) is not None:
-        req.top_p = x if x.__class__ is float or x.__class__ is int else _opt_num(g, "topP", p)
-    if (x := get("topK")) is not None:
-        req.top_k = x if x.__class__ is int else _opt_int(g, "topK", p)
+    if (x := g.get("maxOutputTokens")) is not None:
+        req.max_output_tokens = x if type(x) is int else _opt_int(g, "maxOutputTokens", p)
+    if (x := g.get("temperature")) is not None:
+        req.temperature = x if isinstance(x, float) or type(x) is int else _opt_num(g, "temperature", p)
+    if (x := g.get("topP")) is not None:
+        req.top_p = x if isinstance(x, float) or type(x) is int else _opt_num(g, "topP", p)
+    if (x := g.get("topK")) is not None:
+        req.top_k = x if type(x) is int else _opt_int(g, "topK", p)
     if g.keys() <= _GEN_SAMPLING:
         return
     req.seed = _opt_int(g, "seed", p)
@@ -577,9 +561,9 @@ def _decode_rare(body: dict[str, Any], req: Request, warnings: list[str]) -> Non
 def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
     if not isinstance(body, dict):
         raise TranslationError("request body must be a JSON object", field="body")
-    usual = body.__class__ is dict and body.keys() <= _USUAL  # (camelCase, no rare field: one test)
+    usual = isinstance(body, dict) and body.keys() <= _USUAL  # (camelCase, no rare field: one test)
     if not usual:
-        body = body if body.__class__ is dict and body.keys() <= _CAMEL else _obj(body, "body")
+        body = body if isinstance(body, dict) and body.keys() <= _CAMEL else _obj(body, "body")
         if "contents" not in body:
             inner = body.get("generateContentRequest")
             if isinstance(inner, dict):  # a countTokens body wraps the request
@@ -593,15 +577,14 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         raise _fail("contents", "required field is missing")
     if isinstance(contents, dict):  # a single Content is accepted by the API
         contents = [contents]
-    _messages(contents if contents.__class__ is list else _list(contents, "contents"), req, warnings)
-    get = body.get
-    if (v := get("systemInstruction")) is not None:  # (helpers only for the fields that are there)
+    _messages(contents if isinstance(contents, list) else _list(contents, "contents"), req, warnings)
+    if (v := body.get("systemInstruction")) is not None:  # (helpers only for the fields that are there)
         _system(v, req)
-    if (v := get("tools")) is not None:
+    if (v := body.get("tools")) is not None:
         _tools(v, req, warnings)
-    if (v := get("toolConfig")) is not None:
+    if (v := body.get("toolConfig")) is not None:
         _tool_config(v, req)
-    if (v := get("generationConfig")) is not None:
+    if (v := body.get("generationConfig")) is not None:
         _generation(v, req)
     if not usual and not body.keys() <= _USUAL:
         _decode_rare(body, req, warnings)
@@ -641,15 +624,13 @@ def _enc_media(p: Image | Document, path: str, warnings: list[str]) -> dict[str,
 
 
 def _tool_response(p: ToolResult, name: str, req: Request, msg: Message, warnings: list[str]) -> dict[str, Any]:
-    text = p.text  # a result built from one plain text
     media: list[Image | Document] | None = None
-    if text is None:
-        content = p.content
-        if len(content) == 1 and content[0].__class__ is Text:  # the usual result: one text
-            text = content[0].text  # type: ignore[union-attr]
-        else:
-            text = "".join(c.text for c in content if isinstance(c, Text))
-            media = [c for c in content if isinstance(c, (Image, Document))]
+    content = p.content
+    if len(content) == 1 and isinstance(content[0], Text):  # the usual result: one text
+        text = content[0].text
+    else:
+        text = "".join(c.text for c in content if isinstance(c, Text))
+        media = [c for c in content if isinstance(c, (Image, Document))]
     resp: dict[str, Any]
     if p.is_error:
         resp = {"error": text}
@@ -691,7 +672,6 @@ def _contents(req: Request, system: list[Text], warnings: list[str]) -> list[dic
     """The conversation as Gemini ``contents``: consecutive turns of one role merged (parallel tool
     results are one turn in Gemini), system messages moved to ``system``. One pass, parts built
     inline (a history has thousands)."""
-    loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
     contents: list[dict[str, Any]] = []
     names: dict[str, str] = {}  # call id -> the function name its response must carry
     last_role = ""
@@ -708,97 +688,93 @@ def _contents(req: Request, system: list[Text], warnings: list[str]) -> list[dic
             continue
         else:
             role = "user"
-        text = m.text
-        if text is not None:  # a turn built from one plain text: that text is its only part
-            parts: list[dict[str, Any]] = [{"text": text}]
-        else:  # (a thought signature goes on the part it came before; the first function call
-            # of a turn without one carries the skip value)
-            parts = []
-            pending: _Sig | None = None
-            first_call = True
-            for p in m.parts:
-                cls = p.__class__
-                if cls is Text:  # the usual part
-                    if pending is None:
-                        parts.append({"text": p.text})  # type: ignore[union-attr]
-                    else:
-                        parts.append({"text": p.text, "thoughtSignature": pending.sig})  # type: ignore[union-attr]
-                        pending = None
-                    continue
-                if cls is ToolCall:
-                    name = short_tool_name(p.name)  # type: ignore[union-attr]
-                    pid = p.id  # type: ignore[union-attr]
-                    names[pid] = name
-                    arguments = p.arguments  # type: ignore[union-attr]
-                    if p.kind == "custom":  # type: ignore[union-attr]
-                        args: Any = {"input": arguments}
-                    else:
-                        try:
-                            args = loads(arguments)
-                        except JSONDecodeError:
-                            if arguments.strip():
-                                warnings.append(f"tool call {pid} had invalid JSON arguments; sent with empty args")
-                            args = {}
-                        else:
-                            if not isinstance(args, dict):
-                                args = {"value": args}
-                    fc: dict[str, Any] = {"name": name, "args": args}
-                    if pid and not pid.startswith(MINTED_PREFIX):
-                        fc["id"] = pid
-                    if pending is not None:
-                        parts.append({"functionCall": fc, "thoughtSignature": pending.sig})
-                        pending = None
-                    elif first_call:
-                        parts.append({"functionCall": fc, "thoughtSignature": SKIP_SIGNATURE})
-                    else:
-                        parts.append({"functionCall": fc})
-                    first_call = False
-                    continue
-                if cls is Reasoning:
-                    op = p.opaque  # type: ignore[union-attr]
-                    if role == "user":
-                        continue
-                    if not op or op.get("protocol") != PROTOCOL:
-                        warn_once(warnings, "reasoning from another protocol was not sent to Gemini (it only accepts "
-                                  "its own thought signatures)")
-                        continue
-                    sig = op.get("signature") if isinstance(op.get("signature"), str) else None
-                    on = op.get("on")
-                    if on == "thought" or (on is None and p.text):  # type: ignore[union-attr]
-                        part: dict[str, Any] = {"text": p.text, "thought": True}  # type: ignore[union-attr]
-                        if sig:
-                            part["thoughtSignature"] = sig
-                        parts.append(part)
-                    elif sig is not None:
-                        if pending is not None:
-                            parts.append({"text": "", "thoughtSignature": pending.sig})
-                        pending = _Sig(sig, on if isinstance(on, str) else "text")
-                    continue
-                if pending is not None:
-                    parts.append({"text": "", "thoughtSignature": pending.sig})
+        # (a thought signature goes on the part it came before; the first function call of a turn
+        # without one carries the skip value)
+        parts: list[dict[str, Any]] = []
+        pending: _Sig | None = None
+        first_call = True
+        for p in m.parts:
+            if isinstance(p, Text):  # the usual part
+                if pending is None:
+                    parts.append({"text": p.text})
+                else:
+                    parts.append({"text": p.text, "thoughtSignature": pending.sig})
                     pending = None
-                if cls is ToolResult:
-                    rname = names.get(p.call_id)  # type: ignore[union-attr]
-                    if rname is None:
-                        i, j = _index(req.messages, m), _index(m.parts, p)
-                        raise _fail(f"messages[{i}].parts[{j}].call_id", f"no earlier tool call has the id "
-                                    f"{p.call_id!r} (Gemini names the function in every function response)")  # type: ignore[union-attr]
-                    parts.append(_tool_response(p, rname, req, m, warnings))  # type: ignore[arg-type]
-                elif cls is Refusal:
-                    parts.append({"text": p.text})  # type: ignore[union-attr]
-                elif cls is Image or cls is Document:
-                    path = f"messages[{_index(req.messages, m)}].parts[{_index(m.parts, p)}]"
-                    parts.append(_enc_media(p, path, warnings))  # type: ignore[arg-type]
-                elif cls is Opaque:
-                    if p.protocol == PROTOCOL:  # type: ignore[union-attr]
-                        parts.append(p.raw)  # type: ignore[union-attr]
+                continue
+            if isinstance(p, ToolCall):
+                name = short_tool_name(p.name)
+                pid = p.id
+                names[pid] = name
+                arguments = p.arguments
+                if p.kind == "custom":
+                    args: Any = {"input": arguments}
+                else:
+                    try:
+                        args = orjson.loads(arguments)
+                    except orjson.JSONDecodeError:
+                        if arguments.strip():
+                            warnings.append(f"tool call {pid} had invalid JSON arguments; sent with empty args")
+                        args = {}
                     else:
-                        warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Gemini has no "  # type: ignore[union-attr]
-                                  "such part")
+                        if not isinstance(args, dict):
+                            args = {"value": args}
+                fc: dict[str, Any] = {"name": name, "args": args}
+                if pid and not pid.startswith(MINTED_PREFIX):
+                    fc["id"] = pid
+                if pending is not None:
+                    parts.append({"functionCall": fc, "thoughtSignature": pending.sig})
+                    pending = None
+                elif first_call:
+                    parts.append({"functionCall": fc, "thoughtSignature": SKIP_SIGNATURE})
+                else:
+                    parts.append({"functionCall": fc})
+                first_call = False
+                continue
+            if isinstance(p, Reasoning):
+                op = p.opaque
+                if role == "user":
+                    continue
+                if not op or op.get("protocol") != PROTOCOL:
+                    warn_once(warnings, "reasoning from another protocol was not sent to Gemini (it only accepts "
+                              "its own thought signatures)")
+                    continue
+                sig = op.get("signature") if isinstance(op.get("signature"), str) else None
+                on = op.get("on")
+                if on == "thought" or (on is None and p.text):
+                    part: dict[str, Any] = {"text": p.text, "thought": True}
+                    if sig:
+                        part["thoughtSignature"] = sig
+                    parts.append(part)
+                elif sig is not None:
+                    if pending is not None:
+                        parts.append({"text": "", "thoughtSignature": pending.sig})
+                    pending = _Sig(sig, on if isinstance(on, str) else "text")
+                continue
             if pending is not None:
                 parts.append({"text": "", "thoughtSignature": pending.sig})
-            if not parts:
-                continue
+                pending = None
+            if isinstance(p, ToolResult):
+                rname = names.get(p.call_id)
+                if rname is None:
+                    i, j = _index(req.messages, m), _index(m.parts, p)
+                    raise _fail(f"messages[{i}].parts[{j}].call_id", f"no earlier tool call has the id "
+                                f"{p.call_id!r} (Gemini names the function in every function response)")
+                parts.append(_tool_response(p, rname, req, m, warnings))
+            elif isinstance(p, Refusal):
+                parts.append({"text": p.text})
+            elif isinstance(p, Image) or isinstance(p, Document):
+                path = f"messages[{_index(req.messages, m)}].parts[{_index(m.parts, p)}]"
+                parts.append(_enc_media(p, path, warnings))
+            elif isinstance(p, Opaque):
+                if p.protocol == PROTOCOL:
+                    parts.append(p.raw)
+                else:
+                    warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Gemini has no "
+                              "such part")
+        if pending is not None:
+            parts.append({"text": "", "thoughtSignature": pending.sig})
+        if not parts:
+            continue
         if role == last_role:
             last_parts.extend(parts)
         else:

@@ -4,7 +4,7 @@ One validation dialect for every client request: an error is a :class:`Translati
 message is ``field.path: what is wrong`` (``messages[2].content: expected a string or an array, got
 integer``; JSON type names), and whose ``field`` is that path. Paths are given as parts (``"messages",
 2, "content"``) and joined only when an error is raised, so a valid request pays nothing for them.
-Decoders check the hot fields inline (``v.__class__ is str``) and raise with these builders; the
+Decoders check the hot fields inline (``isinstance(v, str)``) and raise with these builders; the
 getters below are for the others.
 """
 
@@ -54,55 +54,55 @@ def fail(why: str, *path: str | int) -> NoReturn:
 
 # ----------------------------------------------------------------------------- getters
 def req_str(v: Any, *path: str | int) -> str:
-    if v.__class__ is str:
+    if isinstance(v, str):
         return v  # type: ignore[no-any-return]
     raise expected("a string", v, *path)
 
 
 def opt_str(v: Any, *path: str | int) -> str | None:
-    if v is None or v.__class__ is str:
+    if v is None or isinstance(v, str):
         return v  # type: ignore[no-any-return]
     raise expected("a string", v, *path)
 
 
 def opt_int(v: Any, *path: str | int) -> int | None:
-    if v is None or v.__class__ is int:
+    if v is None or type(v) is int:
         return v  # type: ignore[no-any-return]
     raise expected("an integer", v, *path)
 
 
 def opt_num(v: Any, *path: str | int) -> float | None:
-    if v is None or v.__class__ is int or v.__class__ is float:
+    if v is None or type(v) is int or isinstance(v, float):
         return v  # type: ignore[no-any-return]
     raise expected("a number", v, *path)
 
 
 def opt_bool(v: Any, *path: str | int) -> bool | None:
-    if v is None or v.__class__ is bool:
+    if v is None or isinstance(v, bool):
         return v  # type: ignore[no-any-return]
     raise expected("a boolean", v, *path)
 
 
 def opt_obj(v: Any, *path: str | int) -> dict[str, Any] | None:
-    if v is None or v.__class__ is dict:
+    if v is None or isinstance(v, dict):
         return v  # type: ignore[no-any-return]
     raise expected("an object", v, *path)
 
 
 def req_obj(v: Any, *path: str | int) -> dict[str, Any]:
-    if v.__class__ is dict:
+    if isinstance(v, dict):
         return v  # type: ignore[no-any-return]
     raise expected("an object", v, *path)
 
 
 def opt_list(v: Any, *path: str | int) -> list[Any] | None:
-    if v is None or v.__class__ is list:
+    if v is None or isinstance(v, list):
         return v  # type: ignore[no-any-return]
     raise expected("an array", v, *path)
 
 
 def req_list(v: Any, *path: str | int) -> list[Any]:
-    if v.__class__ is list:
+    if isinstance(v, list):
         return v  # type: ignore[no-any-return]
     raise expected("an array", v, *path)
 

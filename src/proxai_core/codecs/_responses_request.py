@@ -105,7 +105,7 @@ _SERVICE_TIERS = frozenset({"auto", "default", "flex", "scale", "priority", "fas
 def _image(p: dict[str, Any], *path: str | int) -> Image:
     detail = opt_str(p.get("detail"), *path, "detail")
     url = p.get("image_url")
-    if url.__class__ is str:
+    if isinstance(url, str):
         parsed = parse_data_url(url)
         if parsed is not None:
             return Image(source="base64", media_type=parsed[0], data=parsed[1], detail=detail)
@@ -113,7 +113,7 @@ def _image(p: dict[str, Any], *path: str | int) -> Image:
     if url is not None:
         raise expected("a string", url, *path, "image_url")
     fid = p.get("file_id")
-    if fid.__class__ is str:
+    if isinstance(fid, str):
         return Image(source="file", file_id=fid, detail=detail)
     fail("input_image needs image_url or file_id", *path)
 
@@ -130,14 +130,14 @@ def _file(p: dict[str, Any], *path: str | int) -> Document:
     if furl is not None:
         return Document(source="url", url=furl, filename=filename)
     fid = p.get("file_id")
-    if fid.__class__ is str:
+    if isinstance(fid, str):
         return Document(source="file", file_id=fid, filename=filename)
     fail("input_file needs file_data, file_url or file_id", *path)
 
 
 def _content_part(p: Any, *path: str | int) -> Part:
     """A content part other than a plain text (those are read by ``_parts``)."""
-    if p.__class__ is not dict:
+    if not isinstance(p, dict):
         raise expected("an object", p, *path)
     t = p.get("type")
     if t == "input_text" or t == "output_text":
@@ -157,12 +157,12 @@ def _content_part(p: Any, *path: str | int) -> Part:
 
 def _plain_text(p: Any) -> str | None:
     """The text of a plain text part (input_text, or output_text without annotations); else None."""
-    if p.__class__ is dict:
+    if isinstance(p, dict):
         t = p.get("type")
         if t == "input_text" or t == "output_text" and not p.get("annotations"):
             text = p.get("text")
-            if text.__class__ is str:
-                return text  # type: ignore[no-any-return]
+            if isinstance(text, str):
+                return text
     return None
 
 
@@ -177,11 +177,11 @@ def _parts(c: list[Any], key: str, i: int, field: str) -> list[Part]:
 
 def _tool_output(out: Any, key: str, i: int) -> list[Text | Image | Document]:
     """A tool output other than a string (read where the item is)."""
-    if out.__class__ is not list:
+    if not isinstance(out, list):
         raise expected("a string or an array of content parts", out, key, i, "output")
     parts = _parts(out, key, i, "output")
     for j, part in enumerate(parts):
-        if part.__class__ is not Text and part.__class__ is not Image and part.__class__ is not Document:
+        if not isinstance(part, Text) and not isinstance(part, Image) and not isinstance(part, Document):
             fail("only input_text, input_image and input_file are allowed in a tool output",
                  key, i, "output", j, "type")
     return parts  # type: ignore[return-value]
@@ -222,15 +222,14 @@ def _reasoning(item: dict[str, Any], key: str, i: int, w: list[str]) -> Reasonin
 def _decode_input(inp: Any, w: list[str], key: str = "input") -> list[Message]:
     if inp is None:
         return []
-    if inp.__class__ is str:
+    if isinstance(inp, str):
         return [Message("user", [Text(inp)])]
-    if inp.__class__ is not list:
+    if not isinstance(inp, list):
         raise expected("a string or an array of items", inp, key)
     msgs: list[Message] = []
-    append = msgs.append
     group: str | None = None  # "assistant" | "tools": the kind of the last message, when open for merging
     for i, item in enumerate(inp):
-        if item.__class__ is not dict:
+        if not isinstance(item, dict):
             raise expected("an object", item, key, i)
         t = item.get("type")
         if t is None and "role" in item or t == "message":
@@ -238,61 +237,51 @@ def _decode_input(inp: Any, w: list[str], key: str = "input") -> list[Message]:
             if role not in _ROLES:
                 fail(f"unknown role {role!r}", key, i, "role")
             c = item.get("content")
-            parts: list[Part] | None = None
-            text: str | None = None
-            if c.__class__ is list:
-                if len(c) == 1:  # one plain text part (the usual message): the message is its text
-                    p = c[0]
-                    if p.__class__ is dict:
-                        pt = p.get("type")
-                        if pt == "input_text" or pt == "output_text" and not p.get("annotations"):
-                            text = p.get("text")
-                            if text.__class__ is not str:
-                                text = None
-                if text is None:
-                    parts = _parts(c, key, i, "content")
-            elif c.__class__ is str:
-                text = c
+            parts: list[Part]
+            if isinstance(c, list):
+                parts = _parts(c, key, i, "content")
+            elif isinstance(c, str):
+                parts = [Text(c)]
             else:
                 raise expected("a string or an array of content parts", c, key, i, "content")
             if role != "assistant":
-                append(Message(role, parts, None, text))
+                msgs.append(Message(role, parts))
                 group = None
-            elif text is None and not parts:
+            elif not parts:
                 pass  # nothing to join
             elif group == "assistant":
-                msgs[-1].parts += [Text(text)] if text is not None else parts or []
+                msgs[-1].parts += parts
             else:
-                append(Message("assistant", parts, None, text))
+                msgs.append(Message("assistant", parts))
                 group = "assistant"
             continue
         if t == "function_call" or t == "custom_tool_call":
             call_id = item.get("call_id")
             name = item.get("name")
-            if call_id.__class__ is not str:
+            if not isinstance(call_id, str):
                 raise expected("a string", call_id, key, i, "call_id")
-            if name.__class__ is not str:
+            if not isinstance(name, str):
                 raise expected("a string", name, key, i, "name")
             ns = item.get("namespace")
             if ns is not None and opt_str(ns, key, i, "namespace"):
                 name = namespaced_tool_name(ns, name)
             field = "arguments" if t == "function_call" else "input"
             args = item.get(field)
-            if args.__class__ is not str:
+            if not isinstance(args, str):
                 args = opt_str(args, key, i, field) or ""
             iid = item.get("id")
-            if iid is not None and iid.__class__ is not str:
+            if iid is not None and not isinstance(iid, str):
                 raise expected("a string", iid, key, i, "id")
             part: Part = ToolCall(call_id, name, args, "function" if t == "function_call" else "custom", iid)
             kind = "assistant"
         elif t == "function_call_output" or t == "custom_tool_call_output":
             call_id = item.get("call_id")
-            if call_id.__class__ is not str:
+            if not isinstance(call_id, str):
                 raise expected("a string", call_id, key, i, "call_id")
             out = item.get("output")
             tkind: ToolKind = "function" if t == "function_call_output" else "custom"
-            if out.__class__ is str:  # a text (the result is its text) or nothing
-                part = ToolResult(call_id, None, None, tkind, None, out) if out else ToolResult(call_id, [], None, tkind)
+            if isinstance(out, str):  # a text, or nothing
+                part = ToolResult(call_id, [Text(out)] if out else [], None, tkind)
             else:
                 part = ToolResult(call_id, _tool_output(out, key, i), None, tkind)
             kind = "tools"
@@ -307,7 +296,7 @@ def _decode_input(inp: Any, w: list[str], key: str = "input") -> list[Message]:
         if group == kind:
             msgs[-1].parts.append(part)
         else:
-            append(Message("assistant" if kind == "assistant" else "user", [part]))
+            msgs.append(Message("assistant" if kind == "assistant" else "user", [part]))
             group = kind
     return msgs
 
@@ -316,10 +305,10 @@ def _decode_tools(tools: Any, req: Request) -> None:
     if tools is None:
         return
     server: list[dict[str, Any]] = []
-    if tools.__class__ is not list:
+    if not isinstance(tools, list):
         raise expected("an array", tools, "tools")
     for i, t in enumerate(tools):
-        if t.__class__ is not dict:
+        if not isinstance(t, dict):
             raise expected("an object", t, "tools", i)
         tt = t.get("type")
         if tt == "function" or tt == "custom":
@@ -352,16 +341,16 @@ def _tool(t: dict[str, Any], tt: str, *path: str | int) -> Tool:
     """A function or custom tool definition."""
     name = t.get("name")
     description = t.get("description")
-    if name.__class__ is not str:
+    if not isinstance(name, str):
         raise expected("a string", name, *path, "name")
-    if description is not None and description.__class__ is not str:
+    if description is not None and not isinstance(description, str):
         raise expected("a string", description, *path, "description")
     if tt == "function":
         params = t.get("parameters")
         strict = t.get("strict")
-        if params is not None and params.__class__ is not dict:
+        if params is not None and not isinstance(params, dict):
             raise expected("an object", params, *path, "parameters")
-        if strict is not None and strict.__class__ is not bool:
+        if strict is not None and not isinstance(strict, bool):
             raise expected("a boolean", strict, *path, "strict")
         return Tool(name, description, params, "function", strict)
     return Tool(name=name, description=description, kind="custom", format=opt_obj(t.get("format"), *path, "format"))
@@ -370,12 +359,12 @@ def _tool(t: dict[str, Any], tt: str, *path: str | int) -> Tool:
 def _decode_tool_choice(tc: Any, req: Request) -> None:
     if tc is None:
         return
-    if tc.__class__ is str:
+    if isinstance(tc, str):
         if tc not in ("none", "auto", "required"):
             fail(f"unknown tool_choice {tc!r}", "tool_choice")
         req.tool_choice = ToolChoice(tc)  # type: ignore[arg-type]
         return
-    if tc.__class__ is not dict:
+    if not isinstance(tc, dict):
         raise expected("a string or an object", tc, "tool_choice")
     t = tc.get("type")
     if t == "function" or t == "custom":
@@ -436,57 +425,56 @@ def _decode_reasoning(r: Any, req: Request) -> None:
 
 
 def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
-    if body.__class__ is not dict:
+    if not isinstance(body, dict):
         raise expected("an object", body, "body")
     w = warnings
     req = Request()
-    get = body.get
-    v = get("model")
+    v = body.get("model")
     if v is not None:
-        req.model = v if v.__class__ is str else opt_str(v, "model")
-    instr = get("instructions")
+        req.model = v if isinstance(v, str) else opt_str(v, "model")
+    instr = body.get("instructions")
     if instr is not None:
-        if instr.__class__ is str:
+        if isinstance(instr, str):
             if instr:
                 req.system.append(Text(instr))
-        elif instr.__class__ is list:
+        elif isinstance(instr, list):
             for m in _decode_input(instr, w, "instructions"):
                 for p in m.parts:
                     if isinstance(p, Text):
                         req.system.append(p)
         else:
             raise expected("a string or an array of items", instr, "instructions")
-    req.messages = _decode_input(get("input"), w)
+    req.messages = _decode_input(body.get("input"), w)
     # (inline type checks on the usual fields; the getters raise on a mismatch)
-    v = get("tools")
+    v = body.get("tools")
     if v is not None:
         _decode_tools(v, req)
-    v = get("tool_choice")
+    v = body.get("tool_choice")
     if v is not None:
         _decode_tool_choice(v, req)
-    v = get("parallel_tool_calls")
+    v = body.get("parallel_tool_calls")
     if v is not None:
-        req.parallel_tool_calls = v if v.__class__ is bool else opt_bool(v, "parallel_tool_calls")
-    v = get("max_output_tokens")
+        req.parallel_tool_calls = v if isinstance(v, bool) else opt_bool(v, "parallel_tool_calls")
+    v = body.get("max_output_tokens")
     if v is not None:
-        req.max_output_tokens = v if v.__class__ is int else opt_int(v, "max_output_tokens")
-    v = get("temperature")
+        req.max_output_tokens = v if type(v) is int else opt_int(v, "max_output_tokens")
+    v = body.get("temperature")
     if v is not None:
-        req.temperature = v if v.__class__ is float or v.__class__ is int else opt_num(v, "temperature")
-    v = get("top_p")
+        req.temperature = v if isinstance(v, float) or type(v) is int else opt_num(v, "temperature")
+    v = body.get("top_p")
     if v is not None:
-        req.top_p = v if v.__class__ is float or v.__class__ is int else opt_num(v, "top_p")
-    v = get("reasoning")
+        req.top_p = v if isinstance(v, float) or type(v) is int else opt_num(v, "top_p")
+    v = body.get("reasoning")
     if v is not None:
         _decode_reasoning(v, req)
-    v = get("text")
+    v = body.get("text")
     if v is not None:
         _decode_text(v, req)
-    v = get("stream")
+    v = body.get("stream")
     if v is not None:
-        req.stream = v if v.__class__ is bool else bool(opt_bool(v, "stream"))
-    sid = get("safety_identifier")
-    user = get("user")
+        req.stream = v if isinstance(v, bool) else bool(opt_bool(v, "stream"))
+    sid = body.get("safety_identifier")
+    user = body.get("user")
     if sid is not None or user is not None:
         sid = opt_str(sid, "safety_identifier")
         user = opt_str(user, "user")
@@ -531,26 +519,22 @@ def _doc(p: Document) -> dict[str, Any]:
 
 
 def _input_part(p: Part) -> dict[str, Any] | None:
-    c = p.__class__
-    if c is Text:
-        return {"type": "input_text", "text": p.text}  # type: ignore[union-attr]
-    if c is Image:
-        return _img(p)  # type: ignore[arg-type]
-    if c is Document:
-        return _doc(p)  # type: ignore[arg-type]
+    if isinstance(p, Text):
+        return {"type": "input_text", "text": p.text}
+    if isinstance(p, Image):
+        return _img(p)
+    if isinstance(p, Document):
+        return _doc(p)
     return None
 
 
 def _tool_result(p: ToolResult, w: list[str]) -> dict[str, Any]:
-    out: Any = p.text  # a result built from one plain text
-    if out is None:
-        content = p.content
-        if len(content) == 1 and content[0].__class__ is Text:
-            out = content[0].text  # type: ignore[union-attr]
-        elif all(c.__class__ is Text for c in content):
-            out = "".join([c.text for c in content])  # type: ignore[union-attr]
-        else:
-            out = [x for x in map(_input_part, content) if x is not None]
+    out: Any
+    content = p.content
+    if all(isinstance(c, Text) for c in content):
+        out = "".join([c.text for c in content])  # type: ignore[union-attr]
+    else:
+        out = [x for x in map(_input_part, content) if x is not None]
     if p.is_error:
         w.append(f"tool result {p.call_id}: is_error dropped (Responses tool outputs have no error flag)")
     return {"type": "custom_tool_call_output" if p.kind == "custom" else "function_call_output",
@@ -581,36 +565,28 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
     dropped_reasoning = 0  # what was dropped, warned about once at the end
     dropped_opaque: list[str] | None = None
     had_reasoning = False
-    append = items.append
     for mi, m in enumerate(req.messages):
         role = m.role
-        text = m.text
-        if text is not None:  # a message built from its text (one of parts is read part by part below)
-            append({"type": "message", "role": role, "content": [
-                {"type": "output_text", "text": text, "annotations": []} if role == "assistant" else
-                {"type": "input_text", "text": text}]})
-            continue
         parts = m.parts
         if role == "user":
             buf: list[dict[str, Any]] | None = None  # the input parts of the user message being built
             for p in parts:
-                c = p.__class__
-                if c is ToolResult or c is Opaque:  # an item of its own: the message so far goes first
+                if isinstance(p, ToolResult) or isinstance(p, Opaque):  # an item of its own: the message so far goes first
                     if buf:
-                        append({"type": "message", "role": "user", "content": buf})
+                        items.append({"type": "message", "role": "user", "content": buf})
                         buf = None
-                    if c is ToolResult:
-                        append(_tool_result(p, w))  # type: ignore[arg-type]
-                    elif p.protocol == PROTOCOL:  # type: ignore[union-attr]
-                        append(p.raw)  # type: ignore[union-attr]
+                    if isinstance(p, ToolResult):
+                        items.append(_tool_result(p, w))
+                    elif p.protocol == PROTOCOL:
+                        items.append(p.raw)
                     else:
                         if dropped_opaque is None:
                             dropped_opaque = []
-                        dropped_opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
+                        dropped_opaque.append(p.label or p.protocol)
                     continue
-                if c is Text:
-                    ip = {"type": "input_text", "text": p.text}  # type: ignore[union-attr]
-                elif c is Image or c is Document:
+                if isinstance(p, Text):
+                    ip = {"type": "input_text", "text": p.text}
+                elif isinstance(p, Image) or isinstance(p, Document):
                     ip = _input_part(p)  # type: ignore[assignment]
                 else:
                     w.append(f"messages[{mi}]: {p.type} part in a user message dropped")
@@ -620,68 +596,67 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
                 else:
                     buf.append(ip)
             if buf:
-                append({"type": "message", "role": "user", "content": buf})
+                items.append({"type": "message", "role": "user", "content": buf})
         elif role == "assistant":
             start = len(items)
             content: list[dict[str, Any]] | None = None  # the output parts of the message being built
             reasoned = False
             for p in parts:
-                c = p.__class__
-                if c is Text:
-                    cits = p.citations  # type: ignore[union-attr]
-                    op = {"type": "output_text", "text": p.text,  # type: ignore[union-attr]
-                          "annotations": citations_to_annotations(cits, p.text, w) if cits else []}  # type: ignore[union-attr, arg-type]
-                elif c is Refusal:
-                    op = {"type": "refusal", "refusal": p.text}  # type: ignore[union-attr]
+                if isinstance(p, Text):
+                    cits = p.citations
+                    op = {"type": "output_text", "text": p.text,
+                          "annotations": citations_to_annotations(cits, p.text, w) if cits else []}
+                elif isinstance(p, Refusal):
+                    op = {"type": "refusal", "refusal": p.text}
                 else:
                     it: dict[str, Any] | None
-                    if c is ToolCall:
-                        name = p.name  # type: ignore[union-attr]
+                    if isinstance(p, ToolCall):
+                        name = p.name
                         short = names.get(name)
                         if short is None:
                             short = names[name] = short_tool_name(name)
-                        iid = p.item_id  # type: ignore[union-attr]
-                        if p.kind == "custom":  # type: ignore[union-attr]
-                            it = {"type": "custom_tool_call", "call_id": p.id,  # type: ignore[union-attr]
-                                  "name": short, "input": p.arguments}  # type: ignore[union-attr]
+                        iid = p.item_id
+                        if p.kind == "custom":
+                            it = {"type": "custom_tool_call", "call_id": p.id,
+                                  "name": short, "input": p.arguments}
                             if iid and iid.startswith("ctc_"):
                                 it["id"] = iid
                         else:
-                            it = {"type": "function_call", "call_id": p.id,  # type: ignore[union-attr]
-                                  "name": short, "arguments": p.arguments or "{}"}  # type: ignore[union-attr]
+                            it = {"type": "function_call", "call_id": p.id,
+                                  "name": short, "arguments": p.arguments or "{}"}
                             if iid and iid.startswith("fc_"):
                                 it["id"] = iid
-                    elif c is Reasoning:
-                        it = _reasoning_item(p)  # type: ignore[arg-type]
+                    elif isinstance(p, Reasoning):
+                        it = _reasoning_item(p)
                         if it is None:
                             dropped_reasoning += 1
                             continue
                         had_reasoning = reasoned = True
-                    elif c is Opaque and p.protocol == PROTOCOL:  # type: ignore[union-attr]
-                        it = p.raw  # type: ignore[union-attr]
+                    elif isinstance(p, Opaque) and p.protocol == PROTOCOL:
+                        it = p.raw
                         reasoned = True  # (a raw item is checked like a reasoning item below)
-                    elif c is Opaque:
+                    elif isinstance(p, Opaque):
                         if dropped_opaque is None:
                             dropped_opaque = []
-                        dropped_opaque.append(p.label or p.protocol)  # type: ignore[union-attr]
+                        dropped_opaque.append(p.label or p.protocol)
                         continue
-                    elif c is ToolResult:
-                        it = _tool_result(p, w)  # type: ignore[arg-type]
+                    elif isinstance(p, ToolResult):
+                        it = _tool_result(p, w)
                     else:
                         w.append(f"messages[{mi}]: {p.type} part in an assistant message dropped")
                         continue
                     # an item of its own: the message so far goes first
                     if content:
-                        append({"type": "message", "role": "assistant", "content": content})
+                        items.append({"type": "message", "role": "assistant", "content": content})
                         content = None
-                    append(it)
+                    items.append(it)
                     continue
                 if content is None:
                     content = [op]
                 else:
                     content.append(op)
             if content:
-                append({"type": "message", "role": "assistant", "content": content})
+                items.append({"type": "message", "role": "assistant", "content": content})
             elif reasoned and len(items) > start and items[-1].get("type") == "reasoning":
                 # lesson #32: a reasoning item must be followed by the item it produced
                 while len(items) > start and items[-1].get("type") == "reasoning":
@@ -690,12 +665,12 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
         else:  # system / developer inside the conversation
             sys_content = []
             for p in parts:
-                if p.__class__ is Text:
-                    sys_content.append({"type": "input_text", "text": p.text})  # type: ignore[union-attr]
+                if isinstance(p, Text):
+                    sys_content.append({"type": "input_text", "text": p.text})
                 else:
                     w.append(f"messages[{mi}]: {p.type} part in a {role} message dropped")
             if sys_content:
-                append({"type": "message", "role": role, "content": sys_content})
+                items.append({"type": "message", "role": role, "content": sys_content})
     if dropped_reasoning:
         w.append(f"{dropped_reasoning} reasoning part(s) not issued by OpenAI Responses dropped "
                  "(their continuity payload cannot be forwarded)")
