@@ -16,25 +16,9 @@ NAME_LIMIT = 64
 _VALID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
-#: name -> short name at the default limit (it is on every tool, call and choice of every request)
-_SHORT: dict[str, str] = {}
-_SHORT_MAX = 4096
-
-
 def short_tool_name(name: str, limit: int = NAME_LIMIT) -> str:
     """A name every target accepts; unchanged when already valid. Deterministic (reversible via
     :class:`ClientContext`, which recomputes it from the client's tool list)."""
-    if limit == NAME_LIMIT and isinstance(name, str):
-        short = _SHORT.get(name)
-        if short is None:
-            short = _short_tool_name(name, limit)
-            if len(_SHORT) < _SHORT_MAX:
-                _SHORT[name] = short
-        return short
-    return _short_tool_name(name, limit)
-
-
-def _short_tool_name(name: str, limit: int) -> str:
     if _VALID.match(name) and len(name) <= limit:
         return name
     clean = re.sub(r"[^a-zA-Z0-9_-]", "_", name) or "tool"

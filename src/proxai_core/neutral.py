@@ -156,10 +156,13 @@ class Tool:
     namespace: tuple[str, str] | None = None
 
 
+#: "auto" | "none" | "required" | "tool" (one named tool) | "allowed" (subset, with mode)
+ToolChoiceMode = Literal["auto", "none", "required", "tool", "allowed"]
+
+
 @dataclass(slots=True)
 class ToolChoice:
-    #: "auto" | "none" | "required" | "tool" (one named tool) | "allowed" (subset, with mode)
-    mode: Literal["auto", "none", "required", "tool", "allowed"] = "auto"
+    mode: ToolChoiceMode = "auto"
     name: str | None = None
     #: For mode "allowed": tool names and whether one is required.
     allowed: list[str] | None = None

@@ -9,6 +9,7 @@ from typing import Any
 from ..errors import client_status
 from ..neutral import Error, ErrorKind, Usage
 from ..stop import StopInfo, StopKey, StopReason, WireStop, check_stop_table, classify_stop, map_stop
+from ._request_common import count
 from .base import (
     SNIFF_CONTENT,
     SNIFF_DECISIVE,
@@ -68,13 +69,10 @@ def msg_id(src: str | None) -> str:
 
 # ----------------------------------------------------------------------------- usage
 def usage_from_wire(u: dict[str, Any]) -> Usage:
-    # (once or twice per stream: the reads inlined, a JSON int is exactly int, never bool)
-    i, cr, cw, o, det = (u.get("input_tokens"), u.get("cache_read_input_tokens"), u.get("cache_creation_input_tokens"),
-                         u.get("output_tokens"), u.get("output_tokens_details"))
-    r = det.get("thinking_tokens") if isinstance(det, dict) else None
-    return Usage(i if type(i) is int else None, cr if type(cr) is int else None,
-                 cw if type(cw) is int else None, o if type(o) is int else None,
-                 r if type(r) is int else None)
+    details = u.get("output_tokens_details")
+    thinking = details.get("thinking_tokens") if isinstance(details, dict) else None
+    return Usage(count(u.get("input_tokens")), count(u.get("cache_read_input_tokens")),
+                 count(u.get("cache_creation_input_tokens")), count(u.get("output_tokens")), count(thinking))
 
 
 def usage_to_wire(u: Usage | None, *, delta: bool = False) -> dict[str, Any]:

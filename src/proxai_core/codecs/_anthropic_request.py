@@ -34,6 +34,7 @@ from ._request_common import (
     expected,
     fail,
     invalid,
+    is_json_int,
     opt_bool,
     opt_int,
     opt_num,
@@ -192,10 +193,10 @@ def _document(b: dict[str, Any], warnings: list[str], *path: str | int) -> Docum
 
 def _search_result_text(b: dict[str, Any], warnings: list[str], *path: str | int) -> Text:
     content = req_list(b.get("content"), *path, "content")
-    texts = [c.get("text") for c in content if isinstance(c, dict) and isinstance(c.get("text"), str)]
+    texts = [c["text"] for c in content if isinstance(c, dict) and isinstance(c.get("text"), str)]
     head = " ".join(x for x in (b.get("title"), b.get("source")) if isinstance(x, str))
     warn_once(warnings, "search_result blocks are carried as plain text")
-    return Text((head + "\n" if head else "") + "\n".join(texts))  # type: ignore[arg-type]
+    return Text((head + "\n" if head else "") + "\n".join(texts))
 
 
 def _tool_result_content(v: Any, warnings: list[str], *path: str | int) -> list[Text | Image | Document]:
@@ -373,7 +374,7 @@ def _thinking(v: Any, req: Request) -> None:
     rc = req.reasoning or ReasoningConfig()
     if t == "enabled":
         budget = v.get("budget_tokens")
-        if type(budget) is not int:
+        if not is_json_int(budget):
             raise expected("an integer", budget, "thinking", "budget_tokens")
         rc.budget_tokens = budget
     elif t == "adaptive":
@@ -437,7 +438,7 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
     req = Request()
     v = body.get("model")
     if v is not None:
-        req.model = v if isinstance(v, str) else opt_str(v, "model")
+        req.model = opt_str(v, "model")
     msgs = body.get("messages")
     if not isinstance(msgs, list):
         raise expected("an array", msgs, "messages")
@@ -457,13 +458,12 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
             req.messages.append(Message(role, [_block(b, warnings, i, j) for j, b in enumerate(content)]))
         else:
             raise expected("a string or an array of content blocks", content, "messages", i, "content")
-    # (inline type checks on the usual fields; the getters raise on a mismatch)
     v = body.get("max_tokens")
     if v is not None:
-        req.max_output_tokens = v if type(v) is int else opt_int(v, "max_tokens")
+        req.max_output_tokens = opt_int(v, "max_tokens")
     v = body.get("temperature")
     if v is not None:
-        req.temperature = v if isinstance(v, float) or type(v) is int else opt_num(v, "temperature")
+        req.temperature = opt_num(v, "temperature")
     v = body.get("stream")
     if v is not None:
         # Anthropic streams always carry usage
@@ -482,7 +482,7 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         if not isinstance(md, dict):
             raise expected("an object", md, "metadata")
         v = md.get("user_id")
-        req.user = v if isinstance(v, str) else opt_str(v, "metadata", "user_id")
+        req.user = opt_str(v, "metadata", "user_id")
         req.metadata = dict(md)
     if not body.keys() <= _USUAL_FIELDS:
         _decode_rare(body, req, warnings)

@@ -63,8 +63,7 @@ def now() -> int:
 
 # ----------------------------------------------------------------------------- ints
 def as_int(v: Any) -> int | None:
-    if type(v) is int:  # the common case, first (a stream's usage chunk reads several)
-        return v
+    """A count: an integer, or a number truncated; a bool or anything else is none."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     return int(v)
@@ -75,13 +74,10 @@ def decode_usage(u: Any) -> Usage | None:
     """Chat usage (prompt/completion or input/output naming) -> neutral usage (input uncached)."""
     if not isinstance(u, dict):
         return None
-    # (as_int inlined for plain ints: one of these ends every Chat stream)
-    v = u.get("prompt_tokens")
-    prompt = v if type(v) is int else as_int(v)
+    prompt = as_int(u.get("prompt_tokens"))
     if prompt is None:
         prompt = as_int(u.get("input_tokens"))
-    v = u.get("completion_tokens")
-    completion = v if type(v) is int else as_int(v)
+    completion = as_int(u.get("completion_tokens"))
     if completion is None:
         completion = as_int(u.get("output_tokens"))
     pd = u.get("prompt_tokens_details")
@@ -89,18 +85,15 @@ def decode_usage(u: Any) -> Usage | None:
         pd = u.get("input_tokens_details")
     cached = cache_write = None
     if isinstance(pd, dict):
-        v = pd.get("cached_tokens")
-        cached = v if type(v) is int else as_int(v)
-        v = pd.get("cache_write_tokens")
-        cache_write = None if v is None else as_int(v)
+        cached = as_int(pd.get("cached_tokens"))
+        cache_write = as_int(pd.get("cache_write_tokens"))
     if cached is None:
         cached = as_int(u.get("prompt_cache_hit_tokens"))  # DeepSeek
     cd = u.get("completion_tokens_details")
     if not isinstance(cd, dict):
         cd = u.get("output_tokens_details")
     if isinstance(cd, dict):
-        v = cd.get("reasoning_tokens")
-        reasoning = v if type(v) is int else as_int(v)
+        reasoning = as_int(cd.get("reasoning_tokens"))
     else:
         reasoning = None
     if prompt is None and completion is None:

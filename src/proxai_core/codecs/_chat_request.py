@@ -18,7 +18,6 @@ from ..context import short_tool_name
 from ..errors import TranslationError
 from ..jsonutil import dumps
 from ..neutral import (
-    ToolKind,
     Document,
     Image,
     Message,
@@ -33,6 +32,8 @@ from ..neutral import (
     Tool,
     ToolCall,
     ToolChoice,
+    ToolChoiceMode,
+    ToolKind,
     ToolResult,
 )
 from ._chat_common import PROTOCOL, reasoning_parts, thinking_text
@@ -42,6 +43,7 @@ from ._request_common import (
     expected,
     fail,
     invalid,
+    is_json_int,
     opt_bool,
     opt_int,
     opt_num,
@@ -280,7 +282,7 @@ def _decode_assistant(m: dict[str, Any], content: Any, i: int, kinds: dict[str, 
 
 
 def _decode_messages(msgs: Any, req: Request, warnings: list[str]) -> None:
-    """One pass: each message is checked while it is read (a plain text content is read inline)."""
+    """One pass: each message is checked while it is read."""
     if not isinstance(msgs, list):
         raise expected("an array", msgs, "messages")
     kinds: dict[str, str] = {}  # the custom calls' ids (a result of any other id is a function's)
@@ -400,12 +402,16 @@ def _named_choice(obj: dict[str, Any], key: str) -> ToolChoice:
     fail(f"unknown tool_choice type {t!r}", key, "type")
 
 
+#: the tool_choice strings ("any" is Mistral's spelling of "required")
+_CHOICE_MODES: dict[str, ToolChoiceMode] = {"auto": "auto", "none": "none", "required": "required",
+                                            "any": "required"}
+
+
 def _decode_tool_choice(tc: Any, key: str = "tool_choice") -> ToolChoice:
     if isinstance(tc, str):
-        if tc in ("auto", "none", "required"):
-            return ToolChoice(tc)  # type: ignore[arg-type]
-        if tc == "any":  # Mistral's spelling of "required"
-            return ToolChoice("required")
+        mode = _CHOICE_MODES.get(tc)
+        if mode is not None:
+            return ToolChoice(mode)
         fail(f"expected 'auto', 'none', 'required' or an object, got {tc!r}", key)
     if isinstance(tc, dict):
         return _named_choice(tc, key)
@@ -455,7 +461,7 @@ def _decode_rare(body: dict[str, Any], req: Request) -> None:
         if isinstance(rz.get("effort"), str) and rc.effort is None:
             rc.effort = rz["effort"]
         mx = rz.get("max_tokens")
-        if type(mx) is int:
+        if is_json_int(mx):
             rc.budget_tokens = mx
         if rz.get("enabled") is False or rc.effort == "none":
             rc.disabled = True
@@ -475,7 +481,7 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
     req = Request()
     v = body.get("model")
     if v is not None:
-        req.model = v if isinstance(v, str) else opt_str(v, "model")
+        req.model = opt_str(v, "model")
     if rare:
         n = opt_int(body.get("n"), "n")
         if n is not None and n > 1:
@@ -503,21 +509,20 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
                 req.tool_choice = _named_choice({"type": "function", "function": fc}, "function_call")
             else:
                 req.tool_choice = _decode_tool_choice(fc, "function_call")
-    # (inline type checks on the usual fields; the getters raise on a mismatch)
     v = body.get("parallel_tool_calls")
     if v is not None:
-        req.parallel_tool_calls = v if isinstance(v, bool) else opt_bool(v, "parallel_tool_calls")
+        req.parallel_tool_calls = opt_bool(v, "parallel_tool_calls")
     v = body.get("max_completion_tokens")
     if v is not None:
-        req.max_output_tokens = v if type(v) is int else opt_int(v, "max_completion_tokens")
+        req.max_output_tokens = opt_int(v, "max_completion_tokens")
     v = body.get("max_tokens")
     if v is not None:
-        mt = v if type(v) is int else opt_int(v, "max_tokens")
+        mt = opt_int(v, "max_tokens")
         if req.max_output_tokens is None:
             req.max_output_tokens = mt
     v = body.get("temperature")
     if v is not None:
-        req.temperature = v if isinstance(v, float) or type(v) is int else opt_num(v, "temperature")
+        req.temperature = opt_num(v, "temperature")
     v = body.get("response_format")
     if v is not None:
         req.output_format = _decode_response_format(v)
@@ -529,7 +534,7 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         req.include_usage = bool(req_obj(v, "stream_options").get("include_usage"))
     v = body.get("user")
     if v is not None:
-        req.user = v if isinstance(v, str) else opt_str(v, "user")
+        req.user = opt_str(v, "user")
     if rare:
         _decode_rare(body, req)
     read_tail(body, req, warnings, _TAIL)

@@ -14,7 +14,7 @@ import re
 import time
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote, unquote, unquote_plus
+from urllib.parse import parse_qsl, quote, unquote
 
 import orjson
 
@@ -32,6 +32,7 @@ from ..stop import (
     classify_stop,
     map_stop,
 )
+from ._request_common import count
 from .base import (
     SNIFF_DECISIVE,
     SNIFF_KEYS,
@@ -105,47 +106,18 @@ _MODELS = re.compile(r"^/v1(?:alpha|beta\d*|\d*)?(?:(?:/projects/[^/]+/locations
                      r"(?:/[^/:?]+)?$")
 
 
-#: (request path without its query, alt=sse) -> facts: a client's path repeats on every request;
-#: a whole request path whose query is empty or ``alt=sse`` (no credential) -> facts, looked up first
-_ENDPOINT_FACTS: dict[tuple[str, bool] | str, PathFacts | None] = {}
-_ENDPOINT_FACTS_MAX = 1024
-#: longer paths are parsed each time, never kept: the cache holds at most 1024 × 256 characters
-_ENDPOINT_FACTS_PATH_MAX = 256
-_PLAIN_QUERIES = ("", "alt=sse")
-
-
 def parse_endpoint(path: str) -> PathFacts | None:
     """The Gemini endpoint a request path or whole URL names (query included), or None."""
-    cache = _ENDPOINT_FACTS
-    if path in cache:
-        return cache[path]
-    whole = path
     if "://" in path:  # a whole URL (stored flows): its path
         path = "/" + path.split("://", 1)[1].partition("/")[2]
     p, _, query = path.partition("?")
-    sse = False
-    for field in query.split("&") if query else ():  # (what parse_qsl reads, without its lists)
-        k, _, v = field.partition("=")
-        if "%" in field or "+" in field:  # (otherwise decoding changes nothing)
-            k, v = unquote_plus(k), unquote_plus(v)
-        if k == "alt" and v == "sse":
-            sse = True
-    key = (p, sse)  # (never the query: it may carry the key)
-    if key in cache:
-        facts = cache[key]
-    else:
-        m = _PATH.match(p)
-        facts = None
-        if m is not None:
-            method = m.group("method")
-            facts = PathFacts("count_tokens" if method == "countTokens" else "generate", m.group("prefix"),
-                              unquote(m.group("model")), method == "streamGenerateContent", sse)
-        if len(cache) < _ENDPOINT_FACTS_MAX and len(p) <= _ENDPOINT_FACTS_PATH_MAX:
-            cache[key] = facts
-    if (whole is path and query in _PLAIN_QUERIES and len(cache) < _ENDPOINT_FACTS_MAX
-            and len(whole) <= _ENDPOINT_FACTS_PATH_MAX):
-        cache[whole] = facts
-    return facts
+    m = _PATH.match(p)
+    if m is None:
+        return None
+    method = m.group("method")
+    return PathFacts("count_tokens" if method == "countTokens" else "generate", m.group("prefix"),
+                     unquote(m.group("model")), method == "streamGenerateContent",
+                     ("alt", "sse") in parse_qsl(query))
 
 
 def is_models_list(path: str) -> bool:
@@ -239,20 +211,9 @@ def stop_to_wire(stop: StopInfo, has_tools: bool, warnings: list[str]) -> tuple[
 def usage_from_wire(u: dict[str, Any]) -> Usage | None:
     """``usageMetadata`` -> neutral: prompt tokens include cached ones; candidates exclude thoughts;
     tool-use prompt tokens are input the model read."""
-    # (``__class__ is int``: what as_int says: a bool or a float is no count; five plain reads, since
-    # this runs on every stream: a generator over the keys costs more than the rest of the function)
-    prompt, cand, cached = u.get("promptTokenCount"), u.get("candidatesTokenCount"), u.get("cachedContentTokenCount")
-    thoughts, tool = u.get("thoughtsTokenCount"), u.get("toolUsePromptTokenCount")
-    if type(prompt) is not int:
-        prompt = None
-    if type(cand) is not int:
-        cand = None
-    if type(cached) is not int:
-        cached = None
-    if type(thoughts) is not int:
-        thoughts = None
-    if type(tool) is not int:
-        tool = None
+    prompt, cand = count(u.get("promptTokenCount")), count(u.get("candidatesTokenCount"))
+    cached, thoughts = count(u.get("cachedContentTokenCount")), count(u.get("thoughtsTokenCount"))
+    tool = count(u.get("toolUsePromptTokenCount"))
     if prompt is None and cand is None and thoughts is None and cached is None and tool is None:
         return None
     inp = None
@@ -502,15 +463,17 @@ class StreamReader(SSEReader):
         # (once the framing is known, a later read may well start with "[": never looked at again)
         if self._sse:
             return self._read(chunk)
-        if self._arr is not None:
-            return self._feed_array(chunk)
-        mode = self._mode(chunk)
-        if mode is None:
-            return []
-        return self._feed_array(chunk) if mode else self._read(chunk)
+        if self._arr is None:
+            mode = self._mode(chunk)
+            if mode is None:
+                return []
+            if not mode:
+                return self._read(chunk)
+        return self._feed_array(chunk)
 
     def _feed_array(self, chunk: bytes) -> list[tuple[str | None, str]]:
-        return [(None, e) for e in self._arr.feed_bytes(chunk)]  # type: ignore[union-attr]
+        arr = self._arr
+        return [] if arr is None else [(None, e) for e in arr.feed_bytes(chunk)]
 
     def close(self) -> list[tuple[str | None, str]]:
         arr = self._arr
@@ -527,15 +490,16 @@ class StreamReader(SSEReader):
         re-framed); the SSE form forwards whole events only."""
         if self._sse:
             return SSEReader.feed_raw(self, chunk)
-        if self._arr is not None:
-            return self._feed_raw_array(chunk)
-        mode = self._mode(chunk)
-        if mode is None:
-            return [None], [chunk]
-        return self._feed_raw_array(chunk) if mode else SSEReader.feed_raw(self, chunk)
+        if self._arr is None:
+            mode = self._mode(chunk)
+            if mode is None:
+                return [None], [chunk]
+            if not mode:
+                return SSEReader.feed_raw(self, chunk)
+        return self._feed_raw_array(chunk)
 
     def _feed_raw_array(self, chunk: bytes) -> tuple[list[Any], list[bytes]]:
-        events: list[Any] = [(None, e) for e in self._arr.feed_bytes(chunk)]  # type: ignore[union-attr]
+        events: list[Any] = self._feed_array(chunk)
         if not events:
             return [None], [chunk]
         return events, [b""] * (len(events) - 1) + [chunk]

@@ -482,15 +482,10 @@ def _generation(v: Any, req: Request) -> None:
     if not g:
         return
     p = "generationConfig"
-    # (inline type checks on the usual fields; the getters raise on a mismatch)
-    if (x := g.get("maxOutputTokens")) is not None:
-        req.max_output_tokens = x if type(x) is int else _opt_int(g, "maxOutputTokens", p)
-    if (x := g.get("temperature")) is not None:
-        req.temperature = x if isinstance(x, float) or type(x) is int else _opt_num(g, "temperature", p)
-    if (x := g.get("topP")) is not None:
-        req.top_p = x if isinstance(x, float) or type(x) is int else _opt_num(g, "topP", p)
-    if (x := g.get("topK")) is not None:
-        req.top_k = x if type(x) is int else _opt_int(g, "topK", p)
+    req.max_output_tokens = _opt_int(g, "maxOutputTokens", p)
+    req.temperature = _opt_num(g, "temperature", p)
+    req.top_p = _opt_num(g, "topP", p)
+    req.top_k = _opt_int(g, "topK", p)
     if g.keys() <= _GEN_SAMPLING:
         return
     req.seed = _opt_int(g, "seed", p)

@@ -4,13 +4,13 @@ One validation dialect for every client request: an error is a :class:`Translati
 message is ``field.path: what is wrong`` (``messages[2].content: expected a string or an array, got
 integer``; JSON type names), and whose ``field`` is that path. Paths are given as parts (``"messages",
 2, "content"``) and joined only when an error is raised, so a valid request pays nothing for them.
-Decoders check the hot fields inline (``isinstance(v, str)``) and raise with these builders; the
-getters below are for the others.
+Decoders check a field inline (``isinstance(v, str)``) and raise with these builders, or read it
+with the getters below.
 """
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeGuard
 
 from ..errors import TranslationError
 from ..neutral import Request
@@ -53,57 +53,67 @@ def fail(why: str, *path: str | int) -> NoReturn:
 
 
 # ----------------------------------------------------------------------------- getters
+def is_json_int(v: Any) -> TypeGuard[int]:
+    """``v`` is a JSON integer (``bool`` is a subclass of ``int`` in Python; ``true`` is no count)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def count(v: Any) -> int | None:
+    """A token count of a response: a JSON integer, else none (a bool or a float is no count)."""
+    return v if is_json_int(v) else None
+
+
 def req_str(v: Any, *path: str | int) -> str:
     if isinstance(v, str):
-        return v  # type: ignore[no-any-return]
+        return v
     raise expected("a string", v, *path)
 
 
 def opt_str(v: Any, *path: str | int) -> str | None:
     if v is None or isinstance(v, str):
-        return v  # type: ignore[no-any-return]
+        return v
     raise expected("a string", v, *path)
 
 
 def opt_int(v: Any, *path: str | int) -> int | None:
-    if v is None or type(v) is int:
-        return v  # type: ignore[no-any-return]
+    if v is None or is_json_int(v):
+        return v
     raise expected("an integer", v, *path)
 
 
 def opt_num(v: Any, *path: str | int) -> float | None:
-    if v is None or type(v) is int or isinstance(v, float):
-        return v  # type: ignore[no-any-return]
+    if v is None or is_json_int(v) or isinstance(v, float):
+        return v
     raise expected("a number", v, *path)
 
 
 def opt_bool(v: Any, *path: str | int) -> bool | None:
     if v is None or isinstance(v, bool):
-        return v  # type: ignore[no-any-return]
+        return v
     raise expected("a boolean", v, *path)
 
 
 def opt_obj(v: Any, *path: str | int) -> dict[str, Any] | None:
     if v is None or isinstance(v, dict):
-        return v  # type: ignore[no-any-return]
+        return v
     raise expected("an object", v, *path)
 
 
 def req_obj(v: Any, *path: str | int) -> dict[str, Any]:
     if isinstance(v, dict):
-        return v  # type: ignore[no-any-return]
+        return v
     raise expected("an object", v, *path)
 
 
 def opt_list(v: Any, *path: str | int) -> list[Any] | None:
     if v is None or isinstance(v, list):
-        return v  # type: ignore[no-any-return]
+        return v
     raise expected("an array", v, *path)
 
 
 def req_list(v: Any, *path: str | int) -> list[Any]:
     if isinstance(v, list):
-        return v  # type: ignore[no-any-return]
+        return v
     raise expected("an array", v, *path)
 
 

@@ -20,6 +20,7 @@ from ..stop import (
     map_stop,
 )
 from ._openai_common import credentials, error_body, error_facts
+from ._request_common import count
 from .base import SNIFF_DECISIVE, Capabilities, Endpoints, Evidence, RequestFields
 
 PROTOCOL = "openai_responses"
@@ -172,30 +173,23 @@ def citations_to_annotations(cits: list[dict[str, Any]] | None, text: str,
 
 
 # ----------------------------------------------------------------------------- usage
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-_NONE: dict[str, Any] = {}
-
-
 def decode_usage(u: Any) -> Usage | None:
     if not isinstance(u, dict):
         return None
-    total = _int(u.get("input_tokens"))
+    total = count(u.get("input_tokens"))
     det = u.get("input_tokens_details")
     if not isinstance(det, dict):
-        det = _NONE
-    cached = _int(det.get("cached_tokens"))
-    cw = _int(det.get("cache_write_tokens"))
+        det = {}
+    cached = count(det.get("cached_tokens"))
+    cw = count(det.get("cache_write_tokens"))
     odet = u.get("output_tokens_details")
     inp = None
     if total is not None:
         inp = total - (cached or 0) - (cw or 0)
         if inp < 0:
             inp = 0
-    return Usage(input=inp, cache_read=cached, cache_write=cw, output=_int(u.get("output_tokens")),
-                 reasoning=_int(odet.get("reasoning_tokens")) if isinstance(odet, dict) else None)
+    return Usage(input=inp, cache_read=cached, cache_write=cw, output=count(u.get("output_tokens")),
+                 reasoning=count(odet.get("reasoning_tokens")) if isinstance(odet, dict) else None)
 
 
 def encode_usage(u: Usage | None) -> dict[str, Any] | None:

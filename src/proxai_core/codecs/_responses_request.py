@@ -43,6 +43,7 @@ from ..neutral import (
     Tool,
     ToolCall,
     ToolChoice,
+    ToolChoiceMode,
     ToolKind,
     ToolResult,
 )
@@ -179,12 +180,13 @@ def _tool_output(out: Any, key: str, i: int) -> list[Text | Image | Document]:
     """A tool output other than a string (read where the item is)."""
     if not isinstance(out, list):
         raise expected("a string or an array of content parts", out, key, i, "output")
-    parts = _parts(out, key, i, "output")
-    for j, part in enumerate(parts):
-        if not isinstance(part, Text) and not isinstance(part, Image) and not isinstance(part, Document):
+    content: list[Text | Image | Document] = []
+    for j, part in enumerate(_parts(out, key, i, "output")):
+        if not isinstance(part, (Text, Image, Document)):
             fail("only input_text, input_image and input_file are allowed in a tool output",
                  key, i, "output", j, "type")
-    return parts  # type: ignore[return-value]
+        content.append(part)
+    return content
 
 
 def _texts(v: Any, *path: str | int) -> list[str]:
@@ -356,13 +358,17 @@ def _tool(t: dict[str, Any], tt: str, *path: str | int) -> Tool:
     return Tool(name=name, description=description, kind="custom", format=opt_obj(t.get("format"), *path, "format"))
 
 
+_CHOICE_MODES: dict[str, ToolChoiceMode] = {"none": "none", "auto": "auto", "required": "required"}
+
+
 def _decode_tool_choice(tc: Any, req: Request) -> None:
     if tc is None:
         return
     if isinstance(tc, str):
-        if tc not in ("none", "auto", "required"):
+        mode = _CHOICE_MODES.get(tc)
+        if mode is None:
             fail(f"unknown tool_choice {tc!r}", "tool_choice")
-        req.tool_choice = ToolChoice(tc)  # type: ignore[arg-type]
+        req.tool_choice = ToolChoice(mode)
         return
     if not isinstance(tc, dict):
         raise expected("a string or an object", tc, "tool_choice")
@@ -431,7 +437,7 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
     req = Request()
     v = body.get("model")
     if v is not None:
-        req.model = v if isinstance(v, str) else opt_str(v, "model")
+        req.model = opt_str(v, "model")
     instr = body.get("instructions")
     if instr is not None:
         if isinstance(instr, str):
@@ -445,7 +451,6 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         else:
             raise expected("a string or an array of items", instr, "instructions")
     req.messages = _decode_input(body.get("input"), w)
-    # (inline type checks on the usual fields; the getters raise on a mismatch)
     v = body.get("tools")
     if v is not None:
         _decode_tools(v, req)
@@ -454,16 +459,16 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         _decode_tool_choice(v, req)
     v = body.get("parallel_tool_calls")
     if v is not None:
-        req.parallel_tool_calls = v if isinstance(v, bool) else opt_bool(v, "parallel_tool_calls")
+        req.parallel_tool_calls = opt_bool(v, "parallel_tool_calls")
     v = body.get("max_output_tokens")
     if v is not None:
-        req.max_output_tokens = v if type(v) is int else opt_int(v, "max_output_tokens")
+        req.max_output_tokens = opt_int(v, "max_output_tokens")
     v = body.get("temperature")
     if v is not None:
-        req.temperature = v if isinstance(v, float) or type(v) is int else opt_num(v, "temperature")
+        req.temperature = opt_num(v, "temperature")
     v = body.get("top_p")
     if v is not None:
-        req.top_p = v if isinstance(v, float) or type(v) is int else opt_num(v, "top_p")
+        req.top_p = opt_num(v, "top_p")
     v = body.get("reasoning")
     if v is not None:
         _decode_reasoning(v, req)
@@ -531,8 +536,9 @@ def _input_part(p: Part) -> dict[str, Any] | None:
 def _tool_result(p: ToolResult, w: list[str]) -> dict[str, Any]:
     out: Any
     content = p.content
-    if all(isinstance(c, Text) for c in content):
-        out = "".join([c.text for c in content])  # type: ignore[union-attr]
+    texts = [c.text for c in content if isinstance(c, Text)]
+    if len(texts) == len(content):
+        out = "".join(texts)
     else:
         out = [x for x in map(_input_part, content) if x is not None]
     if p.is_error:
@@ -586,8 +592,10 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
                     continue
                 if isinstance(p, Text):
                     ip = {"type": "input_text", "text": p.text}
-                elif isinstance(p, Image) or isinstance(p, Document):
-                    ip = _input_part(p)  # type: ignore[assignment]
+                elif isinstance(p, Image):
+                    ip = _img(p)
+                elif isinstance(p, Document):
+                    ip = _doc(p)
                 else:
                     w.append(f"messages[{mi}]: {p.type} part in a user message dropped")
                     continue
