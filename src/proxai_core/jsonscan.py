@@ -31,7 +31,7 @@ MAX_INT_DIGITS = 4300
 
 # inside a string, besides the quote and the backslash: raw control characters and surrogates are
 # errors (looked for only when str.isprintable says the text has something unusual: it is faster)
-_BAD = re.compile("[\x00-\x1f\ud800-\udfff]").search
+_BAD_CHAR = re.compile("[\x00-\x1f\ud800-\udfff]")
 _HEXVAL = {c: int(c, 16) for c in "0123456789abcdefABCDEF"}
 _LITERALS = {"t": "rue", "f": "alse", "n": "ull"}
 
@@ -122,7 +122,7 @@ class JsonObjectScanner:
         clean = s.isprintable()  # no control characters or surrogates anywhere
         if st == _STR:
             # the common case: a fragment inside a string, with no quote or escape
-            if not bs and '"' not in s and (clean or not _BAD(s)):
+            if not bs and '"' not in s and (clean or not _BAD_CHAR.search(s)):
                 return True
         elif st == _DEAD:
             return False
@@ -139,7 +139,7 @@ class JsonObjectScanner:
                     b = s.find("\\", i, j)
                     if b >= 0:
                         j = b
-                if not clean and _BAD(s, i, j):
+                if not clean and _BAD_CHAR.search(s, i, j):
                     st = _DEAD
                     break
                 if j == n:

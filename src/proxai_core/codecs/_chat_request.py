@@ -188,7 +188,7 @@ def _custom_call(tc: dict[str, Any], tid: str, i: int, j: int) -> ToolCall:
     return ToolCall(tid, name, inp or "", kind="custom")
 
 
-def _at(seq: list[Any], item: Any) -> int:
+def _index_of(seq: list[Any], item: Any) -> int:
     """The index of ``item`` (that very object) in ``seq``: the loops that check each element count
     only when they raise."""
     for j, x in enumerate(seq):
@@ -238,34 +238,34 @@ def _decode_assistant(m: dict[str, Any], content: Any, i: int, kinds: dict[str, 
             raise expected("an array", tcs, "messages", i, "tool_calls")
         for tc in tcs:
             if not isinstance(tc, dict):
-                raise expected("an object", tc, "messages", i, "tool_calls", _at(tcs, tc))
+                raise expected("an object", tc, "messages", i, "tool_calls", _index_of(tcs, tc))
             tid = tc.get("id")
             if not isinstance(tid, str):
-                raise expected("a string", tid, "messages", i, "tool_calls", _at(tcs, tc), "id")
+                raise expected("a string", tid, "messages", i, "tool_calls", _index_of(tcs, tc), "id")
             ttype = tc.get("type")
             fn = tc.get("function")
             if (ttype == "function" or ttype is None) and isinstance(fn, dict):
                 name = fn.get("name")
                 args = fn.get("arguments")
                 if not isinstance(name, str):
-                    raise expected("a string", name, "messages", i, "tool_calls", _at(tcs, tc), "function", "name")
+                    raise expected("a string", name, "messages", i, "tool_calls", _index_of(tcs, tc), "function", "name")
                 if not isinstance(args, str):
                     if args is None:
                         args = ""
                     elif isinstance(args, dict) or isinstance(args, list):
                         args = dumps(args).decode()
                     else:
-                        raise expected("a string", args, "messages", i, "tool_calls", _at(tcs, tc), "function",
+                        raise expected("a string", args, "messages", i, "tool_calls", _index_of(tcs, tc), "function",
                                        "arguments")
                 kinds.pop(tid, None)  # a custom call of the same id before: this one is a function
                 parts.append(ToolCall(tid, name, args))
             elif ttype == "custom":
-                parts.append(_custom_call(tc, tid, i, _at(tcs, tc)))
+                parts.append(_custom_call(tc, tid, i, _index_of(tcs, tc)))
                 kinds[tid] = "custom"
             elif ttype is None or ttype == "function":
-                raise expected("an object", fn, "messages", i, "tool_calls", _at(tcs, tc), "function")
+                raise expected("an object", fn, "messages", i, "tool_calls", _index_of(tcs, tc), "function")
             else:
-                fail(f"unknown tool call type {ttype!r}", "messages", i, "tool_calls", _at(tcs, tc), "type")
+                fail(f"unknown tool call type {ttype!r}", "messages", i, "tool_calls", _index_of(tcs, tc), "type")
     if extras:
         fc = opt_obj(m.get("function_call"), "messages", i, "function_call")
         if fc is not None and isinstance(fc.get("name"), str) and fc["name"]:

@@ -74,7 +74,7 @@ def data_url(media_type: str | None, data: str) -> str:
     return f"data:{media_type or 'application/octet-stream'};base64,{data}"
 
 
-_EXT = {
+_FILE_EXTENSIONS = {
     "application/pdf": "pdf",
     "text/plain": "txt",
     "text/markdown": "md",
@@ -85,7 +85,7 @@ _EXT = {
 
 
 def default_filename(media_type: str | None) -> str:
-    return "document." + _EXT.get(media_type or "", "bin")
+    return "document." + _FILE_EXTENSIONS.get(media_type or "", "bin")
 
 
 # ----------------------------------------------------------------------------- citations

@@ -491,7 +491,7 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
 
 
 # ============================================================================= encode
-def _img(p: Image) -> dict[str, Any]:
+def _input_image(p: Image) -> dict[str, Any]:
     d: dict[str, Any] = {"type": "input_image", "detail": p.detail or "auto"}
     if p.source == "base64":
         d["image_url"] = data_url(p.media_type or "image/png", p.data or "")
@@ -502,7 +502,7 @@ def _img(p: Image) -> dict[str, Any]:
     return d
 
 
-def _doc(p: Document) -> dict[str, Any]:
+def _input_file(p: Document) -> dict[str, Any]:
     d: dict[str, Any] = {"type": "input_file"}
     if p.source == "text":
         # a text file stays a file: input_file takes text/plain data URLs, and the name survives
@@ -527,9 +527,9 @@ def _input_part(p: Part) -> dict[str, Any] | None:
     if isinstance(p, Text):
         return {"type": "input_text", "text": p.text}
     if isinstance(p, Image):
-        return _img(p)
+        return _input_image(p)
     if isinstance(p, Document):
-        return _doc(p)
+        return _input_file(p)
     return None
 
 
@@ -593,9 +593,9 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
                 if isinstance(p, Text):
                     ip = {"type": "input_text", "text": p.text}
                 elif isinstance(p, Image):
-                    ip = _img(p)
+                    ip = _input_image(p)
                 elif isinstance(p, Document):
-                    ip = _doc(p)
+                    ip = _input_file(p)
                 else:
                     w.append(f"messages[{mi}]: {p.type} part in a user message dropped")
                     continue
