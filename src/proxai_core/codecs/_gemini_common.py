@@ -14,7 +14,7 @@ import re
 import time
 from datetime import datetime
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote
+from urllib.parse import quote, unquote, unquote_plus
 
 import orjson
 
@@ -114,10 +114,14 @@ def parse_endpoint(path: str) -> PathFacts | None:
     m = _PATH.match(p)
     if m is None:
         return None
+    sse = False
+    for field in query.split("&") if query else ():  # (what parse_qsl reads, without its lists)
+        k, _, v = field.partition("=")
+        if unquote_plus(k) == "alt" and unquote_plus(v) == "sse":
+            sse = True
     method = m.group("method")
     return PathFacts("count_tokens" if method == "countTokens" else "generate", m.group("prefix"),
-                     unquote(m.group("model")), method == "streamGenerateContent",
-                     ("alt", "sse") in parse_qsl(query))
+                     unquote(m.group("model")), method == "streamGenerateContent", sse)
 
 
 def is_models_list(path: str) -> bool:
