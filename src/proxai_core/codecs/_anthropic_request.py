@@ -586,7 +586,7 @@ def _index(items: list[Any], item: Any) -> int:
 
 
 def _enc_result_content(p: ToolResult, out: dict[str, Any], i: int, parts: list[Any], warnings: list[str]) -> None:
-    """The content of a tool result not built from one plain text, into ``out``."""
+    """The content of a tool result, into ``out``."""
     content = p.content
     if len(content) == 1 and isinstance(content[0], Text) and not content[0].citations \
             and not content[0].cache_control:  # the usual one plain text
@@ -699,6 +699,9 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
     cur: dict[str, Any] = {}
     cur_role: str | None = None
     mixed: list[dict[str, Any]] = []  # user turns where a tool result follows other content
+    # what comes again on every call and result, worked out once per request
+    ids: dict[str, str] = {}  # call id -> the id sent
+    names: dict[str, str] = {}  # tool name -> the name sent
     for i, m in enumerate(req.messages):
         mrole = m.role
         if mrole != "user" and mrole != "assistant":
@@ -738,13 +741,19 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                     if not isinstance(inp, dict):
                         raise invalid("tool call arguments must be a JSON object",
                                       f"messages[{i}].content[{_index(parts, p)}].arguments")
-                tid = p.id
-                b = {"type": "tool_use", "id": _tool_id(tid, warnings),
-                     "name": short_tool_name(p.name), "input": inp}
+                tid = ids.get(p.id)
+                if tid is None:
+                    tid = ids[p.id] = _tool_id(p.id, warnings)
+                name = names.get(p.name)
+                if name is None:
+                    name = names[p.name] = short_tool_name(p.name)
+                b = {"type": "tool_use", "id": tid, "name": name, "input": inp}
             elif isinstance(p, ToolResult):
                 role = "user"
-                tid = p.call_id
-                b = {"type": "tool_result", "tool_use_id": _tool_id(tid, warnings)}
+                tid = ids.get(p.call_id)
+                if tid is None:
+                    tid = ids[p.call_id] = _tool_id(p.call_id, warnings)
+                b = {"type": "tool_result", "tool_use_id": tid}
                 _enc_result_content(p, b, i, parts, warnings)
                 if p.is_error:
                     b["is_error"] = True

@@ -741,7 +741,9 @@ def _encode_tool_result(tr: ToolResult, moved: list[dict[str, Any]] | None, out:
     return moved
 
 
-def _encode_assistant(msg: Message, parts: list[Any], i: int, warnings: list[str]) -> dict[str, Any]:
+def _encode_assistant(msg: Message, parts: list[Any], i: int, names: dict[str, str],
+                      warnings: list[str]) -> dict[str, Any]:
+    """``names``: tool name -> its short name, filled as met."""
     text: str | None = None
     calls: list[dict[str, Any]] | None = None
     refusals: list[str] | None = None
@@ -754,8 +756,10 @@ def _encode_assistant(msg: Message, parts: list[Any], i: int, warnings: list[str
         elif isinstance(p, ToolCall):
             args = p.arguments or "{}" if p.kind != "custom" else orjson.dumps(
                 {"input": p.arguments}).decode()
-            call = {"id": p.id, "type": "function",
-                    "function": {"name": short_tool_name(p.name), "arguments": args}}
+            name = names.get(p.name)
+            if name is None:
+                name = names[p.name] = short_tool_name(p.name)
+            call = {"id": p.id, "type": "function", "function": {"name": name, "arguments": args}}
             if calls is None:
                 calls = [call]
             else:
@@ -847,6 +851,7 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
     messages: list[dict[str, Any]] = []
     if req.system:
         messages.append(_system_message(req.system_role, req.system))
+    names: dict[str, str] = {}  # tool name -> its short name, worked out once per request
     for i, msg in enumerate(req.messages):
         parts = msg.parts
         if len(parts) == 1 and isinstance(parts[0], Text):
@@ -858,7 +863,7 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
             continue
         role = msg.role
         if role == "assistant":
-            messages.append(_encode_assistant(msg, parts, i, warnings))
+            messages.append(_encode_assistant(msg, parts, i, names, warnings))
             continue
         if role != "system" and role != "developer":
             _encode_user(msg, parts, i, messages, warnings)

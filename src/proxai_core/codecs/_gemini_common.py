@@ -98,12 +98,11 @@ def unpack_signature(sig: str) -> dict[str, Any] | None:
 #: /v1/projects/{p}/locations/{l}/publishers/google/models/{model}:{method} (Vertex AI)
 # (Vertex AI: ``/projects/{p}/locations/{l}/publishers/google``, or ``/publishers/google`` alone in
 # express mode, where an API key stands for the project)
-_PATH = re.compile(
-    r"^(?P<prefix>/v1(?:alpha|beta\d*|\d*)?(?:(?:/projects/[^/]+/locations/[^/]+)?/publishers/google)?)"
-    r"/models/(?P<model>[^/:?]+):(?P<method>generateContent|streamGenerateContent|countTokens)$"
-)
+_PREFIX = re.compile(r"/v1(?:alpha|beta\d*|\d*)?(?:(?:/projects/[^/]+/locations/[^/]+)?/publishers/google)?")
 _MODELS = re.compile(r"^/v1(?:alpha|beta\d*|\d*)?(?:(?:/projects/[^/]+/locations/[^/]+)?/publishers/google)?/models"
                      r"(?:/[^/:?]+)?$")
+#: the methods of a model endpoint -> what kind of request each is
+_METHOD_KINDS = {"generateContent": "generate", "streamGenerateContent": "generate", "countTokens": "count_tokens"}
 
 
 def parse_endpoint(path: str) -> PathFacts | None:
@@ -111,17 +110,22 @@ def parse_endpoint(path: str) -> PathFacts | None:
     if "://" in path:  # a whole URL (stored flows): its path
         path = "/" + path.split("://", 1)[1].partition("/")[2]
     p, _, query = path.partition("?")
-    m = _PATH.match(p)
-    if m is None:
+    # {prefix}/models/{model}:{method}; the model has no "/" and no ":"
+    head, _, method = p.rpartition(":")
+    kind = _METHOD_KINDS.get(method)
+    if kind is None:
+        return None
+    prefix, models, model = head.rpartition("/models/")
+    if not models or not model or "/" in model or ":" in model or _PREFIX.fullmatch(prefix) is None:
         return None
     sse = False
     for field in query.split("&") if query else ():  # (what parse_qsl reads, without its lists)
         k, _, v = field.partition("=")
-        if unquote_plus(k) == "alt" and unquote_plus(v) == "sse":
+        if "%" in field or "+" in field:  # an encoded name or value
+            k, v = unquote_plus(k), unquote_plus(v)
+        if k == "alt" and v == "sse":
             sse = True
-    method = m.group("method")
-    return PathFacts("count_tokens" if method == "countTokens" else "generate", m.group("prefix"),
-                     unquote(m.group("model")), method == "streamGenerateContent", sse)
+    return PathFacts(kind, prefix, unquote(model), method == "streamGenerateContent", sse)
 
 
 def is_models_list(path: str) -> bool:

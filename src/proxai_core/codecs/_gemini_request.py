@@ -669,6 +669,7 @@ def _contents(req: Request, system: list[Text], warnings: list[str]) -> list[dic
     inline (a history has thousands)."""
     contents: list[dict[str, Any]] = []
     names: dict[str, str] = {}  # call id -> the function name its response must carry
+    short_names: dict[str, str] = {}  # tool name -> its short name, worked out once per request
     last_role = ""
     last_parts: list[dict[str, Any]] = []
     for m in req.messages:
@@ -697,7 +698,9 @@ def _contents(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                     pending = None
                 continue
             if isinstance(p, ToolCall):
-                name = short_tool_name(p.name)
+                name = short_names.get(p.name)
+                if name is None:
+                    name = short_names[p.name] = short_tool_name(p.name)
                 pid = p.id
                 names[pid] = name
                 arguments = p.arguments

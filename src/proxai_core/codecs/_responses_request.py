@@ -156,23 +156,14 @@ def _content_part(p: Any, *path: str | int) -> Part:
     fail(f"unknown content part type {t!r}", *path, "type")
 
 
-def _plain_text(p: Any) -> str | None:
-    """The text of a plain text part (input_text, or output_text without annotations); else None."""
-    if isinstance(p, dict):
-        t = p.get("type")
-        if t == "input_text" or t == "output_text" and not p.get("annotations"):
-            text = p.get("text")
-            if isinstance(text, str):
-                return text
-    return None
-
-
 def _parts(c: list[Any], key: str, i: int, field: str) -> list[Part]:
-    """``input[i].content`` / ``.output`` parts; a plain text (the usual part) is read here."""
+    """``input[i].content`` / ``.output`` parts; a plain text (the usual part: input_text, or
+    output_text without annotations) is read here."""
     out: list[Part] = []
     for j, p in enumerate(c):
-        text = _plain_text(p)
-        out.append(Text(text) if text is not None else _content_part(p, key, i, field, j))
+        t = p.get("type") if isinstance(p, dict) else None
+        text = p.get("text") if t == "input_text" or t == "output_text" and not p.get("annotations") else None
+        out.append(Text(text) if isinstance(text, str) else _content_part(p, key, i, field, j))
     return out
 
 
@@ -566,7 +557,7 @@ def _reasoning_item(p: Reasoning) -> dict[str, Any] | None:
 
 def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple[list[dict[str, Any]], bool]:
     """The input items, message by message (one loop: per-message calls cost more than the items).
-    ``names``: tool name -> its short name, filled as met (one dict look-up per call, not a call)."""
+    ``names``: tool name -> its short name, filled as met."""
     items: list[dict[str, Any]] = []
     dropped_reasoning = 0  # what was dropped, warned about once at the end
     dropped_opaque: list[str] | None = None
@@ -619,10 +610,9 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
                 else:
                     it: dict[str, Any] | None
                     if isinstance(p, ToolCall):
-                        name = p.name
-                        short = names.get(name)
+                        short = names.get(p.name)
                         if short is None:
-                            short = names[name] = short_tool_name(name)
+                            short = names[p.name] = short_tool_name(p.name)
                         iid = p.item_id
                         if p.kind == "custom":
                             it = {"type": "custom_tool_call", "call_id": p.id,
@@ -690,10 +680,9 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
 def _encode_tools(req: Request, w: list[str], names: dict[str, str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for t in req.tools:
-        name = t.name
-        short = names.get(name)
+        short = names.get(t.name)
         if short is None:
-            short = names[name] = short_tool_name(name)
+            short = names[t.name] = short_tool_name(t.name)
         about = t.description
         if t.kind == "custom":
             d: dict[str, Any] = {"type": "custom", "name": short}
@@ -772,7 +761,7 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
     system = req.system
     if system:
         body["instructions"] = system[0].text if len(system) == 1 else "\n\n".join([t.text for t in system])
-    names: dict[str, str] = {}
+    names: dict[str, str] = {}  # tool name -> its short name, worked out once per request
     items, had_reasoning = _encode_messages(req, w, names)
     body["input"] = items
     tools = _encode_tools(req, w, names)

@@ -118,7 +118,7 @@ class StreamEncoder(TypingProtocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PathFacts:
     """What a request path says where the protocol keeps the model and the method in the URL
     (Gemini: ``/v1beta/models/{model}:streamGenerateContent?alt=sse``)."""
