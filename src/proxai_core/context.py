@@ -19,7 +19,9 @@ _VALID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 def short_tool_name(name: str, limit: int = NAME_LIMIT) -> str:
     """A name every target accepts; unchanged when already valid. Deterministic (reversible via
     :class:`ClientContext`, which recomputes it from the client's tool list)."""
-    if _VALID.match(name) and len(name) <= limit:
+    # (the usual name, an ASCII identifier, is known valid without the pattern)
+    plain = name.isascii() and name.isidentifier() and len(name) <= NAME_LIMIT
+    if (plain or _VALID.match(name)) and len(name) <= limit:
         return name
     clean = re.sub(r"[^a-zA-Z0-9_-]", "_", name) or "tool"
     digest = hashlib.sha1(name.encode("utf-8")).hexdigest()[:8]

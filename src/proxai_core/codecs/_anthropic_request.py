@@ -493,7 +493,8 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
 def _tool_id(tid: str, warnings: list[str]) -> str:
     """The id sent for ``tid``: unchanged when Anthropic accepts it, else a clean one (the same for
     the same id)."""
-    if _TOOL_ID.match(tid):
+    # (the usual id, an ASCII identifier, is known valid without the pattern)
+    if tid.isascii() and tid.isidentifier() or _TOOL_ID.match(tid):
         return tid
     clean = re.sub(r"[^a-zA-Z0-9_-]", "_", tid) or "toolu"
     warn_once(warnings, "tool call ids with characters Anthropic rejects were rewritten")
@@ -699,9 +700,7 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
     cur: dict[str, Any] = {}
     cur_role: str | None = None
     mixed: list[dict[str, Any]] = []  # user turns where a tool result follows other content
-    # what comes again on every call and result, worked out once per request
-    ids: dict[str, str] = {}  # call id -> the id sent
-    names: dict[str, str] = {}  # tool name -> the name sent
+    names: dict[str, str] = {}  # tool name -> the name sent, worked out once per request
     for i, m in enumerate(req.messages):
         mrole = m.role
         if mrole != "user" and mrole != "assistant":
@@ -741,19 +740,13 @@ def _messages(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                     if not isinstance(inp, dict):
                         raise invalid("tool call arguments must be a JSON object",
                                       f"messages[{i}].content[{_index(parts, p)}].arguments")
-                tid = ids.get(p.id)
-                if tid is None:
-                    tid = ids[p.id] = _tool_id(p.id, warnings)
                 name = names.get(p.name)
                 if name is None:
                     name = names[p.name] = short_tool_name(p.name)
-                b = {"type": "tool_use", "id": tid, "name": name, "input": inp}
+                b = {"type": "tool_use", "id": _tool_id(p.id, warnings), "name": name, "input": inp}
             elif isinstance(p, ToolResult):
                 role = "user"
-                tid = ids.get(p.call_id)
-                if tid is None:
-                    tid = ids[p.call_id] = _tool_id(p.call_id, warnings)
-                b = {"type": "tool_result", "tool_use_id": tid}
+                b = {"type": "tool_result", "tool_use_id": _tool_id(p.call_id, warnings)}
                 _enc_result_content(p, b, i, parts, warnings)
                 if p.is_error:
                     b["is_error"] = True

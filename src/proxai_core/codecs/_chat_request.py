@@ -309,7 +309,10 @@ def _decode_messages(msgs: Any, req: Request, warnings: list[str]) -> None:
                 out.append(Message("user", _decode_parts(content, i), name))
         elif role == "assistant":
             leading = tool_turn = False
-            out.append(_decode_assistant(m, content, i, kinds))
+            if isinstance(content, str) and len(m) == 2:  # role and a string content: the usual answer
+                out.append(Message("assistant", [Text(content)] if content else []))
+            else:
+                out.append(_decode_assistant(m, content, i, kinds))
         elif role == "tool":
             leading = False
             cid = m.get("tool_call_id")

@@ -684,93 +684,97 @@ def _contents(req: Request, system: list[Text], warnings: list[str]) -> list[dic
             continue
         else:
             role = "user"
-        # (a thought signature goes on the part it came before; the first function call of a turn
-        # without one carries the skip value)
-        parts: list[dict[str, Any]] = []
-        pending: _Sig | None = None
-        first_call = True
-        for p in m.parts:
-            if isinstance(p, Text):  # the usual part
-                if pending is None:
-                    parts.append({"text": p.text})
-                else:
-                    parts.append({"text": p.text, "thoughtSignature": pending.sig})
-                    pending = None
-                continue
-            if isinstance(p, ToolCall):
-                name = short_names.get(p.name)
-                if name is None:
-                    name = short_names[p.name] = short_tool_name(p.name)
-                pid = p.id
-                names[pid] = name
-                arguments = p.arguments
-                if p.kind == "custom":
-                    args: Any = {"input": arguments}
-                else:
-                    try:
-                        args = orjson.loads(arguments)
-                    except orjson.JSONDecodeError:
-                        if arguments.strip():
-                            warnings.append(f"tool call {pid} had invalid JSON arguments; sent with empty args")
-                        args = {}
+        parts: list[dict[str, Any]]
+        if len(m.parts) == 1 and isinstance(m.parts[0], Text):  # one plain text (the usual turn)
+            parts = [{"text": m.parts[0].text}]
+        else:
+            # (a thought signature goes on the part it came before; the first function call of a
+            # turn without one carries the skip value)
+            parts = []
+            pending: _Sig | None = None
+            first_call = True
+            for p in m.parts:
+                if isinstance(p, Text):  # the usual part
+                    if pending is None:
+                        parts.append({"text": p.text})
                     else:
-                        if not isinstance(args, dict):
-                            args = {"value": args}
-                fc: dict[str, Any] = {"name": name, "args": args}
-                if pid and not pid.startswith(MINTED_PREFIX):
-                    fc["id"] = pid
-                if pending is not None:
-                    parts.append({"functionCall": fc, "thoughtSignature": pending.sig})
-                    pending = None
-                elif first_call:
-                    parts.append({"functionCall": fc, "thoughtSignature": SKIP_SIGNATURE})
-                else:
-                    parts.append({"functionCall": fc})
-                first_call = False
-                continue
-            if isinstance(p, Reasoning):
-                op = p.opaque
-                if role == "user":
+                        parts.append({"text": p.text, "thoughtSignature": pending.sig})
+                        pending = None
                     continue
-                if not op or op.get("protocol") != PROTOCOL:
-                    warn_once(warnings, "reasoning from another protocol was not sent to Gemini (it only accepts "
-                              "its own thought signatures)")
-                    continue
-                sig = op.get("signature") if isinstance(op.get("signature"), str) else None
-                on = op.get("on")
-                if on == "thought" or (on is None and p.text):
-                    part: dict[str, Any] = {"text": p.text, "thought": True}
-                    if sig:
-                        part["thoughtSignature"] = sig
-                    parts.append(part)
-                elif sig is not None:
+                if isinstance(p, ToolCall):
+                    name = short_names.get(p.name)
+                    if name is None:
+                        name = short_names[p.name] = short_tool_name(p.name)
+                    pid = p.id
+                    names[pid] = name
+                    arguments = p.arguments
+                    if p.kind == "custom":
+                        args: Any = {"input": arguments}
+                    else:
+                        try:
+                            args = orjson.loads(arguments)
+                        except orjson.JSONDecodeError:
+                            if arguments.strip():
+                                warnings.append(f"tool call {pid} had invalid JSON arguments; sent with empty args")
+                            args = {}
+                        else:
+                            if not isinstance(args, dict):
+                                args = {"value": args}
+                    fc: dict[str, Any] = {"name": name, "args": args}
+                    if pid and not pid.startswith(MINTED_PREFIX):
+                        fc["id"] = pid
                     if pending is not None:
-                        parts.append({"text": "", "thoughtSignature": pending.sig})
-                    pending = _Sig(sig, on if isinstance(on, str) else "text")
-                continue
+                        parts.append({"functionCall": fc, "thoughtSignature": pending.sig})
+                        pending = None
+                    elif first_call:
+                        parts.append({"functionCall": fc, "thoughtSignature": SKIP_SIGNATURE})
+                    else:
+                        parts.append({"functionCall": fc})
+                    first_call = False
+                    continue
+                if isinstance(p, Reasoning):
+                    op = p.opaque
+                    if role == "user":
+                        continue
+                    if not op or op.get("protocol") != PROTOCOL:
+                        warn_once(warnings, "reasoning from another protocol was not sent to Gemini (it only accepts "
+                                  "its own thought signatures)")
+                        continue
+                    sig = op.get("signature") if isinstance(op.get("signature"), str) else None
+                    on = op.get("on")
+                    if on == "thought" or (on is None and p.text):
+                        part: dict[str, Any] = {"text": p.text, "thought": True}
+                        if sig:
+                            part["thoughtSignature"] = sig
+                        parts.append(part)
+                    elif sig is not None:
+                        if pending is not None:
+                            parts.append({"text": "", "thoughtSignature": pending.sig})
+                        pending = _Sig(sig, on if isinstance(on, str) else "text")
+                    continue
+                if pending is not None:
+                    parts.append({"text": "", "thoughtSignature": pending.sig})
+                    pending = None
+                if isinstance(p, ToolResult):
+                    rname = names.get(p.call_id)
+                    if rname is None:
+                        i, j = _index(req.messages, m), _index(m.parts, p)
+                        raise _fail(f"messages[{i}].parts[{j}].call_id", f"no earlier tool call has the id "
+                                    f"{p.call_id!r} (Gemini names the function in every function response)")
+                    parts.append(_tool_response(p, rname, req, m, warnings))
+                elif isinstance(p, Refusal):
+                    parts.append({"text": p.text})
+                elif isinstance(p, Image) or isinstance(p, Document):
+                    path = f"messages[{_index(req.messages, m)}].parts[{_index(m.parts, p)}]"
+                    parts.append(_enc_media(p, path, warnings))
+                elif isinstance(p, Opaque):
+                    if p.protocol == PROTOCOL:
+                        parts.append(p.raw)
+                    else:
+                        warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Gemini has no "
+                                  "such part")
             if pending is not None:
                 parts.append({"text": "", "thoughtSignature": pending.sig})
-                pending = None
-            if isinstance(p, ToolResult):
-                rname = names.get(p.call_id)
-                if rname is None:
-                    i, j = _index(req.messages, m), _index(m.parts, p)
-                    raise _fail(f"messages[{i}].parts[{j}].call_id", f"no earlier tool call has the id "
-                                f"{p.call_id!r} (Gemini names the function in every function response)")
-                parts.append(_tool_response(p, rname, req, m, warnings))
-            elif isinstance(p, Refusal):
-                parts.append({"text": p.text})
-            elif isinstance(p, Image) or isinstance(p, Document):
-                path = f"messages[{_index(req.messages, m)}].parts[{_index(m.parts, p)}]"
-                parts.append(_enc_media(p, path, warnings))
-            elif isinstance(p, Opaque):
-                if p.protocol == PROTOCOL:
-                    parts.append(p.raw)
-                else:
-                    warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Gemini has no "
-                              "such part")
-        if pending is not None:
-            parts.append({"text": "", "thoughtSignature": pending.sig})
         if not parts:
             continue
         if role == last_role:

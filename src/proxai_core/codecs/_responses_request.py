@@ -565,6 +565,13 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
     for mi, m in enumerate(req.messages):
         role = m.role
         parts = m.parts
+        if len(parts) == 1 and isinstance(parts[0], Text) and not parts[0].citations:
+            # one plain text (the usual message), whatever the role
+            text = parts[0].text
+            items.append({"type": "message", "role": role, "content": [
+                {"type": "output_text", "text": text, "annotations": []} if role == "assistant" else
+                {"type": "input_text", "text": text}]})
+            continue
         if role == "user":
             buf: list[dict[str, Any]] | None = None  # the input parts of the user message being built
             for p in parts:
