@@ -272,8 +272,11 @@ def _block(b: Any, warnings: list[str], i: int, j: int) -> Any:
         cc = b.get("cache_control")
         if cc is not None and not isinstance(cc, dict):
             raise expected("an object", cc, "messages", i, "content", j, "cache_control")
-        return ToolResult(cid, _tool_result_content(b.get("content"), warnings, "messages", i, "content", j,
-                                                    "content"), err, "function", cc)
+        content = b.get("content")
+        if isinstance(content, str):  # a text (the usual result)
+            return ToolResult(cid, [Text(content)] if content else [], err, "function", cc)
+        return ToolResult(cid, _tool_result_content(content, warnings, "messages", i, "content", j, "content"),
+                          err, "function", cc)
     if t == "thinking":
         text = b.get("thinking")
         if not isinstance(text, str):
