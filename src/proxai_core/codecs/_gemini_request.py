@@ -303,6 +303,12 @@ def _messages(contents: list[Any], req: Request, warnings: list[str]) -> None:
         raw_parts = c.get("parts")
         if not isinstance(raw_parts, list):
             raw_parts = _list(raw_parts, f"contents[{i}].parts") if "parts" in c else []
+        if len(raw_parts) == 1:  # a turn of one text part and nothing beside (the usual turn)
+            p = raw_parts[0]
+            text = p.get("text") if isinstance(p, dict) and len(p) == 1 else None
+            if isinstance(text, str) and text:
+                req.messages.append(Message("assistant" if role == "model" else "user", [Text(text)]))
+                continue
         out: list[Any] = []
         results = False
         for k, p in enumerate(raw_parts):
