@@ -527,11 +527,14 @@ def _input_part(p: Part) -> dict[str, Any] | None:
 def _tool_result(p: ToolResult, w: list[str]) -> dict[str, Any]:
     out: Any
     content = p.content
-    texts = [c.text for c in content if isinstance(c, Text)]
-    if len(texts) == len(content):
-        out = "".join(texts)
+    if len(content) == 1 and isinstance(content[0], Text):  # one text (the usual output)
+        out = content[0].text
     else:
-        out = [x for x in map(_input_part, content) if x is not None]
+        texts = [c.text for c in content if isinstance(c, Text)]
+        if len(texts) == len(content):
+            out = "".join(texts)
+        else:
+            out = [x for x in map(_input_part, content) if x is not None]
     if p.is_error:
         w.append(f"tool result {p.call_id}: is_error dropped (Responses tool outputs have no error flag)")
     return {"type": "custom_tool_call_output" if p.kind == "custom" else "function_call_output",
