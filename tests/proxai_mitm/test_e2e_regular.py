@@ -5,6 +5,7 @@ the requests to the fake upstream (connection_strategy=lazy, set by the addon)."
 from __future__ import annotations
 
 import json
+import ssl
 import time
 
 import pytest
@@ -44,7 +45,7 @@ def proxy(upstream, tmp_path_factory):
 def clients(proxy):
     assert proxy.ca_path.exists()
     return make_clients("https://api.openai.test", anthropic_base="https://api.anthropic.test",
-                        proxy=proxy.url, verify=str(proxy.ca_path))
+                        proxy=proxy.url, verify=ssl.create_default_context(cafile=str(proxy.ca_path)))
 
 
 def test_addon_switched_to_lazy_connections(proxy):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -113,7 +114,7 @@ def _client(proxy: Mitmdump, upstream: EchoUpstream, path: str, http2: bool = Fa
         return httpx2.Client(timeout=30), f"{proxy.url}{path}"
     if kind in ("absolute", "upstream"):
         return httpx2.Client(proxy=proxy.url, timeout=30), f"{upstream.url}{path}"
-    return (httpx2.Client(proxy=proxy.url, verify=str(proxy.ca_path), timeout=30, http2=http2),
+    return (httpx2.Client(proxy=proxy.url, verify=ssl.create_default_context(cafile=str(proxy.ca_path)), timeout=30, http2=http2),
             f"https://{HOST}{path}")
 
 
