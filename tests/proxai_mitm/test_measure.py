@@ -303,3 +303,28 @@ def test_price_is_cheap_enough_for_the_event_loop():
     for i in range(200):
         price("claude-sonnet-4-5-20250929", "127.0.0.1:8080", input_total=1000 + i, output=50 + i)
     assert (time.perf_counter() - t) / 200 < 0.0005  # well under genai-prices' ~0.6 ms per calc_price
+
+
+def test_live_time_to_first_token_of_a_gemini_json_array_stream(addon):
+    """A Gemini client that streams without ``alt=sse`` reads one JSON array, passed through: its
+    TTFT is when the chunk with the first text arrived (it was never measured before)."""
+    body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+    f = make_flow(ANTH, body=body, path="/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+                  headers=[("x-goog-api-key", "AIzaCLIENT")])
+    _stamp_request(f)
+    addon.request(f)
+    respond(f, 200, None, "application/json")
+    f.response.timestamp_start = time.time()
+    addon.responseheaders(f)
+    assert f.response.stream  # a stream in the protocol's own framing
+    f.response.stream(GEMINI_ARRAY[0])
+    time.sleep(0.15)  # the model "thinks" before its first text
+    for chunk in GEMINI_ARRAY[1:]:
+        f.response.stream(chunk)
+    f.response.stream(b"")
+    f.response.timestamp_end = time.time()
+    addon.response(f)
+    rec = FlowRecord.of(f)
+    assert rec is not None and rec.stop is not None and rec.stop.reason == "end_turn"
+    m = rec.metrics
+    assert m is not None and m.ttft_ms is not None and m.ttft_ms >= m.headers_ms + 150

@@ -10,11 +10,12 @@ from mitmproxy import exceptions
 from mitmproxy.test import taddons
 
 from proxai_core import Protocol
+from proxai_mitm.flow.record import FlowRecord
 from proxai_mitm.wire import recordcap, streaming
 from proxai_mitm.wire.recordcap import CappedBuffer, RecordLimit, truncation_note
 from proxai_mitm.wire.streaming import StreamHandler
 
-from .helpers import stream_exchange
+from .helpers import ANTH, CHAT, make_flow, respond, stream_exchange
 
 
 def test_capped_buffer_keeps_the_head_and_counts_the_rest():
@@ -75,3 +76,21 @@ def test_record_limit_option():
         assert recordcap.record_limit() == 1234
         with pytest.raises(exceptions.OptionsError, match="proxai_record_limit"):
             tctx.options.update(proxai_record_limit=-1)
+
+
+def test_each_cut_copy_is_recorded_once_in_the_flow_record(addon, monkeypatch):
+    """A translated stream longer than the recording cap: the record names each cut copy (the
+    upstream's and the client's) exactly once."""
+    monkeypatch.setattr(streaming, "record_limit", lambda: 4096)
+    addon.configure(proxai_target=CHAT)
+    f = make_flow(ANTH, stream=True)
+    addon.request(f)
+    respond(f, 200, None, "text/event-stream")
+    addon.responseheaders(f)
+    for ev in _chat_events(2000):
+        f.response.stream(ev)
+    f.response.stream(b"")
+    addon.response(f)
+    rec = FlowRecord.of(f)
+    assert rec is not None and rec.stop is not None and rec.stop.reason == "max_output"
+    assert sorted(t.part for t in rec.truncated) == ["response", "upstream_response"]
