@@ -9,7 +9,6 @@ recorded with, or get them from their timestamps and recorded chunk times.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -193,17 +192,12 @@ def _measures(flow: Any, facts: _Facts, usage: dict[str, Any] | None, model: str
 
 
 def _pretty_host(req: Any) -> str | None:
-    """``req.pretty_host`` (the Host header's host, else the request's), with the header's parse
-    cached: mitmproxy parses and validates it on every read (~15 µs)."""
+    """``req.pretty_host``: the Host header's host, else the request's (the header read without the
+    validation mitmproxy's property repeats on every read)."""
     if not isinstance(req, http.Request):
         return getattr(req, "pretty_host", None)
     authority = req.host_header
-    return _authority_host(authority) if authority else req.host
-
-
-@functools.lru_cache(maxsize=256)
-def _authority_host(authority: str) -> str:
-    return url.parse_authority(authority, check=False)[0]
+    return url.parse_authority(authority, check=False)[0] if authority else req.host
 
 
 def measure_flow(flow: Any, rec: FlowRecord) -> MetricsRecord:
