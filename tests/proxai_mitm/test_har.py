@@ -36,11 +36,12 @@ def _flow(har: HarExport) -> http.HTTPFlow:
     f.response.headers = http.Headers(content_type="application/json")
     f.response.content = json.dumps({"error": {"message": f"bad key {INJECTED}"}}).encode()
     f.response.status_code = 401
-    FlowRecord(client_protocol=Protocol.CHAT, upstream_protocol=Protocol.ANTHROPIC, route="r1",
-               client_request=client_body, upstream_response=f"echo {INJECTED}",
-               stop=StopRecord.model_validate(StopInfo.from_dict({"reason": "error", "raw": "authentication_error",
-                                                                  "message": f"bad key {INJECTED}"}).to_dict()),
-               ).write(f)
+    FlowRecord.write_dict(f, FlowRecord(
+        client_protocol=Protocol.CHAT, upstream_protocol=Protocol.ANTHROPIC, route="r1",
+        client_request=client_body, upstream_response=f"echo {INJECTED}",
+        stop=StopRecord.model_validate(StopInfo.from_dict({"reason": "error", "raw": "authentication_error",
+                                                           "message": f"bad key {INJECTED}"}).to_dict()),
+    ).dump())
     return f
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mitmproxy import io as mio
 
-from proxai_core import Protocol, StopInfo, StopReason
+from proxai_core import Plan, Protocol, StopInfo, StopReason
 from proxai_core.neutral import Usage
 from proxai_mitm.addons.annotate import annotate
 from proxai_mitm.flow.record import METADATA_KEY, SCHEMA_VERSION, FlowRecord
@@ -21,9 +22,9 @@ from .helpers import ANTH, BODIES, CHAT, json_bytes, make_flow, respond
 FLOWS = Path(__file__).resolve().parents[2] / "flows"
 
 
-def to_record(st: FlowState) -> FlowRecord:
-    """The record as production writes it (the annotation addon), read back."""
-    f = make_flow(ANTH)
+def to_record(st: FlowState, f: Any = None) -> FlowRecord:
+    """The record as production writes it (the annotation addon) on flow ``f``, read back."""
+    f = make_flow(ANTH) if f is None else f
     annotate(f, st)
     rec = FlowRecord.of(f)
     assert rec is not None
@@ -57,12 +58,12 @@ def test_schema_1_recordings_are_read():
 def test_round_trip_through_a_flow_file_and_cache():
     f = make_flow(ANTH)
     st = FlowState("generate", Protocol(ANTH), Protocol(CHAT), "r1", client_text=json.dumps(BODIES[ANTH]),
-                   client_model="claude-x", upstream_model="gpt-4o", translation="json",
+                   client_model="claude-x", upstream_model="gpt-4o", translation=Plan.JSON,
                    stop=StopInfo(StopReason.REFUSAL, raw="content_filter", message="no"),
                    usage=Usage(input=3, output=4), upstream_text='{"choices": []}', upstream_status=200,
                    upstream_headers=[("x-id", "1")], replay={"result": "hit", "flow": "abc"},
                    truncated=[("response", 10, 20)])
-    to_record(st).write(f)
+    to_record(st, f)
     assert FlowRecord.of(f) is FlowRecord.of(f)  # validated once, cached on the flow
     buf = io.BytesIO()
     mio.FlowWriter(buf).add(f)  # plain JSON values only: mitmproxy can serialize them
@@ -79,11 +80,10 @@ def test_round_trip_through_a_flow_file_and_cache():
 def test_pass_through_record_keeps_no_body_copies():
     f = make_flow(ANTH)
     respond(f, 200, json_bytes(ANTH), "application/json")
-    st = FlowState("generate", Protocol(ANTH), Protocol(ANTH), None, client_text="{}", translation="observe",
+    st = FlowState("generate", Protocol(ANTH), Protocol(ANTH), None, client_text="{}", translation=Plan.OBSERVE,
                    upstream_text=json_bytes(ANTH).decode())
-    rec = to_record(st)
+    rec = to_record(st, f)
     assert rec.client_request is None and rec.upstream_response is None
-    rec.write(f)
     assert json.loads(rec.client_body(f)) == BODIES[ANTH]
     assert rec.upstream_body(f) == json_bytes(ANTH)
 
@@ -91,7 +91,7 @@ def test_pass_through_record_keeps_no_body_copies():
 def test_the_flows_own_secrets_never_reach_the_record():
     secret = "sk-live-0123456789abcdef"
     st = FlowState("generate", Protocol(ANTH), Protocol(CHAT), "r", client_text=f'{{"k": "{secret}"}}',
-                   translation="json", upstream_text=f"echo {secret}", secrets=(secret,),
+                   translation=Plan.JSON, upstream_text=f"echo {secret}", secrets=(secret,),
                    warnings=[f"w {secret}"], upstream_headers=[("x-echo", secret)],
                    stop=StopInfo(StopReason.OTHER, message=f"bad key {secret}"))
     assert secret not in json.dumps(to_record(st).dump())

@@ -193,14 +193,6 @@ class FlowRecord(_Plain):
         """Plain JSON values for ``flow.metadata`` (what mitmproxy can serialize)."""
         return self.model_dump(mode="json")
 
-    def write(self, flow: Any) -> None:
-        raw = self.dump()
-        flow.metadata[METADATA_KEY] = raw
-        try:
-            setattr(flow, _CACHE_ATTR, (raw, self))
-        except (AttributeError, TypeError):
-            pass
-
     @staticmethod
     def write_dict(flow: Any, raw: dict[str, Any]) -> None:
         """Store an already plain record (``state.record_dict``); it is validated only when read."""
