@@ -19,7 +19,7 @@ from mitmproxy import io as mio
 from proxai_mitm.__main__ import main
 from tests.fake_upstream import FakeUpstream, Reply
 from tests.mitm_harness import Mitmdump, free_port
-from tests.proxai_mitm.test_redact_encoded import KEY, encoded_forms, leaks
+from tests.proxai_mitm.redaction.test_redact_encoded import KEY, encoded_forms, leaks
 
 pytestmark = pytest.mark.e2e
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.proxai_mitm.test_header_allowlist import CREDENTIAL_HEADERS
+from tests.proxai_mitm.wire.test_header_allowlist import CREDENTIAL_HEADERS
 
 from .echo_upstream import Rig, client_path, http_request, request_body
 

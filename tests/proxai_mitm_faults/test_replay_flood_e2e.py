@@ -20,7 +20,7 @@ from mitmproxy import io
 
 from proxai_mitm.replay.server import IDLE_TIMEOUT, MAX_CONNECTIONS
 from tests.mitm_harness import Mitmdump, free_port
-from tests.proxai_mitm.test_replay import JSON_BODY, REQ, make_flow
+from tests.proxai_mitm.replay.test_replay import JSON_BODY, REQ, make_flow
 from tests.proxai_mitm_faults.echo_upstream import proc_stat
 
 pytestmark = pytest.mark.e2e

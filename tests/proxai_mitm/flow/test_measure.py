@@ -14,7 +14,7 @@ from proxai_mitm.flow.metrics import first_content_offset, summary_line, timings
 from proxai_mitm.flow.record import FlowRecord
 from tests.fake_upstream import RECORDED, _enc_event
 
-from .helpers import ANTH, CHAT, RESP, json_bytes, make_flow, respond
+from ..helpers import ANTH, CHAT, RESP, json_bytes, make_flow, respond
 
 
 def _expected_usd(model: str, inp: int, out: int, cread: int = 0, cwrite: int = 0, provider: str | None = None):

@@ -15,7 +15,7 @@ import pytest
 from proxai_mitm.redaction.flowfile import flow_files, read_path
 from tests.mitm_harness import Mitmdump, free_port, read_flows
 
-FLOWS = Path(__file__).resolve().parents[2] / "flows"
+FLOWS = Path(__file__).resolve().parents[3] / "flows"
 
 
 def _ids_in_file_order(folder: Path) -> list[str]:

@@ -15,7 +15,7 @@ from proxai_mitm.wire import recordcap, streaming
 from proxai_mitm.wire.recordcap import CappedBuffer, RecordLimit, truncation_note
 from proxai_mitm.wire.streaming import StreamHandler
 
-from .helpers import ANTH, CHAT, make_flow, respond, stream_exchange
+from ..helpers import ANTH, CHAT, make_flow, respond, stream_exchange
 
 
 def test_capped_buffer_keeps_the_head_and_counts_the_rest():

@@ -16,7 +16,7 @@ from proxai_mitm.flow.state import flow_state
 from proxai_mitm.wire.streaming import StreamHandler
 from tests.fake_upstream import RECORDED, _enc_event
 
-from .helpers import (
+from ..helpers import (
     ANTH,
     BODIES,
     CHAT,

@@ -13,7 +13,7 @@ from mitmproxy import io as mio
 
 from proxai_mitm.flow.record import FlowRecord
 
-from .helpers import ANTH, BODIES, CHAT, RESP, feed, make_flow, respond, sse_bytes
+from ..helpers import ANTH, BODIES, CHAT, RESP, feed, make_flow, respond, sse_bytes
 
 SECRET = "sk-client-secret-123"  # the Authorization of make_flow
 
@@ -124,7 +124,7 @@ def _annotated(addon, body: bytes, status: int = 200):
 def test_comment_marker_and_one_log_line(addon, caplog):
     import logging
 
-    from .helpers import json_bytes
+    from ..helpers import json_bytes
 
     caplog.set_level(logging.INFO, logger="proxai_mitm.addons.annotate")
     f = _annotated(addon, json_bytes(ANTH, "refusal"))

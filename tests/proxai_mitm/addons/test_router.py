@@ -9,7 +9,7 @@ import pytest
 
 from proxai_mitm.flow.state import flow_state
 
-from .helpers import ANTH, BODIES, CHAT, ENCODINGS, RESP, bomb, compress, make_flow
+from ..helpers import ANTH, BODIES, CHAT, ENCODINGS, RESP, bomb, compress, make_flow
 
 
 def test_non_llm_requests_untouched(addon):

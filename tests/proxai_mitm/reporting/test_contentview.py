@@ -13,7 +13,7 @@ from mitmproxy.test import tflow, tutils
 
 from proxai_mitm.reporting.contentview import LLMContentview, register
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
 PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "anthropic": "/v1/messages"}
 
 def _body(out: str) -> str:

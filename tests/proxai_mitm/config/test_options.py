@@ -7,7 +7,7 @@ import logging
 import pytest
 from mitmproxy import exceptions
 
-from .helpers import ANTH
+from ..helpers import ANTH
 
 
 def test_bad_option_logs_error_and_raises(addon, caplog):

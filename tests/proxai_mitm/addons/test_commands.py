@@ -12,8 +12,8 @@ from mitmproxy.test import taddons, tflow
 
 from proxai_mitm.addon import ProxAI
 
-from .chain import Chain
-from .helpers import ANTH, CHAT, json_bytes, make_flow, respond
+from ..chain import Chain
+from ..helpers import ANTH, CHAT, json_bytes, make_flow, respond
 
 SECRET = "sk-client-secret-123"  # the Authorization of make_flow
 
@@ -63,7 +63,7 @@ def test_llm_view_renders_the_shipped_flows(name):
     from proxai_mitm.reporting.contentview import LLMContentview
 
     view = LLMContentview()
-    path = Path(__file__).resolve().parents[2] / "flows" / f"{name}.mitm"
+    path = Path(__file__).resolve().parents[3] / "flows" / f"{name}.mitm"
     flows = list(mio.FlowReader(open(path, "rb")).stream())  # noqa: SIM115
     assert flows
     for f in flows:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .helpers import ANTH, RESP, make_flow, respond
+from ..helpers import ANTH, RESP, make_flow, respond
 
 
 def test_count_tokens_estimated_for_openai_targets(addon):

@@ -10,7 +10,7 @@ from mitmproxy import http
 from mitmproxy import io as mio
 from mitmproxy.test import tflow, tutils
 
-from .helpers import CHAT, json_bytes, make_flow, respond
+from ..helpers import CHAT, json_bytes, make_flow, respond
 
 SECRET = "sk-client-secret-123"  # the Authorization of make_flow
 
@@ -83,7 +83,7 @@ def test_recorder_alone_redacts_what_is_stored_with_the_flows_own_secrets():
     from proxai_mitm.addons.recorder import Recorder
     from proxai_mitm.flow.state import FlowState, set_flow_state
 
-    from .helpers import ANTH
+    from ..helpers import ANTH
 
     r = Recorder()
     with taddons.context(r) as tctx:

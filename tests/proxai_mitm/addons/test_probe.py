@@ -11,7 +11,7 @@ from proxai_core import Protocol
 from proxai_mitm.addons.probe import Probe, is_connect_error
 from proxai_mitm.flow.state import FlowState, flow_state, set_flow_state
 
-from .helpers import ANTH, CHAT, make_flow
+from ..helpers import ANTH, CHAT, make_flow
 
 
 def routed(f, route: str | None = "default") -> None:

@@ -71,7 +71,7 @@ def test_real_console_under_tmux(tmp_path):
 
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed")
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     exe = Path(sys.executable).parent / "mitmproxy"
     sock = f"proxai-test-{tmp_path.name}"
     cmd = (f"{exe} --listen-host 127.0.0.1 -p 0 --set confdir={tmp_path} -s {root / 'addon' / 'proxai.py'} "

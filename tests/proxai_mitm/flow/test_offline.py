@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from .helpers import ANTH, CHAT, RESP, json_bytes, make_flow, respond, sse_bytes
+from ..helpers import ANTH, CHAT, RESP, json_bytes, make_flow, respond, sse_bytes
 
 
 def test_offline_annotation_from_stored_sse(addon):

@@ -269,7 +269,7 @@ def test_export_upstream_model_is_the_answered_model(tmp_path):
     when either is known (it was null whenever no route mapped the model)."""
     from pathlib import Path
 
-    flows_dir = Path(__file__).resolve().parents[2] / "flows"
+    flows_dir = Path(__file__).resolve().parents[3] / "flows"
     out = tmp_path / "x.jsonl"
     assert export_jsonl(read_flows(flows_dir), out) == 9
     recs = [json.loads(line) for line in out.read_text().splitlines()]

@@ -11,7 +11,7 @@ from proxai_mitm.reporting import contentview
 from proxai_mitm.reporting.contentview import LLMContentview
 from proxai_mitm.reporting.views import ClientRequestView, UpstreamResponseView
 
-from .helpers import ANTH, CHAT, feed, make_flow, respond, sse_bytes
+from ..helpers import ANTH, CHAT, feed, make_flow, respond, sse_bytes
 
 
 def _view(view, f, msg) -> str:

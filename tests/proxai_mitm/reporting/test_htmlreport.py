@@ -12,9 +12,9 @@ from proxai_mitm.reporting.htmlreport import render_html
 from proxai_mitm.reporting.report import read_flows, rows
 from proxai_mitm.reporting.reportfmt import cells
 
-from .helpers import ANTH, json_bytes, make_flow, respond
+from ..helpers import ANTH, json_bytes, make_flow, respond
 
-FLOWS = Path(__file__).resolve().parents[2] / "flows"
+FLOWS = Path(__file__).resolve().parents[3] / "flows"
 
 
 class Page(HTMLParser):

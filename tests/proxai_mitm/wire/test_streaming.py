@@ -10,7 +10,7 @@ from proxai_core import Protocol
 from proxai_mitm.wire.bodies import BodyLimit
 from proxai_mitm.wire.streaming import StreamHandler
 
-from .helpers import ANTH, sse_bytes, stream_exchange
+from ..helpers import ANTH, sse_bytes, stream_exchange
 
 
 def _feed(h: StreamHandler, data: bytes, step: int = 50) -> None:

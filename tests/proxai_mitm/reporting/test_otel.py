@@ -16,7 +16,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from proxai_mitm.reporting.otel import provider_name  # noqa: E402
 
-from .helpers import ANTH, CHAT, json_bytes, make_flow, respond, sse_bytes  # noqa: E402
+from ..helpers import ANTH, CHAT, json_bytes, make_flow, respond, sse_bytes  # noqa: E402
 
 
 class Receiver:

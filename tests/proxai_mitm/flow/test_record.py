@@ -16,10 +16,10 @@ from proxai_mitm.addons.annotate import annotate
 from proxai_mitm.flow.record import METADATA_KEY, SCHEMA_VERSION, FlowRecord
 from proxai_mitm.flow.state import FlowState, record_dict
 
-from .helpers import ANTH, BODIES, CHAT, json_bytes, make_flow, respond
+from ..helpers import ANTH, BODIES, CHAT, json_bytes, make_flow, respond
 
 #: example recordings written by the addon through a real mitmdump (flows/make_flows.py)
-FLOWS = Path(__file__).resolve().parents[2] / "flows"
+FLOWS = Path(__file__).resolve().parents[3] / "flows"
 
 
 def to_record(st: FlowState, f: Any = None) -> FlowRecord:
@@ -32,7 +32,7 @@ def to_record(st: FlowState, f: Any = None) -> FlowRecord:
 
 
 #: the example recordings as the addon wrote them before the record was typed (schema 1)
-SCHEMA1 = Path(__file__).resolve().parent / "data" / "schema1"
+SCHEMA1 = Path(__file__).resolve().parents[1] / "data" / "schema1"
 
 
 def test_schema_1_recordings_are_read():

@@ -14,8 +14,8 @@ from proxai_mitm.addons.router import REPLAY_PLACEHOLDER_KEY
 from proxai_mitm.flow.state import flow_state
 from proxai_mitm.replay.index import MISS_HEADER, miss_body
 
-from .chain import Chain
-from .helpers import ANTH, BODIES, CHAT, RESP, json_bytes, make_flow, respond, sse_bytes
+from ..chain import Chain
+from ..helpers import ANTH, BODIES, CHAT, RESP, json_bytes, make_flow, respond, sse_bytes
 
 SECRET = "sk-client-secret-123"  # the Authorization of make_flow
 

@@ -7,7 +7,7 @@ import json
 
 from proxai_mitm.flow.state import flow_state
 
-from .helpers import ANTH, BODIES, make_flow
+from ..helpers import ANTH, BODIES, make_flow
 
 GEM = "gemini_generate_content"
 GEM_BODY = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
