@@ -90,6 +90,10 @@ def _streamed(upstream: Codec, content_type: str, client_stream: bool) -> bool:
     return "text/event-stream" in content_type.lower() or (client_stream and not upstream.wire.sse_only)
 
 
+#: what a decoder or encoder raises on a request shape its checks did not foresee
+_UNFORESEEN = (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError)
+
+
 class Exchange:
     """One client request and the upstream's answer (see the module docstring).
 
@@ -118,10 +122,11 @@ class Exchange:
         self.headers: Mapping[str, str] | None = None
         self.routed = True
         self.content_type = ""
-        self.stop: StopInfo | None = None
-        self.usage: n.Usage | None = None
-        self.model: str | None = None
-        self.error: n.Error | None = None
+        # what a complete body said (a stream's observations are its translator's: see the properties)
+        self._stop: StopInfo | None = None
+        self._usage: n.Usage | None = None
+        self._model: str | None = None
+        self._error: n.Error | None = None
         #: the neutral response, kept when ``keep_response`` (views, reports)
         self.response: n.Response | None = None
         self._keep_response = keep_response
@@ -149,11 +154,8 @@ class Exchange:
             except TranslationError as exc:
                 self._request_error = exc
                 raise
-            except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
-                # a shape the decoders' checks did not foresee: still the client's mistake, named as such
-                self._request_error = TranslationError(
-                    f"body: malformed {self.client.protocol.value} request ({type(exc).__name__}: {exc})",
-                    field="body")
+            except _UNFORESEEN as exc:
+                self._request_error = self._malformed(exc)
                 raise self._request_error from exc
             parse = self.client.wire.endpoints.parse_path
             facts = parse(self.path) if self.path is not None and parse is not None else None
@@ -190,9 +192,13 @@ class Exchange:
             return tgt.encode_request(req, self.warnings)
         except TranslationError:
             raise
-        except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
-            raise TranslationError(f"body: malformed {self.client.protocol.value} request "
-                                   f"({type(exc).__name__}: {exc})", field="body") from exc
+        except _UNFORESEEN as exc:
+            raise self._malformed(exc) from exc
+
+    def _malformed(self, exc: Exception) -> TranslationError:
+        """A request shape the codec's checks did not foresee: still the client's mistake, named as such."""
+        return TranslationError(f"body: malformed {self.client.protocol.value} request "
+                                f"({type(exc).__name__}: {exc})", field="body")
 
     @property
     def client_content_type(self) -> str:
@@ -248,21 +254,20 @@ class Exchange:
     def feed(self, chunk: bytes) -> bytes:
         """Upstream stream bytes -> what the client gets now (possibly ``b""``)."""
         assert self._stream is not None, "feed() needs a streamed plan"
-        out = self._stream.feed(chunk)
-        return out
+        return self._stream.feed(chunk)
 
     def close(self) -> bytes:
         """The upstream's end of stream: the rest of the client's stream (an honest ending)."""
         assert self._stream is not None, "close() needs a streamed plan"
         out = self._stream.close()
-        self._take_stream()
+        self._collected()
         return out
 
     def abort(self, reason: str = "stream interrupted") -> bytes:
         """The upstream connection failed: the client's native error frame; StopInfo interrupted."""
         assert self._stream is not None, "abort() needs a streamed plan"
         out = self._stream.abort(reason)
-        self._take_stream()
+        self._collected()
         return out
 
     @property
@@ -280,20 +285,33 @@ class Exchange:
         """Upstream stream events read so far."""
         return self._stream.events if self._stream is not None else 0
 
-    def _take_stream(self) -> None:
-        s = self._stream
-        assert s is not None
-        self.stop, self.usage, self.error = s.stop, s.usage, s.error
-        self.model = self.model or s.model
+    # observations: a stream's are its translator's, as they stand; a complete body's what it said
+    @property
+    def stop(self) -> StopInfo | None:
+        return self._stream.stop if self._stream is not None else self._stop
+
+    @property
+    def usage(self) -> n.Usage | None:
+        return self._stream.usage if self._stream is not None else self._usage
+
+    @property
+    def model(self) -> str | None:
+        """The model the upstream named."""
+        return self._stream.model if self._stream is not None else self._model
+
+    @property
+    def error(self) -> n.Error | None:
+        return self._stream.error if self._stream is not None else self._error
+
+    def _collected(self) -> None:
+        """At the end of a stream: the neutral response it accumulated, when one is kept."""
         if self._collector is not None:
             self.response = self._collector.finish()
-            if self.error is None:
-                self.error = self._collector.error
 
-    def observed(self) -> None:
-        """Take the stream's observations so far (the stream may still run)."""
-        if self._stream is not None:
-            self._take_stream()
+    def _whole_stream(self, up: Codec, body: bytes) -> bytes:
+        """A stream that arrived as one body, fed at once: what the client gets."""
+        self._stream = self._stream_translator(up)
+        return self.feed(body) + self.close()
 
     def complete(self, body: bytes) -> Outcome:
         """A complete upstream body (the plan decided by :meth:`respond`) -> what the client gets."""
@@ -301,15 +319,12 @@ class Exchange:
         assert plan is not None and up is not None, "complete() needs respond() first"
         status = self.status or 200
         if plan is Plan.ERROR:
-            return self._error(body, status)
+            return self._error_body(body, status)
         if plan is Plan.OBSERVE:
             self._observe_body(body)
             return Outcome(status)
         if plan in (Plan.STREAM_WHOLE, Plan.STREAM):  # a stream that arrived whole: translated at once
-            s = self._stream = self._stream_translator(up)
-            out = s.feed(body) + s.close()
-            self._take_stream()
-            return Outcome(200, out, self.client_content_type)
+            return Outcome(200, self._whole_stream(up, body), self.client_content_type)
         if plan is Plan.COLLECT:
             res = collect_result(body, up, self.client, self.context)
             self._take(res)
@@ -319,7 +334,7 @@ class Exchange:
             self.warnings.append(f"upstream answered 2xx with {obj}")
             st, native = native_error(n.Error(kind=n.ErrorKind.API_ERROR, status=502,
                                               message=f"upstream answered with {obj}"), self.client.protocol)
-            self.stop = error_stop_info(st, native)
+            self._stop = error_stop_info(st, native)
             self.plan = Plan.ERROR
             return Outcome(st, orjson.dumps(native), JSON_TYPE)
         if plan is Plan.TO_STREAM:
@@ -331,19 +346,18 @@ class Exchange:
         return Outcome(res.status, dumps(res.body), JSON_TYPE)
 
     def _take(self, res: ResponseResult) -> None:
-        self.stop, self.usage, self.error = res.stop, res.usage, res.error
-        self.model = self.model or res.model
+        self._stop, self._usage, self._error, self._model = res.stop, res.usage, res.error, res.model
         self.warnings.extend(res.warnings)
         if self._keep_response:
             self.response = res.response
 
-    def _error(self, body: bytes, status: int) -> Outcome:
+    def _error_body(self, body: bytes, status: int) -> Outcome:
         up = self.upstream
         assert up is not None
-        self.error = parse_error(status, body)
-        self.stop = stop_of_http_error(self.error, status, self.headers)
+        err = self._error = parse_error(status, body)
+        self._stop = stop_of_http_error(err, status, self.headers)
         if self.routed and (up is not self.client or not _is_json(body)):
-            st, native = native_error(self.error, self.client.protocol)
+            st, native = native_error(err, self.client.protocol)
             return Outcome(st, orjson.dumps(native), JSON_TYPE)
         self.plan = Plan.OBSERVE
         return Outcome(status)
@@ -354,10 +368,7 @@ class Exchange:
         up = self.upstream
         assert up is not None
         if "text/event-stream" in self.content_type.lower() or (self.stream and body.lstrip()[:1] == b"["):
-            s = self._stream = self._stream_translator(up)
-            s.feed(body)
-            s.close()
-            self._take_stream()
+            self._whole_stream(up, body)
             return
         obj = _json_object(body)
         if isinstance(obj, str):

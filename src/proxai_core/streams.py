@@ -7,7 +7,6 @@ proxy uses); it is public for library users who translate a stream without an ex
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -106,18 +105,6 @@ def _complete_payload(data: str) -> bool:
     except orjson.JSONDecodeError:
         return False
     return True
-
-
-@dataclass(frozen=True, slots=True)
-class _Pair:
-    """What a stream of one direction is built from."""
-
-    source: Codec
-    client: Codec
-
-    @property
-    def passthrough(self) -> bool:
-        return self.source is self.client
 
 
 class StreamTranslator:

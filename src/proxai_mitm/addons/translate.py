@@ -261,7 +261,6 @@ def finish_stream(flow: http.HTTPFlow, state: FlowState, interrupted: str | None
     state.upstream_chunks = [(float(o), int(n)) for o, n in handler.chunk_times]
     state.truncated.extend(handler.truncations)  # recording caps (recordcap.py), once per copy
     ex = handler.exchange
-    ex.observed()
     state.stop = ex.stop
     if state.stop is None and (interrupted or not handler.observe_ok):
         state.stop = stop_of_error(Error(kind=ErrorKind.INTERRUPTED, message=interrupted or "stream not observed",

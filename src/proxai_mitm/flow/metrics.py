@@ -43,9 +43,7 @@ def first_content_offset(protocol: Protocol, body: bytes, chunks: list[tuple[flo
             break  # the recording was cut before the content
         ex.feed(piece)
         if ex.first_content is not None:
-            ex.observed()
             return float(off), ex.model
-    ex.observed()
     return None, ex.model
 
 
