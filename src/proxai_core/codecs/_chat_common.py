@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from typing import Any
@@ -332,9 +333,10 @@ def sniff_response(obj: dict[str, Any]) -> Evidence | None:
 
 
 #: what a chunk may carry besides plain text: each of these is decoded (stop, usage, tools, refusal,
-#: reasoning, citations, errors, several choices, a role change)
-_CHUNK_FACTS = ('"finish_reason":"', '"usage":{', '"tool_calls"', '"function_call"', '"refusal"', '"reasoning',
-                '"annotations"', '"error"', '"role"', '"index":1', '"audio"')
+#: reasoning, citations, errors, several choices, a role change); one search per chunk
+_CHUNK_FACTS = re.compile("|".join(re.escape(fact) for fact in (
+    '"finish_reason":"', '"usage":{', '"tool_calls"', '"function_call"', '"refusal"', '"reasoning',
+    '"annotations"', '"error"', '"role"', '"index":1', '"audio"')))
 
 
 def stream_observes(name: str | None, data: str) -> bool:
@@ -343,7 +345,7 @@ def stream_observes(name: str | None, data: str) -> bool:
     once the first content passed. Anything else, or a chunk written otherwise, is decoded."""
     if '"delta":{"content":"' not in data or '"finish_reason":null' not in data:
         return True
-    return any(fact in data for fact in _CHUNK_FACTS)
+    return _CHUNK_FACTS.search(data) is not None
 
 
 def sniff_stream(head: bytes) -> Evidence | None:
