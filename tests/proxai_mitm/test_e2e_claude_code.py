@@ -31,10 +31,11 @@ QUIET = {"DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1", "DISABLE_AUTO
          "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_BUG_COMMAND": "1"}
 
 
-def claude_tool_loop(proxy_env: dict[str, str], upstream, protocol: str, tmp_path) -> dict:
+def claude_tool_loop(proxy_env: dict[str, str], upstream, protocol: str, tmp_path, *,
+                     other_paths: frozenset[str] = frozenset()) -> dict:
     """Script ``upstream`` for a Read tool loop in ``protocol``, run Claude Code with ``proxy_env``,
     check the answer and that the file's content went back as the tool result; the parsed JSON
-    result of the CLI."""
+    result of the CLI. ``other_paths``: requests besides the generation path the mode makes."""
     exe = CLAUDE_CODE.install()
     work = tmp_path / "work"
     work.mkdir()
@@ -53,11 +54,11 @@ def claude_tool_loop(proxy_env: dict[str, str], upstream, protocol: str, tmp_pat
     out = json.loads(r.stdout)
     assert out["is_error"] is False and out["result"] == ANSWER, out
     assert out["num_turns"] >= 2, out
-    # every request Claude Code caused reached the upstream's real path
-    assert {q.path.partition("?")[0] for q in upstream.requests} == {UPSTREAM_PATH[protocol]}, \
-        [q.path for q in upstream.requests]
-    back = [res for q in upstream.requests for res in tool_results(q.json(), protocol, CALL_ID[protocol])]
-    assert back and NOTE in back[0], [q.body[-2000:] for q in upstream.requests]
+    # every generation request Claude Code caused reached the upstream's real path
+    turns = [q for q in upstream.requests if q.path not in other_paths]
+    assert {q.path.partition("?")[0] for q in turns} == {UPSTREAM_PATH[protocol]}, [q.path for q in upstream.requests]
+    back = [res for q in turns for res in tool_results(q.json(), protocol, CALL_ID[protocol])]
+    assert back and NOTE in back[0], [q.body[-2000:] for q in turns]
     return out
 
 
