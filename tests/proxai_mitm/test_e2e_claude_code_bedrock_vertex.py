@@ -17,8 +17,6 @@ What Claude Code sends in these modes (with authentication skipped, as behind a 
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from tests.mitm_harness import Mitmdump
