@@ -212,15 +212,17 @@ def _turns(protocol: str, call_id: str, name: str, args: dict, answer: str) -> t
 
 
 def script_tool_loop(up: FakeUpstream, protocol: str, *, call_id: str, name: str, args: dict, answer: str,
-                     path: str | None = None) -> None:
-    """Script ``up`` for one tool loop on ``protocol``'s real path: the first streamed turn calls tool
-    ``name`` with ``args``, every later streamed turn answers ``answer``, and so does every complete
-    (non-streamed) request, such as a client's helper calls. Any other path stays the provider's 404."""
+                     path: str | None = None, calls: int = 1) -> None:
+    """Script ``up`` for one tool loop on ``protocol``'s real path: the first ``calls`` streamed turns
+    call tool ``name`` with ``args`` (0: none, an upstream that only answers), every later streamed
+    turn answers ``answer``, and so does every complete (non-streamed) request, such as a client's
+    helper calls. Any other path stays the provider's 404."""
     path = path or UPSTREAM_PATH[protocol]
     call, text, whole = _turns(protocol, call_id, name, args, answer)
     up.on(path, whole, stream=False)
     up.on(path, text, stream=True)
-    up.on(path, replace(call, times=1), stream=True)
+    if calls:
+        up.on(path, replace(call, times=calls), stream=True)
 
 
 def tool_results(body: dict, protocol: str, call_id: str) -> list[str]:
