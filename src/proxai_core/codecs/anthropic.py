@@ -1018,7 +1018,7 @@ CODEC = Codec(
         credentials=_facts.CREDENTIALS,
         model_entry=_facts.model_entry,
         model_list=_facts.model_list,
-        count_tokens_body=lambda n: {"input_tokens": n},
+        counter=_facts.COUNTER,
     ),
     errors=_facts.ERRORS,
     capabilities=replace(_facts.CAPABILITIES, parses_streamed_arguments=True),

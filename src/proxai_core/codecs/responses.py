@@ -1480,6 +1480,7 @@ CODEC = Codec(
     error_frame=error_frame,
     wire=Wire(
         endpoints=_facts.ENDPOINTS,
+        counter=_facts.COUNTER,
         fields=_facts.FIELDS,
         credentials=_facts.CREDENTIALS,
         model_entry=_models.model_entry,
