@@ -250,6 +250,9 @@ class Wire:
     #: every stream of this protocol is SSE (False: a stream may come in the protocol's own
     #: framing, told by the body, not by the content type; :attr:`Codec.stream_reader` reads both)
     sse_only: bool = True
+    #: the content type of a stream in the protocol's own framing where it has one of its own
+    #: (Bedrock: ``application/vnd.amazon.eventstream``); None: JSON
+    stream_type: str | None = None
 
 
 @dataclass(slots=True, eq=False)
