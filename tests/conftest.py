@@ -32,11 +32,20 @@ DIRECTIONS: tuple[tuple[Protocol, Protocol], ...] = tuple(
     (s, t) for s in PROTOCOLS for t in PROTOCOLS if s is not t)
 
 
+#: recording folders not named by the protocol's short name
+_FOLDERS = {Protocol.BEDROCK_CONVERSE: "bedrock-converse"}
+#: the suffix of a protocol's stream recordings where they are not SSE
+STREAM_SUFFIXES = {Protocol.BEDROCK_CONVERSE: ".eventstream"}
+#: documented cases (written from the provider's documentation, not recorded), next to the tests
+DOCUMENTED = ROOT / "tests" / "documented"
+
+
 def fixture_dir(protocol: Protocol | str) -> Path:
     """The recordings of one protocol (``../shared/fixtures/<short name>``; may not exist)."""
     from proxai_core.codecs import get
 
-    return FIXTURES / get(protocol).name
+    p = get(protocol).protocol
+    return FIXTURES / _FOLDERS.get(p, get(protocol).name)
 
 
 def sse_events(raw: bytes) -> list[tuple[str | None, str]]:

@@ -24,12 +24,13 @@ from openai.lib.streaming.responses._responses import ResponseStreamState
 
 from proxai_core import Protocol
 from proxai_core.codecs import get
-from tests.conftest import FIXTURES, PROTOCOLS, sse_events
+from tests.conftest import DOCUMENTED, FIXTURES, PROTOCOLS, STREAM_SUFFIXES, fixture_dir, sse_events
 
-from . import sdk_gemini
+from . import sdk_converse, sdk_gemini
 
 A, C, R, G = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES, Protocol.GEMINI
-DIRS = {p: get(p).name for p in PROTOCOLS}
+B = Protocol.BEDROCK_CONVERSE
+DIRS = {p: fixture_dir(p).name for p in PROTOCOLS}
 
 _anthropic_event = pydantic.TypeAdapter(at.RawMessageStreamEvent)
 _anthropic_beta_event = pydantic.TypeAdapter(atb.BetaRawMessageStreamEvent)
@@ -57,12 +58,16 @@ _responses_event = pydantic.TypeAdapter(orr.ResponseStreamEvent)
 
 
 def fixture_files(protocol: Protocol, suffix: str) -> list[Path]:
-    d = FIXTURES / DIRS[protocol]
-    if not d.is_dir():
-        return []
-    files = sorted(d.glob(f"*{suffix}"))
+    """A protocol's recordings with ``suffix`` (``.sse``: its stream recordings, whatever their
+    framing), then its documented cases (``tests/documented/<folder>``) with the same suffix."""
+    if suffix == ".sse":
+        suffix = STREAM_SUFFIXES.get(protocol, suffix)
+    files = []
+    for d in (FIXTURES / DIRS[protocol], DOCUMENTED / DIRS[protocol]):
+        if d.is_dir():
+            files += sorted(d.glob(f"*{suffix}"))
     if suffix == ".json":
-        files = [f for f in files if not f.name.endswith(".request.json")]
+        files = [f for f in files if not f.name.endswith((".request.json", ".status.json"))]
         if protocol is G:  # a streamed JSON array is a stream, not a complete body
             files = [f for f in files if f.read_bytes().lstrip()[:1] != b"["]
     return files
@@ -102,6 +107,8 @@ def _args(s: str | None) -> Any:
 def validate_response(protocol: Protocol, body: dict) -> Any:
     if protocol is G:
         return sdk_gemini.validate_response(body)
+    if protocol is B:
+        return sdk_converse.validate_response(body)
     if protocol is C:
         return oc.ChatCompletion.model_validate(body)
     if protocol is R:
@@ -113,6 +120,8 @@ def summarize_response(protocol: Protocol, body: dict) -> Summary:
     s = Summary()
     if protocol is G:
         return sdk_gemini.summarize(body, s)
+    if protocol is B:
+        return sdk_converse.summarize(body, s)
     if protocol is C:
         if "error" in body and not body.get("choices"):
             s.error = str(body["error"])
@@ -190,6 +199,12 @@ def accumulate_stream(protocol: Protocol, data: bytes, *, strict: bool = True) -
         except sdk_gemini.GeminiStreamError as e:
             raise StreamError(str(e)) from e
         return summarize_response(G, body)
+    if protocol is B:
+        try:
+            body = sdk_converse.accumulate(data, strict=strict)
+        except sdk_converse.ConverseStreamError as e:
+            raise StreamError(str(e)) from e
+        return summarize_response(B, body)
     events = sse_events(data)
     if protocol is A:
         return _acc_anthropic(events, strict)
@@ -359,6 +374,9 @@ def validate_request(protocol: Protocol, body: dict) -> None:
 
     if protocol is G:
         sdk_gemini.validate_request(body)
+        return
+    if protocol is B:
+        sdk_converse.validate_request(body)
         return
     stream = bool(body.get("stream"))
     key = (protocol, stream)

@@ -253,7 +253,9 @@ class Exchange:
     @property
     def client_content_type(self) -> str:
         """The content type of the client's stream: SSE, or its protocol's JSON framing."""
-        return SSE_TYPE if self.context.sse else JSON_TYPE + "; charset=utf-8"
+        if self.context.sse:
+            return SSE_TYPE
+        return self.client.wire.stream_type or JSON_TYPE + "; charset=utf-8"
 
     # ------------------------------------------------------------------ the response
     def respond(self, upstream: Protocol | str, status: int = 200, content_type: str = "", *,
@@ -428,7 +430,7 @@ class Exchange:
     def _error_body(self, body: bytes, status: int) -> Outcome:
         up = self.upstream
         assert up is not None
-        err = self._error = parse_error(status, body)
+        err = self._error = parse_error(status, body, self.headers)
         self._stop = stop_of_http_error(err, status, self.headers)
         if self.routed and (up is not self.client or not _is_json(body)):
             st, native = native_error(err, self.client.protocol)
@@ -441,7 +443,9 @@ class Exchange:
         (SSE, or a stream framed as one JSON array: the codec's reader tells them apart)."""
         up = self.upstream
         assert up is not None
-        if "text/event-stream" in self.content_type.lower() or (self.stream and body.lstrip()[:1] == b"["):
+        ct = self.content_type.lower()
+        if "text/event-stream" in ct or (self.stream and body.lstrip()[:1] == b"[") or (
+                up.wire.stream_type is not None and up.wire.stream_type in ct):
             self._whole_stream(up, body)
             return
         obj = _json_object(body)

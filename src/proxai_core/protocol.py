@@ -11,6 +11,7 @@ class Protocol(StrEnum):
     RESPONSES = "openai_responses"
     ANTHROPIC = "anthropic_messages"
     GEMINI = "gemini_generate_content"
+    BEDROCK_CONVERSE = "bedrock_converse"
 
 
 def as_protocol(value: Protocol | str) -> Protocol:

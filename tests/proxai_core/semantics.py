@@ -6,7 +6,7 @@ import re
 
 from proxai_core import Protocol, StopReason
 
-from ..sdk import A, C, G, R, Summary
+from ..sdk import A, B, C, G, R, Summary
 
 # What each protocol can say about a neutral stop reason, and which reasons survive the trip.
 _LOSSY = {
@@ -23,6 +23,9 @@ _LOSSY = {
     (G, StopReason.PAUSED): StopReason.END_TURN,
     (G, StopReason.CONTEXT_FULL): StopReason.MAX_OUTPUT,
     (G, StopReason.INTERRUPTED): StopReason.OTHER,
+    (B, StopReason.PAUSED): StopReason.END_TURN,
+    (B, StopReason.OTHER): StopReason.END_TURN,
+    (B, StopReason.INTERRUPTED): StopReason.END_TURN,
 }
 
 

@@ -15,6 +15,8 @@ from tests.conftest import DIRECTIONS as ALL_DIRECTIONS
 from ..sdk import validate_request
 
 A, C, R, G = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES, Protocol.GEMINI
+B = Protocol.BEDROCK_CONVERSE
+URL = "https://example.com/cat.png"
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"0" * 32).decode()
 PDF = base64.b64encode(b"%PDF-1.4 tiny").decode()
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -147,8 +149,49 @@ GEMINI_REQ = {  # model and stream live in the URL (PATHS)
                          "responseMimeType": "application/json", "responseJsonSchema": OUT_SCHEMA},
 }
 
-REQS = {C: CHAT_REQ, R: RESPONSES_REQ, A: ANTHROPIC_REQ, G: GEMINI_REQ}
-PATHS = {G: "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"}
+CONVERSE_REQ = {  # model and stream live in the URL (PATHS); images by S3 location, never by URL
+    "system": [{"text": "You are terse."}],
+    "messages": [
+        {"role": "user", "content": [
+            {"text": "Look at this"},
+            {"image": {"format": "png", "source": {"bytes": PNG}}},
+            {"image": {"format": "png", "source": {"s3Location": {"uri": "s3://bucket/cat.png"}}}},
+            {"document": {"format": "pdf", "name": "a", "source": {"bytes": PDF}}},
+        ]},
+        {"role": "assistant", "content": [
+            {"text": "Checking."},
+            {"toolUse": {"toolUseId": "call_a", "name": "weather", "input": {"city": "Paris"}}},
+            {"toolUse": {"toolUseId": "call_b", "name": "weather", "input": {"city": "Rome"}}},
+        ]},
+        {"role": "user", "content": [
+            {"toolResult": {"toolUseId": "call_a", "content": [{"text": "sunny"}]}},
+            {"toolResult": {"toolUseId": "call_b", "content": [{"text": "rain"}], "status": "error"}},
+            {"text": "Summarize."},
+        ]},
+    ],
+    "toolConfig": {"tools": [{"toolSpec": {"name": "weather", "description": "Get weather",
+                                           "inputSchema": {"json": SCHEMA}}}],
+                   "toolChoice": {"tool": {"name": "weather"}}},
+    "inferenceConfig": {"maxTokens": 900, "temperature": 0.5, "topP": 0.9, "stopSequences": ["END"]},
+    "outputConfig": {"textFormat": {"type": "json_schema", "structure": {"jsonSchema": {
+        "name": "out", "schema": json.dumps(OUT_SCHEMA)}}}},
+}
+
+REQS = {C: CHAT_REQ, R: RESPONSES_REQ, A: ANTHROPIC_REQ, G: GEMINI_REQ, B: CONVERSE_REQ}
+PATHS = {G: "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+         B: "/model/anthropic.claude-sonnet-4-5/converse-stream"}
+#: protocols with no end-user id and no parallel-calls switch (dropped with a warning)
+NO_USER = (G, B)
+
+
+def _without_url_image(v):
+    """A request without its image given by URL (Bedrock Converse takes images as bytes or S3)."""
+    if isinstance(v, list):  # (innermost first: the part that names the URL goes, its message stays)
+        kept = [_without_url_image(x) for x in v]
+        return [x for x in kept if not (isinstance(x, dict) and URL in json.dumps(x))]
+    if isinstance(v, dict):
+        return {k: _without_url_image(x) for k, x in v.items()}
+    return v
 DIRECTIONS = list(ALL_DIRECTIONS)
 
 
@@ -159,10 +202,15 @@ def _parts(req: n.Request, kind):
 @pytest.mark.parametrize("src,dst", DIRECTIONS, ids=[f"{s.name}->{t.name}" for s, t in DIRECTIONS])
 def test_feature_rich_request(src, dst):
     w: list[str] = []
-    out = translate_request(REQS[src], src, dst, warnings=w, path=PATHS.get(src))
+    body = REQS[src]
+    if dst is B and src is not B:  # an image by URL is rejected, naming it
+        with pytest.raises(TranslationError, match="not a URL"):
+            translate_request(body, src, dst, path=PATHS.get(src))
+        body = _without_url_image(body)
+    out = translate_request(body, src, dst, warnings=w, path=PATHS.get(src))
     validate_request(dst, out)
     got = decode_request(out, dst)
-    want = decode_request(REQS[src], src, path=PATHS.get(src))
+    want = decode_request(body, src, path=PATHS.get(src))
     # system / instructions placement
     assert " ".join(t.text for t in got.system) == "You are terse."
     if dst is R:
@@ -171,13 +219,16 @@ def test_feature_rich_request(src, dst):
         assert out["system"] in ("You are terse.", [{"type": "text", "text": "You are terse."}])
     elif dst is G:
         assert out["systemInstruction"] == {"parts": [{"text": "You are terse."}]}
+    elif dst is B:
+        assert out["system"] == [{"text": "You are terse."}]
     else:
         assert out["messages"][0]["role"] in ("system", "developer")
     # multi-part user content: text + base64 image + URL image + PDF
     imgs = _parts(got, n.Image)
-    assert [i.source for i in imgs] == ["base64", "url"] or [i.url is not None for i in imgs] == [True, True]
     assert any(i.data == PNG or (i.url or "").endswith(PNG) for i in imgs)
-    assert any((i.url or "") == "https://example.com/cat.png" for i in imgs)
+    if dst is not B:
+        assert [i.source for i in imgs] == ["base64", "url"] or [i.url is not None for i in imgs] == [True, True]
+        assert any((i.url or "") in (URL, "s3://bucket/cat.png") for i in imgs)
     docs = _parts(got, n.Document)
     assert docs and (docs[0].data == PDF or PDF in (docs[0].url or "") or PDF in (docs[0].data or ""))
     # tools and JSON schema kept
@@ -185,11 +236,11 @@ def test_feature_rich_request(src, dst):
     assert fn.parameters == SCHEMA
     # tool choice named, parallel tool calls off
     assert got.tool_choice is not None and got.tool_choice.mode == "tool" and got.tool_choice.name == "weather"
-    if G not in (src, dst):  # (Gemini has no parallel-calls switch: a warning says so)
+    if not {src, dst} & set(NO_USER):  # (Gemini and Converse have no parallel-calls switch: a warning says so)
         assert got.parallel_tool_calls is False
-    elif dst is G:
+    elif dst in NO_USER and src not in NO_USER:
         assert any("parallel_tool_calls" in x for x in w)
-    if dst is A and src is not G:
+    if dst is A and src not in NO_USER:
         assert out["tool_choice"]["disable_parallel_tool_use"] is True
     # assistant tool calls and results in order; consecutive results in ONE Anthropic user turn
     calls = _parts(got, n.ToolCall)
@@ -204,6 +255,8 @@ def test_feature_rich_request(src, dst):
         assert ["tool_result", "tool_result", "text"] in kinds
     if src is A and dst is G:  # Gemini carries the error flag: {"error": ...}
         assert out["contents"][2]["parts"][1]["functionResponse"]["response"] == {"error": "rain"}
+    elif src is A and dst is B:  # and Converse: a result's status
+        assert out["messages"][2]["content"][1]["toolResult"]["status"] == "error"
     elif src is A and dst is not A:
         assert any("is_error" in x for x in w), "is_error loss is reported"
     # max tokens, sampling, stop sequences (an array stays an array)
@@ -224,12 +277,12 @@ def test_feature_rich_request(src, dst):
     assert got.output_format is not None and got.output_format.type == "json_schema"
     assert got.output_format.schema == OUT_SCHEMA
     # user / safety identifier (Gemini has none: dropped with a warning)
-    if G not in (src, dst):
+    if not {src, dst} & set(NO_USER):
         assert got.user == "user-42"
-    elif dst is G:
+    elif dst in NO_USER and src not in NO_USER:
         assert any("user" in x for x in w)
-    # stream (a Gemini upstream's is in its path)
-    if dst is G:
+    # stream (a Gemini or Converse upstream's is in its path)
+    if dst in (G, B):
         assert "stream" not in out
     else:
         assert out["stream"] is True

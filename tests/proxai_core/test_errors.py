@@ -17,10 +17,17 @@ from tests.conftest import FIXTURES, PROTOCOLS, fixture_dir, needs_fixtures, sse
 from tests.sdk import validate_anthropic_error
 
 A, C, R, G = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES, Protocol.GEMINI
+B = Protocol.BEDROCK_CONVERSE
+
+
+def _message(target, body):
+    return body["message"] if target is B else body["error"]["message"]
 
 
 def _check_native(target, body, status):
-    if target is G:  # Google: {"error": {"code": <the HTTP status>, "message", "status": <name>}}
+    if target is B:  # Bedrock: {"message"}; the type travels in the x-amzn-errortype header
+        assert set(body) == {"message"} and isinstance(body["message"], str)
+    elif target is G:  # Google: {"error": {"code": <the HTTP status>, "message", "status": <name>}}
         assert set(body["error"]) == {"code", "message", "status"}
         assert isinstance(body["error"]["code"], int) and body["error"]["status"] in get(G).errors.types
     elif target is A:
@@ -56,7 +63,7 @@ def test_anthropic_error_to_each_client(status, etype, a_status, o_status):
             assert st == a_status and out["error"]["type"] == etype
         else:
             assert st == o_status
-        assert "boom" in (out["error"]["message"])
+        assert "boom" in _message(target, out)
 
 
 def test_openai_rate_limit_to_anthropic_keeps_type_and_status():
@@ -104,6 +111,9 @@ def test_translation_error_is_a_native_400_never_500():
         _check_native(target, out, st)
         if target is G:
             assert out["error"]["status"] == "INVALID_ARGUMENT" and out["error"]["code"] == 400
+        elif target is B:
+            assert get(B).errors.headers(Error(kind="invalid_request", message=""))["x-amzn-errortype"].startswith(
+                "ValidationException:")
         else:
             assert out["error"]["type"] == "invalid_request_error"
 

@@ -64,6 +64,8 @@ def validate_error(target, body, status) -> None:
         from tests.sdk import validate_anthropic_error
 
         validate_anthropic_error(status, body)
+    elif target is get("converse").protocol:  # {"message"}; the type goes in a header
+        assert set(body) == {"message"}
     else:
         import openai.types.shared as os_
 
@@ -97,7 +99,7 @@ def test_gemini_body_into_every_protocol_and_back(proto, path):
         for target in OTHERS:
             st, out = translate_error(status, path.read_bytes(), G, target)
             assert st == get(target).error_status(parse_error(status, body))
-            assert out["error"]["message"] == body["error"]["message"]
+            assert (out["message"] if "message" in out else out["error"]["message"]) == body["error"]["message"]
             validate_error(target, out, st)
         return
     src_resp = decode_response(body, G)
@@ -276,8 +278,8 @@ def test_gemini_request_into_every_protocol_and_back(proto, path):
             assert_documented_rejection(e)
             continue
         validate_request(target, out)
-        if url and target is not get(target).protocol.RESPONSES:
-            assert out.get("model") == src.model
+        if url and target is not get(target).protocol.RESPONSES and get(target).wire.endpoints.parse_path is None:
+            assert out.get("model") == src.model  # (where the body names the model)
         back = translate_request(out, target, G)
         validate_request(G, back)
         assert _shape(decode_request(back, G)) == _shape(src), target
@@ -285,7 +287,12 @@ def test_gemini_request_into_every_protocol_and_back(proto, path):
 
 @pytest.mark.parametrize("proto,path", list(_other_requests()))
 def test_every_request_into_gemini(proto, path):
-    body = json.loads(path.read_text())
+    try:
+        body = json.loads(path.read_text())
+    except json.JSONDecodeError:  # a recording that stored a body which is not JSON: a native 400
+        with pytest.raises(TranslationError, match="must be a JSON object"):
+            decode_request(None, proto)
+        return
     try:
         src = decode_request(body, proto)
         out = translate_request(body, proto, G)

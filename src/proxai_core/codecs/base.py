@@ -210,6 +210,12 @@ class ErrorFacts:
     foreign_statuses: frozenset[int]
     #: the client's native error body
     body: Callable[[Error], JSONObject]
+    #: a response header naming the error's type where the body does not (its value up to the
+    #: first ":" is looked up in ``types``), e.g. ``x-amzn-errortype``
+    type_header: str | None = None
+    #: the response headers that go with :attr:`body` for this protocol's clients (e.g. the error
+    #: type header); None: none
+    headers: Callable[[Error], dict[str, str]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +267,9 @@ class Wire:
     #: every stream of this protocol is SSE (False: a stream may come in the protocol's own
     #: framing, told by the body, not by the content type; :attr:`Codec.stream_reader` reads both)
     sse_only: bool = True
+    #: the content type of a stream in the protocol's own framing where it has one of its own
+    #: (Bedrock: ``application/vnd.amazon.eventstream``); None: JSON
+    stream_type: str | None = None
 
 
 @dataclass(slots=True, eq=False)
