@@ -177,8 +177,9 @@ def error_stop_info(status: int | None, body: bytes | str | dict[str, Any] | Non
     """StopInfo for an upstream HTTP error: context overflow errors are context_full; a request
     refused before the model ran (a 4xx other than 408 / 429) is rejected, since retrying it
     unchanged will not help; the rest (5xx, 408, 429, 529) is interrupted. ``headers``: the error
-    response's, whose ``retry-after`` / ``retry-after-ms`` the detail keeps."""
-    return stop_of_http_error(parse_error(status, body), status, headers)
+    response's, whose ``retry-after`` / ``retry-after-ms`` the detail keeps (and whose error type
+    header, where a protocol has one, names the error's type)."""
+    return stop_of_http_error(parse_error(status, body, headers), status, headers)
 
 
 def stop_of_http_error(err: n.Error, status: int | None, headers: Mapping[str, str] | None = None) -> StopInfo:

@@ -75,14 +75,31 @@ KIND_STATUS: Mapping[ErrorKind, int] = {
 #: registry order that knows a name decides it); filled by the registry through add_error_names
 _TYPE_KINDS: dict[str, ErrorKind] = {}
 _CODE_KINDS: dict[str, ErrorKind] = {}
+#: response headers that name an error's type (lower case), also filled by the registry
+_TYPE_HEADERS: list[str] = []
 
 
-def add_error_names(types: Mapping[str, ErrorKind], codes: Mapping[str, ErrorKind]) -> None:
-    """Read a protocol's wire error names too (names already known keep their kind)."""
+def add_error_names(types: Mapping[str, ErrorKind], codes: Mapping[str, ErrorKind],
+                    type_header: str | None = None) -> None:
+    """Read a protocol's wire error names too (names already known keep their kind), and its
+    header naming the error type, if it has one."""
     for name, kind in types.items():
         _TYPE_KINDS.setdefault(name, kind)
     for name, kind in codes.items():
         _CODE_KINDS.setdefault(name, kind)
+    if type_header is not None and type_header.lower() not in _TYPE_HEADERS:
+        _TYPE_HEADERS.append(type_header.lower())
+
+
+def _header_type(headers: Mapping[str, str]) -> str | None:
+    """The error type a response header names (``ThrottlingException:http://...`` -> its name)."""
+    for name in _TYPE_HEADERS:
+        value = headers.get(name)
+        if value is None and isinstance(headers, dict):  # (a plain dict: its names in any case)
+            value = next((v for k, v in headers.items() if k.lower() == name), None)
+        if isinstance(value, str) and value:
+            return value.partition(":")[0].strip() or None
+    return None
 
 
 def kind_for_status(status: int | None) -> ErrorKind:
@@ -109,8 +126,12 @@ def _text_of_non_json(body: bytes) -> str:
     return text[:500]
 
 
-def parse_error(status: int | None, body: bytes | str | dict[str, Any] | None) -> Error:
-    """Read an upstream error body of any shape into a neutral :class:`Error`."""
+def parse_error(status: int | None, body: bytes | str | dict[str, Any] | None,
+                headers: Mapping[str, str] | None = None) -> Error:
+    """Read an upstream error body of any shape into a neutral :class:`Error`. ``headers``: the
+    error response's; a header naming the error type (Bedrock's ``x-amzn-errortype``) is read
+    where the body names none (and is the error's code where the body has none)."""
+    htype = _header_type(headers) if headers else None
     obj: Any = body
     if isinstance(body, (bytes, bytearray, str)):
         raw = body.encode() if isinstance(body, str) else bytes(body)
@@ -118,19 +139,20 @@ def parse_error(status: int | None, body: bytes | str | dict[str, Any] | None) -
             obj = orjson.loads(raw) if raw.strip() else None
         except orjson.JSONDecodeError:
             text = _text_of_non_json(raw)
-            kind = kind_for_status(status)
+            kind = error_kind(status, htype, None)
             msg = f"upstream returned HTTP {status}" if status else "upstream error"
             if text:
                 msg += f": {text}"
             elif not raw.strip():
                 msg += " with an empty body"
-            return Error(kind=kind, message=msg, status=status, raw=raw.decode("utf-8", "replace")[:2000])
+            return Error(kind=kind, message=msg, status=status, code=htype,
+                         raw=raw.decode("utf-8", "replace")[:2000])
     if obj is None:
-        return Error(kind=kind_for_status(status), message=f"upstream returned HTTP {status} with an empty body",
-                     status=status)
+        return Error(kind=error_kind(status, htype, None),
+                     message=f"upstream returned HTTP {status} with an empty body", status=status, code=htype)
     if not isinstance(obj, dict):
-        return Error(kind=kind_for_status(status), message=f"upstream returned HTTP {status}: {str(obj)[:500]}",
-                     status=status, raw=obj)
+        return Error(kind=error_kind(status, htype, None),
+                     message=f"upstream returned HTTP {status}: {str(obj)[:500]}", status=status, code=htype, raw=obj)
     err = obj.get("error")
     etype = code = param = None
     message = None
@@ -150,6 +172,11 @@ def parse_error(status: int | None, body: bytes | str | dict[str, Any] | None) -
         code = obj.get("code")
         param = obj.get("param")
         message = obj.get("message") or obj.get("detail")
+    if htype is not None:
+        if not isinstance(etype, str):
+            etype = htype
+        if not isinstance(code, str):
+            code = htype
     if not isinstance(message, str):
         message = str(message) if message is not None else f"upstream returned HTTP {status}"
     kind = error_kind(status, etype if isinstance(etype, str) else None,

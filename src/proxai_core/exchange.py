@@ -354,7 +354,7 @@ class Exchange:
     def _error_body(self, body: bytes, status: int) -> Outcome:
         up = self.upstream
         assert up is not None
-        err = self._error = parse_error(status, body)
+        err = self._error = parse_error(status, body, self.headers)
         self._stop = stop_of_http_error(err, status, self.headers)
         if self.routed and (up is not self.client or not _is_json(body)):
             st, native = native_error(err, self.client.protocol)

@@ -52,7 +52,7 @@ def check_codec(c: object, p: Protocol) -> Codec:
 def _load(p: Protocol) -> Codec:
     # (a dynamic import: the module's name is the enum member's, so a new protocol needs no edit here)
     c = check_codec(import_module(f"{__name__}.{p.name.lower()}").CODEC, p)
-    add_error_names(c.errors.types, c.errors.codes)
+    add_error_names(c.errors.types, c.errors.codes, c.errors.type_header)
     return c
 
 

@@ -208,6 +208,12 @@ class ErrorFacts:
     foreign_statuses: frozenset[int]
     #: the client's native error body
     body: Callable[[Error], JSONObject]
+    #: a response header naming the error's type where the body does not (its value up to the
+    #: first ":" is looked up in ``types``), e.g. ``x-amzn-errortype``
+    type_header: str | None = None
+    #: the response headers that go with :attr:`body` for this protocol's clients (e.g. the error
+    #: type header); None: none
+    headers: Callable[[Error], dict[str, str]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
