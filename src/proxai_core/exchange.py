@@ -203,7 +203,9 @@ class Exchange:
     @property
     def client_content_type(self) -> str:
         """The content type of the client's stream: SSE, or its protocol's JSON framing."""
-        return SSE_TYPE if self.context.sse else JSON_TYPE + "; charset=utf-8"
+        if self.context.sse:
+            return SSE_TYPE
+        return self.client.wire.stream_type or JSON_TYPE + "; charset=utf-8"
 
     # ------------------------------------------------------------------ the response
     def respond(self, upstream: Protocol | str, status: int = 200, content_type: str = "", *,
@@ -367,7 +369,9 @@ class Exchange:
         (SSE, or a stream framed as one JSON array: the codec's reader tells them apart)."""
         up = self.upstream
         assert up is not None
-        if "text/event-stream" in self.content_type.lower() or (self.stream and body.lstrip()[:1] == b"["):
+        ct = self.content_type.lower()
+        if "text/event-stream" in ct or (self.stream and body.lstrip()[:1] == b"[") or (
+                up.wire.stream_type is not None and up.wire.stream_type in ct):
             self._whole_stream(up, body)
             return
         obj = _json_object(body)

@@ -11,6 +11,8 @@ class Protocol(StrEnum):
     RESPONSES = "openai_responses"
     ANTHROPIC = "anthropic_messages"
     GEMINI = "gemini_generate_content"
+    VERTEX_ANTHROPIC = "vertex_anthropic"
+    BEDROCK_INVOKE = "bedrock_invoke"
 
 
 def as_protocol(value: Protocol | str) -> Protocol:

@@ -12,7 +12,7 @@ from proxai_core import Protocol, TranslationError, decode_request, translate_re
 from proxai_core import neutral as n
 from tests.conftest import DIRECTIONS as ALL_DIRECTIONS
 
-from ..sdk import validate_request
+from ..sdk import ANTHROPIC_BODIES, EVENTSTREAM, HOSTED, HOSTED_PATHS, hosted_request, validate_request
 
 A, C, R, G = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES, Protocol.GEMINI
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"0" * 32).decode()
@@ -149,6 +149,10 @@ GEMINI_REQ = {  # model and stream live in the URL (PATHS)
 
 REQS = {C: CHAT_REQ, R: RESPONSES_REQ, A: ANTHROPIC_REQ, G: GEMINI_REQ}
 PATHS = {G: "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"}
+for _p in HOSTED:  # Claude hosted by a cloud: the Anthropic request, the model in the URL
+    REQS[_p] = hosted_request(_p, ANTHROPIC_REQ)
+    PATHS[_p] = HOSTED_PATHS[_p.value]
+AB = ANTHROPIC_BODIES
 DIRECTIONS = list(ALL_DIRECTIONS)
 
 
@@ -167,7 +171,7 @@ def test_feature_rich_request(src, dst):
     assert " ".join(t.text for t in got.system) == "You are terse."
     if dst is R:
         assert out["instructions"] == "You are terse."
-    elif dst is A:
+    elif dst in AB:
         assert out["system"] in ("You are terse.", [{"type": "text", "text": "You are terse."}])
     elif dst is G:
         assert out["systemInstruction"] == {"parts": [{"text": "You are terse."}]}
@@ -189,7 +193,7 @@ def test_feature_rich_request(src, dst):
         assert got.parallel_tool_calls is False
     elif dst is G:
         assert any("parallel_tool_calls" in x for x in w)
-    if dst is A and src is not G:
+    if dst in AB and src is not G:
         assert out["tool_choice"]["disable_parallel_tool_use"] is True
     # assistant tool calls and results in order; consecutive results in ONE Anthropic user turn
     calls = _parts(got, n.ToolCall)
@@ -198,23 +202,23 @@ def test_feature_rich_request(src, dst):
     results = _parts(got, n.ToolResult)
     assert [r.call_id for r in results] == ["call_a", "call_b"]
     assert [r.content[0].text for r in results] == ["sunny", "rain"]
-    if dst is A:
+    if dst in AB:
         user_turns = [m for m in out["messages"] if m["role"] == "user"]
         kinds = [[b["type"] for b in (m["content"] if isinstance(m["content"], list) else [])] for m in user_turns]
         assert ["tool_result", "tool_result", "text"] in kinds
-    if src is A and dst is G:  # Gemini carries the error flag: {"error": ...}
+    if src in AB and dst is G:  # Gemini carries the error flag: {"error": ...}
         assert out["contents"][2]["parts"][1]["functionResponse"]["response"] == {"error": "rain"}
-    elif src is A and dst is not A:
+    elif src in AB and dst not in AB:
         assert any("is_error" in x for x in w), "is_error loss is reported"
     # max tokens, sampling, stop sequences (an array stays an array)
     assert got.max_output_tokens == 900
-    assert got.temperature == 0.5 or (dst is A and "temperature" in " ".join(w))
+    assert got.temperature == 0.5 or (dst in AB and "temperature" in " ".join(w))
     if dst is C:
         assert out["max_completion_tokens"] == 900
         if want.stop:
             assert out["stop"] == ["END"]
         assert out["stream_options"] == {"include_usage": True}
-    if dst is A:
+    if dst in AB:
         assert out["max_tokens"] == 900
         if want.stop:
             assert out["stop_sequences"] == ["END"]
@@ -229,7 +233,7 @@ def test_feature_rich_request(src, dst):
     elif dst is G:
         assert any("user" in x for x in w)
     # stream (a Gemini upstream's is in its path)
-    if dst is G:
+    if dst is G or dst in EVENTSTREAM:
         assert "stream" not in out
     else:
         assert out["stream"] is True

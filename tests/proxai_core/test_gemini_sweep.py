@@ -31,6 +31,7 @@ from ..sdk import (
     FIXTURES,
     PROTOCOLS,
     G,
+    HOSTED,
     StreamError,
     accumulate_stream,
     fixture_files,
@@ -276,7 +277,7 @@ def test_gemini_request_into_every_protocol_and_back(proto, path):
             assert_documented_rejection(e)
             continue
         validate_request(target, out)
-        if url and target is not get(target).protocol.RESPONSES:
+        if url and target is not get(target).protocol.RESPONSES and target not in HOSTED:  # (hosted: in the URL)
             assert out.get("model") == src.model
         back = translate_request(out, target, G)
         validate_request(G, back)

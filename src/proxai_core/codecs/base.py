@@ -33,6 +33,7 @@ __all__ = [
     "SNIFF_DEFAULT",
     "SNIFF_DIALECT",
     "SNIFF_HINT",
+    "SNIFF_HOST",
     "SNIFF_KEYS",
     "SNIFF_TOOLS",
     "SNIFF_WEAK",
@@ -57,6 +58,7 @@ JSONObject = dict[str, Any]
 Evidence = tuple[int, int]
 
 # evidence strengths, strongest first (what each codec's sniffers return)
+SNIFF_HOST = 110  #: a host's own mark on a body another protocol shares (an id only that host mints)
 SNIFF_DECISIVE = 100  #: a field or value only this protocol has
 SNIFF_DIALECT = 90  #: a provider dialect of this protocol (outranks shared-looking keys)
 SNIFF_KEYS = 80  #: a top-level key typical of this protocol
@@ -250,6 +252,9 @@ class Wire:
     #: every stream of this protocol is SSE (False: a stream may come in the protocol's own
     #: framing, told by the body, not by the content type; :attr:`Codec.stream_reader` reads both)
     sse_only: bool = True
+    #: the content type of a stream in the protocol's own framing where it has one of its own
+    #: (Bedrock: ``application/vnd.amazon.eventstream``); None: JSON
+    stream_type: str | None = None
 
 
 @dataclass(slots=True, eq=False)
