@@ -32,20 +32,25 @@ DIRECTIONS: tuple[tuple[Protocol, Protocol], ...] = tuple(
     (s, t) for s in PROTOCOLS for t in PROTOCOLS if s is not t)
 
 
-#: recording folders not named by the protocol's short name
-_FOLDERS = {Protocol.BEDROCK_CONVERSE: "bedrock-converse"}
+#: the recordings' folder of a protocol whose folder is not its short name
+_FOLDERS = {"vertex_anthropic": "vertex-anthropic", "bedrock_invoke": "bedrock-invoke", "converse": "bedrock-converse"}
 #: the suffix of a protocol's stream recordings where they are not SSE
-STREAM_SUFFIXES = {Protocol.BEDROCK_CONVERSE: ".eventstream"}
-#: documented cases (written from the provider's documentation, not recorded), next to the tests
+STREAM_SUFFIXES = {Protocol.BEDROCK_CONVERSE: ".eventstream", Protocol.BEDROCK_INVOKE: ".eventstream"}
+#: cases no recording shows, written from the providers' documentation (``tests/documented/<folder>``)
 DOCUMENTED = ROOT / "tests" / "documented"
 
 
-def fixture_dir(protocol: Protocol | str) -> Path:
-    """The recordings of one protocol (``../shared/fixtures/<short name>``; may not exist)."""
+def fixture_folder(protocol: Protocol | str) -> str:
+    """The folder name of a protocol's recordings (its short name unless :data:`_FOLDERS` says)."""
     from proxai_core.codecs import get
 
-    p = get(protocol).protocol
-    return FIXTURES / _FOLDERS.get(p, get(protocol).name)
+    name = get(protocol).name
+    return _FOLDERS.get(name, name)
+
+
+def fixture_dir(protocol: Protocol | str) -> Path:
+    """The recordings of one protocol (``../shared/fixtures/<folder>``; may not exist)."""
+    return FIXTURES / fixture_folder(protocol)
 
 
 def sse_events(raw: bytes) -> list[tuple[str | None, str]]:

@@ -24,13 +24,35 @@ from openai.lib.streaming.responses._responses import ResponseStreamState
 
 from proxai_core import Protocol
 from proxai_core.codecs import get
-from tests.conftest import DOCUMENTED, FIXTURES, PROTOCOLS, STREAM_SUFFIXES, fixture_dir, sse_events
+from tests.conftest import DOCUMENTED, FIXTURES, PROTOCOLS, fixture_folder, sse_events
 
 from . import sdk_converse, sdk_gemini
 
 A, C, R, G = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES, Protocol.GEMINI
 B = Protocol.BEDROCK_CONVERSE
-DIRS = {p: fixture_dir(p).name for p in PROTOCOLS}
+DIRS = {p: fixture_folder(p) for p in PROTOCOLS}
+#: the API version each protocol hosting Claude names in its request bodies
+HOSTED_VERSIONS = {"vertex_anthropic": "vertex-2023-10-16", "bedrock_invoke": "bedrock-2023-05-31"}
+#: protocols whose bodies are Anthropic Messages (judged by anthropic's types): Claude on the API
+#: and Claude hosted by a cloud
+ANTHROPIC_BODIES = frozenset({A, *(p for p in PROTOCOLS if p.value in HOSTED_VERSIONS)})
+#: protocols whose streams come in AWS event-stream framing
+EVENTSTREAM = frozenset(p for p in PROTOCOLS if p.value == "bedrock_invoke")
+#: Claude hosted by a cloud: Anthropic bodies whose model (and on Bedrock the stream) is in the URL
+HOSTED = ANTHROPIC_BODIES - {A}
+#: a request path of each hosted protocol (a streamed request to a Claude model)
+HOSTED_PATHS = {
+    "vertex_anthropic": "/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929"
+                        ":streamRawPredict",
+    "bedrock_invoke": "/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/invoke-with-response-stream",
+}
+
+
+def hosted_request(protocol: Protocol, body: dict) -> dict:
+    """An Anthropic Messages request as a hosted protocol's client writes it: its version, no
+    model, and no stream flag where the URL says it."""
+    return {"anthropic_version": HOSTED_VERSIONS[protocol.value],
+            **{k: v for k, v in body.items() if k != "model" and (k != "stream" or protocol not in EVENTSTREAM)}}
 
 _anthropic_event = pydantic.TypeAdapter(at.RawMessageStreamEvent)
 _anthropic_beta_event = pydantic.TypeAdapter(atb.BetaRawMessageStreamEvent)
@@ -58,19 +80,28 @@ _responses_event = pydantic.TypeAdapter(orr.ResponseStreamEvent)
 
 
 def fixture_files(protocol: Protocol, suffix: str) -> list[Path]:
-    """A protocol's recordings with ``suffix`` (``.sse``: its stream recordings, whatever their
-    framing), then its documented cases (``tests/documented/<folder>``) with the same suffix."""
-    if suffix == ".sse":
-        suffix = STREAM_SUFFIXES.get(protocol, suffix)
-    files = []
+    """A protocol's recordings ending in ``suffix``, then the documented cases of its folder
+    (``tests/documented/<folder>``). ``.sse`` stands for the protocol's streams (AWS event streams
+    too); ``.json`` for complete bodies (not requests, statuses or token-count answers)."""
+    files: list[Path] = []
     for d in (FIXTURES / DIRS[protocol], DOCUMENTED / DIRS[protocol]):
         if d.is_dir():
             files += sorted(d.glob(f"*{suffix}"))
+            if suffix == ".sse":
+                files += sorted(d.glob("*.eventstream"))
     if suffix == ".json":
-        files = [f for f in files if not f.name.endswith((".request.json", ".status.json"))]
+        files = [f for f in files if not f.name.endswith((".request.json", ".status.json"))
+                 and not is_count_answer(f)]
         if protocol is G:  # a streamed JSON array is a stream, not a complete body
             files = [f for f in files if f.read_bytes().lstrip()[:1] != b"["]
     return files
+
+
+def is_count_answer(f: Path) -> bool:
+    """A token-count answer (``{"inputTokens": N}``) recorded beside a count-tokens request path."""
+    url = f.with_name(f.name.removesuffix(".json") + ".url.txt")
+    status = f.with_name(f.name.removesuffix(".json") + ".status.json")
+    return url.is_file() and "count-tokens" in url.read_text() and not status.is_file()
 
 
 def gemini_array_files() -> list[Path]:
@@ -113,6 +144,7 @@ def validate_response(protocol: Protocol, body: dict) -> Any:
         return oc.ChatCompletion.model_validate(body)
     if protocol is R:
         return orr.Response.model_validate(body)
+    assert protocol in ANTHROPIC_BODIES, protocol
     return anthropic_message(body)
 
 
@@ -205,12 +237,36 @@ def accumulate_stream(protocol: Protocol, data: bytes, *, strict: bool = True) -
         except sdk_converse.ConverseStreamError as e:
             raise StreamError(str(e)) from e
         return summarize_response(B, body)
+    if protocol in EVENTSTREAM:
+        return _acc_anthropic(chunk_events(data), strict)
     events = sse_events(data)
-    if protocol is A:
+    if protocol in ANTHROPIC_BODIES:
         return _acc_anthropic(events, strict)
     if protocol is C:
         return _acc_chat(events, strict)
     return _acc_responses(events, strict)
+
+
+def chunk_events(data: bytes) -> list[tuple[str, str]]:
+    """An InvokeModel event stream, framed and checked by botocore's own parser -> the Anthropic
+    stream events its ``chunk`` frames carry, as (event name, data); an exception frame is the
+    stream's error (StreamError)."""
+    import base64
+
+    from botocore.eventstream import EventStreamBuffer
+
+    buf = EventStreamBuffer()
+    buf.add_data(data)
+    out: list[tuple[str, str]] = []
+    for msg in buf:
+        h = msg.headers
+        payload = json.loads(msg.payload)
+        if h.get(":message-type") != "event":
+            raise StreamError(f"{h.get(':exception-type') or h.get(':error-code')}: {payload.get('message')}")
+        assert h.get(":event-type") == "chunk" and h.get(":content-type") == "application/json", h
+        event = base64.b64decode(payload["bytes"]).decode()
+        out.append((json.loads(event)["type"], event))
+    return out
 
 
 def _acc_anthropic(events, strict) -> Summary:
@@ -378,6 +434,12 @@ def validate_request(protocol: Protocol, body: dict) -> None:
     if protocol is B:
         sdk_converse.validate_request(body)
         return
+    version = HOSTED_VERSIONS.get(protocol.value)
+    if version is not None:  # Claude hosted by a cloud: the model (and on Bedrock the stream) is in the URL
+        assert body.get("anthropic_version") == version and "model" not in body, body
+        assert protocol not in EVENTSTREAM or "stream" not in body, body
+        body = {k: v for k, v in body.items() if k not in ("anthropic_version", "anthropic_beta")}
+        body["model"] = "model-in-the-url"
     stream = bool(body.get("stream"))
     key = (protocol, stream)
     if key not in _REQ_ADAPTERS:
@@ -386,6 +448,7 @@ def validate_request(protocol: Protocol, body: dict) -> None:
         elif protocol is R:
             t = _rcp.ResponseCreateParamsStreaming if stream else _rcp.ResponseCreateParamsNonStreaming
         else:
+            assert protocol in ANTHROPIC_BODIES, protocol
             t = _at.MessageCreateParamsStreaming if stream else _at.MessageCreateParamsNonStreaming
         _REQ_ADAPTERS[key] = pydantic.TypeAdapter(t)
     if protocol is R:

@@ -12,6 +12,8 @@ class Protocol(StrEnum):
     ANTHROPIC = "anthropic_messages"
     GEMINI = "gemini_generate_content"
     BEDROCK_CONVERSE = "bedrock_converse"
+    VERTEX_ANTHROPIC = "vertex_anthropic"
+    BEDROCK_INVOKE = "bedrock_invoke"
 
 
 def as_protocol(value: Protocol | str) -> Protocol:

@@ -12,7 +12,7 @@ from proxai_core import Protocol, TranslationError, decode_request, translate_re
 from proxai_core import neutral as n
 from tests.conftest import DIRECTIONS as ALL_DIRECTIONS
 
-from ..sdk import validate_request
+from ..sdk import ANTHROPIC_BODIES, EVENTSTREAM, HOSTED, HOSTED_PATHS, hosted_request, validate_request
 
 A, C, R, G = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES, Protocol.GEMINI
 B = Protocol.BEDROCK_CONVERSE
@@ -180,6 +180,10 @@ CONVERSE_REQ = {  # model and stream live in the URL (PATHS); images by S3 locat
 REQS = {C: CHAT_REQ, R: RESPONSES_REQ, A: ANTHROPIC_REQ, G: GEMINI_REQ, B: CONVERSE_REQ}
 PATHS = {G: "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
          B: "/model/anthropic.claude-sonnet-4-5/converse-stream"}
+for _p in HOSTED:  # Claude hosted by a cloud: the Anthropic request, the model in the URL
+    REQS[_p] = hosted_request(_p, ANTHROPIC_REQ)
+    PATHS[_p] = HOSTED_PATHS[_p.value]
+AB = ANTHROPIC_BODIES
 #: protocols with no end-user id and no parallel-calls switch (dropped with a warning)
 NO_USER = (G, B)
 
@@ -215,7 +219,7 @@ def test_feature_rich_request(src, dst):
     assert " ".join(t.text for t in got.system) == "You are terse."
     if dst is R:
         assert out["instructions"] == "You are terse."
-    elif dst is A:
+    elif dst in AB:
         assert out["system"] in ("You are terse.", [{"type": "text", "text": "You are terse."}])
     elif dst is G:
         assert out["systemInstruction"] == {"parts": [{"text": "You are terse."}]}
@@ -240,7 +244,7 @@ def test_feature_rich_request(src, dst):
         assert got.parallel_tool_calls is False
     elif dst in NO_USER and src not in NO_USER:
         assert any("parallel_tool_calls" in x for x in w)
-    if dst is A and src not in NO_USER:
+    if dst in AB and src not in NO_USER:
         assert out["tool_choice"]["disable_parallel_tool_use"] is True
     # assistant tool calls and results in order; consecutive results in ONE Anthropic user turn
     calls = _parts(got, n.ToolCall)
@@ -249,25 +253,25 @@ def test_feature_rich_request(src, dst):
     results = _parts(got, n.ToolResult)
     assert [r.call_id for r in results] == ["call_a", "call_b"]
     assert [r.content[0].text for r in results] == ["sunny", "rain"]
-    if dst is A:
+    if dst in AB:
         user_turns = [m for m in out["messages"] if m["role"] == "user"]
         kinds = [[b["type"] for b in (m["content"] if isinstance(m["content"], list) else [])] for m in user_turns]
         assert ["tool_result", "tool_result", "text"] in kinds
-    if src is A and dst is G:  # Gemini carries the error flag: {"error": ...}
+    if src in AB and dst is G:  # Gemini carries the error flag: {"error": ...}
         assert out["contents"][2]["parts"][1]["functionResponse"]["response"] == {"error": "rain"}
-    elif src is A and dst is B:  # and Converse: a result's status
+    elif src in AB and dst is B:  # and Converse: a result's status
         assert out["messages"][2]["content"][1]["toolResult"]["status"] == "error"
-    elif src is A and dst is not A:
+    elif src in AB and dst not in AB:
         assert any("is_error" in x for x in w), "is_error loss is reported"
     # max tokens, sampling, stop sequences (an array stays an array)
     assert got.max_output_tokens == 900
-    assert got.temperature == 0.5 or (dst is A and "temperature" in " ".join(w))
+    assert got.temperature == 0.5 or (dst in AB and "temperature" in " ".join(w))
     if dst is C:
         assert out["max_completion_tokens"] == 900
         if want.stop:
             assert out["stop"] == ["END"]
         assert out["stream_options"] == {"include_usage": True}
-    if dst is A:
+    if dst in AB:
         assert out["max_tokens"] == 900
         if want.stop:
             assert out["stop_sequences"] == ["END"]
@@ -281,8 +285,8 @@ def test_feature_rich_request(src, dst):
         assert got.user == "user-42"
     elif dst in NO_USER and src not in NO_USER:
         assert any("user" in x for x in w)
-    # stream (a Gemini or Converse upstream's is in its path)
-    if dst in (G, B):
+    # stream (a Gemini, Converse or Bedrock InvokeModel upstream's is in its path)
+    if dst in (G, B) or dst in EVENTSTREAM:
         assert "stream" not in out
     else:
         assert out["stream"] is True

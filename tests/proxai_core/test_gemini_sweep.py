@@ -31,6 +31,7 @@ from ..sdk import (
     FIXTURES,
     PROTOCOLS,
     G,
+    HOSTED,
     StreamError,
     accumulate_stream,
     fixture_files,

@@ -92,7 +92,8 @@ def test_the_registry_refuses_a_codec_missing_an_error_kind(c: Codec):
 def test_stream_framing_is_a_wire_fact(c: Codec):
     # a protocol whose streams may come in another framing than SSE has its own reader, and says so
     assert c.wire.sse_only is (c.stream_reader is SSEReader)
-    assert [p for p in Protocol if not get(p).wire.sse_only] == [Protocol.GEMINI]
+    assert [p for p in Protocol if not get(p).wire.sse_only] == [Protocol.GEMINI, Protocol.BEDROCK_CONVERSE,
+                                                                 Protocol.BEDROCK_INVOKE]
 
 
 @pytest.mark.parametrize("path,kind,name,prefix", [

@@ -12,7 +12,7 @@ import pytest
 from proxai_core import Protocol, translate_request
 from tests.conftest import DIRECTIONS
 
-from ..sdk import validate_request
+from ..sdk import ANTHROPIC_BODIES, HOSTED, HOSTED_PATHS, hosted_request, validate_request
 
 A, C, R, G = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES, Protocol.GEMINI
 TEXT = "Meeting notes — café\nline 2: ✓ done\n"
@@ -29,7 +29,9 @@ FILE_PART = {
     C: {"type": "file", "file": {"file_data": f"data:text/plain;base64,{B64}", "filename": NAME}},
 }
 #: which sources carry the file's name (Gemini inline data has none)
-NAMED = {A, R, C}
+NAMED = {A, R, C, *HOSTED}
+for _p in HOSTED:  # Claude hosted by a cloud sends the Anthropic part
+    FILE_PART[_p] = FILE_PART[A]
 CHAT_WARNING = "text/plain files were sent as text parts (Chat Completions has no file part for text: its file parts take PDF only)"
 
 
@@ -38,9 +40,10 @@ def request(src: Protocol, part: dict | None = None) -> dict:
     if src is G:
         return {"contents": [{"role": "user", "parts": [{"text": "Summarize the file."}, part]}],
                 "generationConfig": {"maxOutputTokens": 100}}
-    if src is A:
-        return {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": [
+    if src in ANTHROPIC_BODIES:
+        body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": [
             {"role": "user", "content": [{"type": "text", "text": "Summarize the file."}, part]}]}
+        return hosted_request(src, body) if src in HOSTED else body
     if src is R:
         return {"model": "gpt-5", "max_output_tokens": 100, "input": [
             {"role": "user", "content": [{"type": "input_text", "text": "Summarize the file."}, part]}]}
@@ -49,7 +52,8 @@ def request(src: Protocol, part: dict | None = None) -> dict:
 
 
 def translate(body: dict, src: Protocol, dst: Protocol, w: list[str] | None = None) -> dict:
-    out = translate_request(body, src, dst, warnings=w, path=GEMINI_PATH if src is G else None)
+    path = GEMINI_PATH if src is G else HOSTED_PATHS.get(src.value)
+    out = translate_request(body, src, dst, warnings=w, path=path)
     validate_request(dst, out)
     return out
 
@@ -75,14 +79,14 @@ def test_text_file_in_every_direction(src, dst):
     out = translate(request(src), src, dst, w)
     if dst is C:  # no file form: the text, and a warning saying so
         parts = user_parts(out, C)
-        assert parts[1] == {"type": "text", "text": f"{NAME}\n\n{TEXT}" if src is A else TEXT}
+        assert parts[1] == {"type": "text", "text": f"{NAME}\n\n{TEXT}" if src in ANTHROPIC_BODIES else TEXT}
         assert CHAT_WARNING in w
         return
     assert w == []
     part = file_of(out, dst)
     if dst is G:
         assert part == {"inlineData": {"mimeType": "text/plain", "data": B64}}
-    elif dst is A:
+    elif dst in ANTHROPIC_BODIES:
         want = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": TEXT}}
         assert part == (dict(want, title=NAME) if src in NAMED else want)
     else:

@@ -13,6 +13,7 @@ from ..eventstream import frame
 from ..jsonutil import dumps
 from ..neutral import Error, ErrorKind, Usage
 from ..stop import StopInfo, StopKey, StopReason, WireStop, check_stop_table, classify_stop, map_stop
+from ._request_common import token_count
 from .base import (
     SNIFF_CONTENT,
     SNIFF_DECISIVE,
@@ -24,6 +25,7 @@ from .base import (
     Evidence,
     PathFacts,
     RequestFields,
+    TokenCounter,
 )
 
 PROTOCOL = "bedrock_converse"
@@ -70,9 +72,28 @@ def endpoint_path(model: str, stream: bool) -> str:
 
 ENDPOINTS = Endpoints(generate="/model/{modelId}/converse", count_tokens="/model/{modelId}/count-tokens",
                       models="/foundation-models", parse_path=parse_endpoint, path_for=endpoint_path,
+                      count_path_for=lambda model: f"/model/{quote(model, safe='')}/count-tokens",
                       default_prefix="")
 #: the model and the stream flag live in the URL; stop sequences inside ``inferenceConfig``
 FIELDS = RequestFields(model="modelId", stream="stream", stop="stopSequences", volatile=("requestMetadata",))
+
+#: what a count-tokens request of Converse counts (the ``input.converse`` of CountTokens)
+_COUNT_FIELDS = ("messages", "system", "toolConfig", "additionalModelRequestFields")
+
+
+def _count_request(body: dict[str, Any], model: str | None) -> dict[str, Any]:
+    # (the model is in the path)
+    return {"input": {"converse": {k: body[k] for k in _COUNT_FIELDS if k in body}}}
+
+
+def _count_generation(body: dict[str, Any]) -> dict[str, Any]:
+    inp = body.get("input")
+    inner = inp.get("converse") if isinstance(inp, dict) else None
+    return inner if isinstance(inner, dict) else body
+
+
+COUNTER = TokenCounter(request=_count_request, generation=_count_generation,
+                       tokens=lambda a: token_count(a, "inputTokens"), answer=lambda n: {"inputTokens": n})
 CAPABILITIES = Capabilities(custom_tools=False, interrupted_is_status=False)
 
 

@@ -524,6 +524,7 @@ class StreamReader(SSEReader):
 #: (the model is part of the path: ``generate`` is a template; requests are recognized by parse_path)
 ENDPOINTS = Endpoints(generate="/models/{model}:generateContent", count_tokens="/models/{model}:countTokens",
                       models="/models", parse_path=parse_endpoint, path_for=endpoint_path,
+                      count_path_for=lambda m: f"/models/{quote(m.removeprefix('models/'), safe='-._~@')}:countTokens",
                       default_prefix="/v1beta")
 #: the model and the stream flag live in the URL (:data:`ENDPOINTS` ``parse_path``); no body has
 #: these fields, so a context built from the body alone has neither

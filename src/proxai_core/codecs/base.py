@@ -34,6 +34,7 @@ __all__ = [
     "SNIFF_DEFAULT",
     "SNIFF_DIALECT",
     "SNIFF_HINT",
+    "SNIFF_HOST",
     "SNIFF_KEYS",
     "SNIFF_TOOLS",
     "SNIFF_WEAK",
@@ -59,6 +60,7 @@ JSONObject = dict[str, Any]
 Evidence = tuple[int, int]
 
 # evidence strengths, strongest first (what each codec's sniffers return)
+SNIFF_HOST = 110  #: a host's own mark on a body another protocol shares (an id only that host mints)
 SNIFF_DECISIVE = 100  #: a field or value only this protocol has
 SNIFF_DIALECT = 90  #: a provider dialect of this protocol (outranks shared-looking keys)
 SNIFF_KEYS = 80  #: a top-level key typical of this protocol
@@ -152,6 +154,8 @@ class Endpoints:
     parse_path: Callable[[str], PathFacts | None] | None = None
     #: the same protocols: (model, stream) -> the upstream path after the version prefix
     path_for: Callable[[str, bool], str] | None = None
+    #: the same protocols: model -> the upstream token-counting path after the version prefix
+    count_path_for: Callable[[str], str] | None = None
     #: the version prefix a bare base URL gets (``https://host`` -> ``https://host/v1/...``)
     default_prefix: str = "/v1"
 

@@ -44,7 +44,15 @@ from ..protocol import Protocol
 from ..stop import GENERIC_REFUSAL, StopInfo, StopReason, classify_stop
 from ..strict import MalformedEvent
 from . import _converse_common as _facts
-from ._converse_common import PROTOCOL, stop_from_wire, stop_sequence_of, stop_to_wire, usage_from_wire, usage_to_wire, warn_once
+from ._converse_common import (
+    PROTOCOL,
+    stop_from_wire,
+    stop_sequence_of,
+    stop_to_wire,
+    usage_from_wire,
+    usage_to_wire,
+    warn_once,
+)
 from ._converse_request import decode_request, encode_request, reasoning_block, tool_input
 from .base import Codec, Wire
 
@@ -612,7 +620,7 @@ CODEC = Codec(
         credentials=_facts.CREDENTIALS,
         model_entry=_facts.model_entry,
         model_list=_facts.model_list,
-        count_tokens_body=lambda n: {"inputTokens": n},
+        counter=_facts.COUNTER,
         sse_only=False,
         stream_type=_facts.EVENTSTREAM_TYPE,
     ),

@@ -241,12 +241,11 @@ def upstream_target(
                 path = prefix + path
         return scheme, host, port, path + _join_query(extra, query)
     if ep.kind == "count_tokens":
-        ct = tc.wire.endpoints.count_tokens or ""
-        if tc.wire.endpoints.path_for is not None:  # the method follows the model's path: "…/models/m:countTokens"
-            base_path = _generate_path(tc, model, False).partition("?")[0]
-            path = prefix + base_path.rpartition(":")[0] + ":" + ct.rpartition(":")[2]
+        count_path = tc.wire.endpoints.count_path_for
+        if count_path is not None:  # the model is in the path: "…/models/m:countTokens"
+            path = prefix + count_path(model or "")
         else:
-            path = prefix + ct
+            path = prefix + (tc.wire.endpoints.count_tokens or "")
     elif ep.kind == "models":
         path = prefix + tc.wire.endpoints.models
     else:
