@@ -43,12 +43,12 @@ def _recording(name: str) -> bytes:
 
 def _check_model_not_found(target: Protocol, st: int, out: dict, status: int) -> None:
     assert st == status, (target, st)
-    if target is A:
+    if target in (A, Protocol.VERTEX_ANTHROPIC):
         validate_anthropic_error(st, out)
         assert out["error"]["type"] == "not_found_error"  # the code refines the type
     elif target is G:
         assert out["error"]["code"] == status and out["error"]["status"] == "NOT_FOUND"
-    elif target is B:  # (the kind names the x-amzn-errortype: ResourceNotFoundException)
+    elif target in (B, Protocol.BEDROCK_INVOKE):  # (the kind names the x-amzn-errortype: ResourceNotFoundException)
         assert set(out) == {"message"} and "does not exist" in out["message"]
     else:
         assert out["error"]["code"] == "model_not_found"
@@ -82,16 +82,19 @@ def test_a_generic_status_is_kept_whatever_the_code_says(status):
             assert out["error"]["type"] == "rate_limit_error"
 
 
+V, BI = Protocol.VERTEX_ANTHROPIC, Protocol.BEDROCK_INVOKE
+
+
 @pytest.mark.parametrize("source,status,body,want", [
     (A, 529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
-     {A: 529, C: 503, R: 503, G: 503, B: 503}),
+     {A: 529, C: 503, R: 503, G: 503, B: 503, V: 529, BI: 503}),
     (C, 503, {"error": {"message": "busy", "type": "server_error", "param": None, "code": None}},
-     {A: 529, C: 503, R: 503, G: 503, B: 503}),
+     {A: 529, C: 503, R: 503, G: 503, B: 503, V: 529, BI: 503}),
     (G, 503, {"error": {"code": 503, "message": "overloaded", "status": "UNAVAILABLE"}},
-     {A: 529, C: 503, R: 503, G: 503, B: 503}),
+     {A: 529, C: 503, R: 503, G: 503, B: 503, V: 529, BI: 503}),
     (C, 429, {"error": {"message": "You exceeded your current quota", "type": "insufficient_quota",
                         "param": None, "code": "insufficient_quota"}},
-     {A: 402, C: 429, R: 429, G: 429, B: 429}),
+     {A: 402, C: 429, R: 429, G: 429, B: 429, V: 402, BI: 429}),
 ], ids=["anthropic-529", "openai-503", "gemini-503", "openai-429-insufficient_quota"])
 def test_only_another_status_for_the_same_condition_changes_it(source, status, body, want):
     for target in PROTOCOLS:

@@ -386,7 +386,8 @@ _TYPES = {
 _TYPE_OF_KIND = {
     ErrorKind.INVALID_REQUEST: "ValidationException",
     ErrorKind.AUTHENTICATION: "UnrecognizedClientException",
-    ErrorKind.BILLING: "AccessDeniedException",
+    # (an exhausted quota: what Bedrock answers when an account's token quota runs out, as Converse)
+    ErrorKind.BILLING: "ThrottlingException",
     ErrorKind.PERMISSION: "AccessDeniedException",
     ErrorKind.NOT_FOUND: "ResourceNotFoundException",
     ErrorKind.REQUEST_TOO_LARGE: "ValidationException",
@@ -412,7 +413,7 @@ ERRORS = ErrorFacts(
     statuses={
         ErrorKind.INVALID_REQUEST: 400,
         ErrorKind.AUTHENTICATION: 403,
-        ErrorKind.BILLING: 403,
+        ErrorKind.BILLING: 429,
         ErrorKind.PERMISSION: 403,
         ErrorKind.NOT_FOUND: 404,
         ErrorKind.REQUEST_TOO_LARGE: 400,
