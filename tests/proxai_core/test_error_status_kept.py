@@ -88,10 +88,11 @@ V, BI = Protocol.VERTEX_ANTHROPIC, Protocol.BEDROCK_INVOKE
 @pytest.mark.parametrize("source,status,body,want", [
     (A, 529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
      {A: 529, C: 503, R: 503, G: 503, B: 503, V: 529, BI: 503}),
+    # (a Vertex AI client knows Google's 503 UNAVAILABLE as well as Anthropic's 529: kept)
     (C, 503, {"error": {"message": "busy", "type": "server_error", "param": None, "code": None}},
-     {A: 529, C: 503, R: 503, G: 503, B: 503, V: 529, BI: 503}),
+     {A: 529, C: 503, R: 503, G: 503, B: 503, V: 503, BI: 503}),
     (G, 503, {"error": {"code": 503, "message": "overloaded", "status": "UNAVAILABLE"}},
-     {A: 529, C: 503, R: 503, G: 503, B: 503, V: 529, BI: 503}),
+     {A: 529, C: 503, R: 503, G: 503, B: 503, V: 503, BI: 503}),
     (C, 429, {"error": {"message": "You exceeded your current quota", "type": "insufficient_quota",
                         "param": None, "code": "insufficient_quota"}},
      {A: 402, C: 429, R: 429, G: 429, B: 429, V: 402, BI: 429}),
