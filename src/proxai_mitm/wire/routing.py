@@ -333,6 +333,13 @@ FORWARD_HEADERS = frozenset({
 })
 #: the official SDKs' platform headers (x-stainless-lang, -os, -arch, -runtime, -retry-count, ...)
 _FORWARD_PREFIXES = ("x-stainless-",)
+#: credentials (a key, an AWS signature and its parts, a Google token or account) that never cross to
+#: another host, whatever a protocol declares as its own headers
+NEVER_FORWARD = frozenset({
+    "authorization", "proxy-authorization", "cookie", "x-amz-security-token", "x-amz-date",
+    "x-amz-content-sha256", "x-goog-api-key", "x-goog-user-project", "x-goog-iam-authorization-token",
+    "x-goog-iam-authority-selector",
+})
 
 
 def _forward_by_target(target: Protocol) -> frozenset[str]:
@@ -345,7 +352,8 @@ def _forward_by_target(target: Protocol) -> frozenset[str]:
 def forwardable(name: str, target: Protocol) -> bool:
     """May this request header go to a host the client did not address?"""
     n = name.lower()
-    return n in FORWARD_HEADERS or n in _forward_by_target(target) or n.startswith(_FORWARD_PREFIXES)
+    return n not in NEVER_FORWARD and (n in FORWARD_HEADERS or n in _forward_by_target(target)
+                                        or n.startswith(_FORWARD_PREFIXES))
 
 
 def rewrite_headers(
@@ -374,6 +382,7 @@ def rewrite_headers(
         _remove(headers, drop.__contains__)
     else:
         allowed = _forward_by_target(target)
+        drop.update(NEVER_FORWARD)
         _remove(headers, lambda h: h in drop or not (h in FORWARD_HEADERS or h in allowed
                                                      or h.startswith(_FORWARD_PREFIXES)))
     if key:

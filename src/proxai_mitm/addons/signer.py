@@ -1,0 +1,119 @@
+"""Credentials of routes with ``auth``: the final upstream request is signed or authorized here.
+
+SigV4 covers the method, the URL, the headers and the body exactly as they are sent, so this runs
+after every ProxAI addon that rewrites a request (routing, model mapping, body translation, replay
+redirection, probing): it is the last of them with a ``request`` hook. A credential that needs
+fetching or renewing (instance metadata, SSO, a token endpoint) is fetched in a worker thread with a
+bounded timeout, never on the event loop; only the flows that wait for it wait. A missing or failing
+credential answers the client in its own protocol (401, or 502 when a service failed), naming the
+profile or variable, never a secret. Every secret sent is added to the flow's secrets, so recordings,
+exports, the record and log lines never carry it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from mitmproxy import http
+
+from ..config.options import RouteOptions
+from ..config.routes import Route
+from ..flow.replies import reply
+from ..flow.state import FlowState, flow_state
+from ..wire.credentials import AUTH_HEADERS, CredentialError, Source, Unavailable, make_source
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["REFRESH_TIMEOUT", "Signer"]
+
+#: longest wait for a credential refresh (SSO, instance metadata, a token endpoint)
+REFRESH_TIMEOUT = 20.0
+#: bodies from this size are hashed for SigV4 in a worker thread
+THREAD_BYTES = 1 << 20
+
+
+class Signer:
+    """Signs or authorizes the requests of routes whose target has ``auth``."""
+
+    def __init__(self, options: RouteOptions) -> None:
+        self.options = options
+        self._sources: dict[str, Source] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def configure(self, updated: set[str]) -> None:
+        # off unless some route has a credential source (mitmproxy skips a hook that is None)
+        if any(r.auth for r in self.options.routes):
+            self.__dict__.pop("request", None)
+        else:
+            self.request = None  # type: ignore[assignment]
+
+    def source(self, auth: str) -> Source:
+        s = self._sources.get(auth)
+        if s is None:
+            s = self._sources[auth] = make_source(auth)
+        return s
+
+    def _route(self, state: FlowState | None) -> Route | None:
+        if state is None or state.route is None or state.replay is not None:
+            return None  # unrouted, or answered by the replay server (nothing leaves the machine)
+        for r in self.options.routes:
+            if r.name == state.route:
+                return r if r.auth else None
+        return None
+
+    def request(self, flow: http.HTTPFlow) -> Any:
+        if not flow.live or flow.response or flow.error:
+            return None
+        state = flow_state(flow)
+        route = self._route(state)
+        if route is None or state is None:
+            return None
+        assert route.auth is not None
+        src = self.source(route.auth)
+        if src.ready() and len(flow.request.raw_content or b"") < THREAD_BYTES:
+            try:
+                self._apply(flow, state, src)
+            except CredentialError as e:
+                self._fail(flow, state, src, e)
+            return None
+        return self._refresh_then_apply(flow, state, route.auth, src)
+
+    async def _refresh_then_apply(self, flow: http.HTTPFlow, state: FlowState, auth: str, src: Source) -> None:
+        try:
+            if not src.ready():
+                lock = self._locks.setdefault(auth, asyncio.Lock())
+                async with lock:  # one refresh at a time per source; the others wait for it
+                    if not src.ready():
+                        try:
+                            await asyncio.wait_for(asyncio.to_thread(src.refresh), REFRESH_TIMEOUT)
+                        except TimeoutError:
+                            raise Unavailable(f"{src.label}: no answer within {REFRESH_TIMEOUT:.0f} s") from None
+            await asyncio.to_thread(self._apply, flow, state, src)
+        except CredentialError as e:
+            self._fail(flow, state, src, e)
+        except Exception as e:  # noqa: BLE001 - a library's unforeseen error: answered, never a traceback
+            logger.warning("proxai: route %r: credential error %s", state.route, type(e).__name__)
+            self._fail(flow, state, src, Unavailable(f"{src.label}: {type(e).__name__}"))
+
+    @staticmethod
+    def _apply(flow: http.HTTPFlow, state: FlowState, src: Source) -> None:
+        req = flow.request
+        for h in AUTH_HEADERS:  # the client's own (same host) and any earlier signature
+            req.headers.pop(h, None)
+        headers = {k: v for k, v in req.headers.items()}
+        url = f"{req.scheme}://{req.host_header or req.host}{req.path}"
+        added = src.authorize(req.method, url, headers, req.raw_content or b"", req.pretty_host)
+        req.headers.update(added)
+        sig = added["authorization"].rpartition("Signature=")[2] if "Signature=" in added["authorization"] else ""
+        new = tuple(s for s in (*src.secrets(), sig) if len(s) >= 8 and s not in state.secrets)
+        if new:
+            state.secrets = (*state.secrets, *new)
+
+    @staticmethod
+    def _fail(flow: http.HTTPFlow, state: FlowState, src: Source, e: CredentialError) -> None:
+        status = 502 if isinstance(e, Unavailable) else 401
+        logger.warning("proxai: route %r: %s", state.route, e)
+        reply(flow, state, status, "authentication" if status == 401 else "api_error",
+              f"proxai: route {state.route!r}: {e}")
