@@ -102,8 +102,11 @@ class Signer:
         req = flow.request
         for h in AUTH_HEADERS:  # the client's own (same host) and any earlier signature
             req.headers.pop(h, None)
+        host = req.host_header or _authority(req.scheme, req.host, req.port)
+        if "host" not in req.headers and not req.is_http2:
+            req.headers["host"] = host  # the host SigV4 covers is sent as it was signed
         headers = {k: v for k, v in req.headers.items()}
-        url = f"{req.scheme}://{req.host_header or req.host}{req.path}"
+        url = f"{req.scheme}://{host}{req.path}"
         added = src.authorize(req.method, url, headers, req.raw_content or b"", req.pretty_host)
         req.headers.update(added)
         sig = added["authorization"].rpartition("Signature=")[2] if "Signature=" in added["authorization"] else ""
@@ -117,3 +120,8 @@ class Signer:
         logger.warning("proxai: route %r: %s", state.route, e)
         reply(flow, state, status, "authentication" if status == 401 else "api_error",
               f"proxai: route {state.route!r}: {e}")
+
+
+def _authority(scheme: str, host: str, port: int) -> str:
+    h = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return h if port == (443 if scheme == "https" else 80) else f"{h}:{port}"

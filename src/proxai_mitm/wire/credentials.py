@@ -284,7 +284,7 @@ def seen_secrets(headers: Mapping[str, str]) -> list[str]:
     SigV4 ``authorization``, and a session token (redacted wherever they appear)."""
     out: list[str] = []
     auth = headers.get("authorization", "")
-    if auth[:16].upper() == "AWS4-HMAC-SHA256":
+    if "AWS4-HMAC-SHA256" in auth.upper():  # repeated fields come joined: look at the whole value
         out += [a or b for a, b in _SIGV4.findall(auth)]
     token = headers.get("x-amz-security-token", "").strip()
     if token:
