@@ -271,3 +271,22 @@ def test_seen_secrets_of_a_client_sigv4():
                "x-amz-security-token": TOKEN}
     assert seen_secrets(headers) == [ACCESS, sig, TOKEN]
     assert seen_secrets({"authorization": "Bearer x"}) == []
+
+
+def test_no_secret_in_debug_logs(aws_env, monkeypatch, caplog):
+    """botocore logs the canonical request and the signature at DEBUG: those lines are kept quiet."""
+    import logging
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", TOKEN)
+    caplog.set_level(logging.DEBUG)
+    src = AwsSigV4()
+    for name in ("botocore.auth", "google.auth", "google.oauth2"):
+        assert logging.getLogger(name).getEffectiveLevel() >= logging.INFO
+    src.refresh()
+    out = src.authorize("POST", "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse",
+                        {"content-type": "application/json"}, b"{}", "bedrock-runtime.us-east-1.amazonaws.com")
+    sig = out["authorization"].rpartition("Signature=")[2]
+    for secret in (SECRET, TOKEN, sig):
+        assert secret not in caplog.text
