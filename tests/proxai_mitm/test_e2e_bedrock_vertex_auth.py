@@ -266,3 +266,45 @@ def _sdk_call(bedrock: Any, client: str, model: str, stream: bool) -> None:
         else:
             text = gc.models.generate_content(model=model, contents="hi").text or ""
         assert text
+
+
+LATER_SCRIPT = '''
+import json
+
+
+class EditAfterProxAI:
+    """A user's addon loaded after ProxAI: it edits the routed request's body."""
+
+    def request(self, flow):
+        if flow.request.host == "localhost" and flow.request.path.endswith("/v1/messages"):
+            body = json.loads(flow.request.content)
+            body["metadata"] = {"user_id": "edited-by-a-later-script"}
+            flow.request.content = json.dumps(body).encode()
+            flow.request.headers["x-amz-meta-note"] = "added-by-a-later-script"
+
+
+addons = [EditAfterProxAI()]
+'''
+
+
+def test_signed_after_later_scripts_and_mitmproxys_own_editors(upstream, tmp_path):
+    """A script loaded after ProxAI (body and a signed header) and mitmproxy's modify_body (which runs
+    after every script) edit the request: the signature covers what they made of it."""
+    script = tmp_path / "later.py"
+    script.write_text(LATER_SCRIPT)
+    routes = tmp_path / "routes.toml"
+    routes.write_text(_route("sigv4", "sig-*", ANTH, f"http://localhost:{upstream.port}", "aws@us-east-1",
+                             "claude-sonnet-4-5"))
+    m = Mitmdump(mode=f"reverse:{upstream.url}", env=_aws_env(tmp_path), extra_args=["-s", str(script)],
+                 options={"proxai_config": str(routes), "modify_body": "/~q/edited-by-a-later-script/edited-twice"})
+    m.startup_timeout = 120
+    with m:
+        chat = openai.OpenAI(base_url=m.url + "/v1", api_key=CLIENT_KEY, max_retries=0, timeout=30)
+        assert _ask(chat, "sig-x", False)
+    rec = _received(upstream.last(UPSTREAM_PATH[ANTH]))
+    assert json.loads(rec.body)["metadata"] == {"user_id": "edited-twice"}
+    auth = rec.headers["authorization"]
+    names = auth.split("SignedHeaders=")[1].split(",")[0].split(";")
+    assert "x-amz-meta-note" in names and rec.headers["x-amz-meta-note"] == "added-by-a-later-script"
+    assert auth.rpartition("Signature=")[2] == _sigv4(rec, PROXY_ACCESS, PROXY_SECRET, PROXY_TOKEN, "us-east-1",
+                                                      names, rec.headers["x-amz-date"])

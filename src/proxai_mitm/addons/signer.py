@@ -1,8 +1,11 @@
 """Credentials of routes with ``auth``: the final upstream request is signed or authorized here.
 
 SigV4 covers the method, the URL, the headers and the body exactly as they are sent, so this runs
-after every ProxAI addon that rewrites a request (routing, model mapping, body translation, replay
-redirection, probing): it is the last of them with a ``request`` hook. A credential that needs
+after everything that may rewrite a request: in ProxAI's list it comes after routing, model mapping,
+body translation, replay redirection and probing; inside mitmproxy it moves itself, once running, to
+the end of mitmproxy's own addon chain, after the scripts loaded after ProxAI and mitmproxy's own
+request editors (``modify_body``, ``modify_headers``, ``map_remote``), which run after the scripts.
+(A request edited by hand after an intercept is sent with the signature it had.) A credential that needs
 fetching or renewing (instance metadata, SSO, a token endpoint) is fetched in a worker thread with a
 bounded timeout, never on the event loop; only the flows that wait for it wait. A missing or failing
 credential answers the client in its own protocol (401, or 502 when a service failed), naming the
@@ -16,7 +19,7 @@ import asyncio
 import logging
 from typing import Any
 
-from mitmproxy import http
+from mitmproxy import ctx, http
 
 from ..config.options import RouteOptions
 from ..config.routes import Route
@@ -26,7 +29,7 @@ from ..wire.credentials import AUTH_HEADERS, CredentialError, Source, Unavailabl
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["REFRESH_TIMEOUT", "Signer"]
+__all__ = ["REFRESH_TIMEOUT", "LastSigner", "Signer"]
 
 #: longest wait for a credential refresh (SSO, instance metadata, a token endpoint)
 REFRESH_TIMEOUT = 20.0
@@ -41,13 +44,42 @@ class Signer:
         self.options = options
         self._sources: dict[str, Source] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        #: the addon at the end of mitmproxy's chain that signs instead of this one (while running)
+        self.last: LastSigner | None = None
 
     def configure(self, updated: set[str]) -> None:
-        # off unless some route has a credential source (mitmproxy skips a hook that is None)
-        if any(r.auth for r in self.options.routes):
+        self._switch()
+
+    def _switch(self) -> None:
+        # off unless some route has a credential source (mitmproxy skips a hook that is None), and
+        # off here while the addon at the end of mitmproxy's chain signs
+        on = any(r.auth for r in self.options.routes)
+        if on and self.last is None:
             self.__dict__.pop("request", None)
         else:
             self.request = None  # type: ignore[assignment]
+        if self.last is not None:
+            self.last.switch(on)
+
+    def running(self) -> None:
+        try:
+            addons = ctx.master.addons
+        except AttributeError:  # no master (unit tests)
+            return
+        if self.last is not None or addons.get("scriptloader") is None or addons.get(LastSigner.name):
+            return  # not loaded by mitmproxy's script loader: the place in ProxAI's list is the last
+        last = LastSigner(self)
+        addons.add(last)
+        self.last = last
+        self._switch()
+
+    def done(self) -> None:
+        last, self.last = self.last, None
+        if last is not None:
+            try:
+                ctx.master.addons.remove(last)
+            except Exception:  # noqa: BLE001 - mitmproxy shutting down: nothing left to remove
+                pass
 
     def source(self, auth: str) -> Source:
         s = self._sources.get(auth)
@@ -64,6 +96,11 @@ class Signer:
         return None
 
     def request(self, flow: http.HTTPFlow) -> Any:
+        return self.sign(flow)
+
+    def sign(self, flow: http.HTTPFlow) -> Any:
+        """Sign or authorize ``flow``'s request if its route has ``auth`` (a coroutine when a
+        credential must be fetched, or the body is big)."""
         if not flow.live or flow.response or flow.error:
             return None
         state = flow_state(flow)
@@ -120,6 +157,26 @@ class Signer:
         logger.warning("proxai: route %r: %s", state.route, e)
         reply(flow, state, status, "authentication" if status == 401 else "api_error",
               f"proxai: route {state.route!r}: {e}")
+
+
+class LastSigner:
+    """The signer's ``request`` hook at the end of mitmproxy's addon chain."""
+
+    name = "proxai_signer"
+
+    def __init__(self, signer: Signer) -> None:
+        self.signer = signer
+
+    def switch(self, on: bool) -> None:
+        if on:
+            self.__dict__.pop("request", None)
+        else:
+            self.request = None  # type: ignore[assignment]
+
+    def request(self, flow: http.HTTPFlow) -> Any:
+        if self.signer.last is self:
+            return self.signer.sign(flow)
+        return None
 
 
 def _authority(scheme: str, host: str, port: int) -> str:
