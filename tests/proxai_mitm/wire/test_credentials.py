@@ -290,3 +290,24 @@ def test_no_secret_in_debug_logs(aws_env, monkeypatch, caplog):
     sig = out["authorization"].rpartition("Signature=")[2]
     for secret in (SECRET, TOKEN, sig):
         assert secret not in caplog.text
+
+
+@pytest.mark.parametrize("target", ["anthropic_messages", "gemini_generate_content", "openai_chat_completions"])
+def test_client_cloud_credentials_never_cross_to_another_host(target):
+    from mitmproxy import http
+
+    from proxai_core import Protocol
+    from proxai_mitm.wire import routing
+
+    client = [("authorization", "AWS4-HMAC-SHA256 Credential=AKIACLIENT/x, SignedHeaders=host, Signature=ab"),
+              ("x-amz-security-token", "t"), ("x-amz-date", "20260101T000000Z"), ("x-amz-content-sha256", "e"),
+              ("x-goog-api-key", "AIza-client"), ("x-goog-user-project", "p"), ("cookie", "a=b"),
+              ("proxy-authorization", "Basic x"), ("x-amzn-bedrock-trace", "ENABLED"), ("content-type", "a/b")]
+    h = http.Headers([(k.encode(), v.encode()) for k, v in client])
+    routing.rewrite_headers(h, client=Protocol("anthropic_messages"), target=Protocol(target), same_host=False,
+                            key=None, upstream_host="other.example")
+    left = {k.lower() for k in h.keys()}
+    assert not left & {"authorization", "x-amz-security-token", "x-amz-date", "x-amz-content-sha256",
+                       "x-goog-api-key", "x-goog-user-project", "cookie", "proxy-authorization"}
+    for name, _ in client[:8]:
+        assert not routing.forwardable(name, Protocol(target))
