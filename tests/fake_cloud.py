@@ -32,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CloudReply", "FakeBedrock", "FakeVertex", "Received", "fixture_reply"]
+__all__ = ["CloudReply", "FakeBedrock", "FakeVertex", "Received", "fixture_reply", "sigv4_signature"]
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 EVENTSTREAM = "application/vnd.amazon.eventstream"
@@ -250,13 +250,13 @@ class FakeBedrock(_Fake):
         if abs(time.time() - when.timestamp()) > MAX_SKEW:
             return CloudReply.aws_error(403, "InvalidSignatureException", "Signature expired: "
                                         f"{amz_date} is now earlier than the allowed time window.")
-        if signature != _sigv4(rec, access, secret, token, region, names, amz_date):
+        if signature != sigv4_signature(rec, access, secret, token, region, names, amz_date):
             return bad
         rec.principal = access
         return None
 
 
-def _sigv4(rec: Received, access: str, secret: str, token: str | None, region: str, names: list[str],
+def sigv4_signature(rec: Received, access: str, secret: str, token: str | None, region: str, names: list[str],
            amz_date: str) -> str:
     """The signature botocore computes for the request as received, over its signed headers."""
     from botocore.auth import SigV4Auth

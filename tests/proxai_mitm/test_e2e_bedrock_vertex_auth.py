@@ -22,9 +22,10 @@ import openai
 import pytest
 
 from proxai_core import Protocol
-from tests.fake_cloud import FakeBedrock, Received, _sigv4
+from tests.fake_cloud import FakeBedrock, Received, sigv4_signature
+from tests.fake_upstream import Reply
 from tests.mitm_harness import Mitmdump
-from tests.proxai_mitm.redaction.test_redact_encoded import leaks
+from tests.proxai_mitm.redaction.test_redact_encoded import encoded_forms, leaks
 from tests.proxai_mitm.wire.test_credentials import TokenEndpoint, adc_file
 
 from .e2e_util import ANTH, CHAT, CLIENT_KEY, UPSTREAM_PATH, wait_flows
@@ -106,7 +107,7 @@ def test_sigv4_by_the_proxy_credentials_valid_at_the_upstream(cloud, up, chat, s
     assert auth.startswith(f"AWS4-HMAC-SHA256 Credential={PROXY_ACCESS}/") and "/us-east-1/bedrock/" in auth
     names = auth.split("SignedHeaders=")[1].split(",")[0].split(";")
     assert {"host", "x-amz-date", "x-amz-security-token", "content-type"} <= set(names)
-    assert auth.rpartition("Signature=")[2] == _sigv4(rec, PROXY_ACCESS, PROXY_SECRET, PROXY_TOKEN, "us-east-1",
+    assert auth.rpartition("Signature=")[2] == sigv4_signature(rec, PROXY_ACCESS, PROXY_SECRET, PROXY_TOKEN, "us-east-1",
                                                       names, rec.headers["x-amz-date"])
     assert rec.headers["x-amz-security-token"] == PROXY_TOKEN
     assert CLIENT_KEY not in json.dumps(rec.headers) and "x-api-key" not in rec.headers
@@ -158,6 +159,25 @@ def test_no_credential_in_the_recording_or_the_log(cloud, up, chat):
         assert not leaks(text, secret), secret
         assert secret not in m.log, secret
     assert "AWS4-HMAC-SHA256 <redacted>" in text
+
+
+def test_upstream_echoing_our_aws_credentials_in_every_encoding(cloud, up, chat):
+    """The upstream quotes the proxy's access key id, secret and session token back, each in every
+    encoded form: neither the client's (translated) error, nor the recording, nor the log has any."""
+    m, _ = cloud
+    secrets = (PROXY_ACCESS, PROXY_SECRET, PROXY_TOKEN)
+    echo = " ".join(f for s in secrets for n, f in encoded_forms(s).items() if n != "pct_plus")
+    body = {"type": "error", "error": {"type": "permission_error", "message": f"denied for {echo}"}}
+    up.on(UPSTREAM_PATH[ANTH], Reply.error(403, json.dumps(body).encode(), "application/json"))
+    n0 = len(m.flows())
+    with pytest.raises(openai.PermissionDeniedError) as e:
+        _ask(chat, "sig-x", False)
+    wait_flows(m, n0 + 1)
+    stored = m.flows_path.read_bytes().decode("utf-8", "replace")
+    for s in secrets:
+        assert not leaks(e.value.response.text, s), (s, leaks(e.value.response.text, s))
+        assert not leaks(stored, s), (s, leaks(stored, s))
+        assert s not in m.log
 
 
 # ----------------------------------------------------------------------------- Bedrock itself
@@ -306,5 +326,5 @@ def test_signed_after_later_scripts_and_mitmproxys_own_editors(upstream, tmp_pat
     auth = rec.headers["authorization"]
     names = auth.split("SignedHeaders=")[1].split(",")[0].split(";")
     assert "x-amz-meta-note" in names and rec.headers["x-amz-meta-note"] == "added-by-a-later-script"
-    assert auth.rpartition("Signature=")[2] == _sigv4(rec, PROXY_ACCESS, PROXY_SECRET, PROXY_TOKEN, "us-east-1",
+    assert auth.rpartition("Signature=")[2] == sigv4_signature(rec, PROXY_ACCESS, PROXY_SECRET, PROXY_TOKEN, "us-east-1",
                                                       names, rec.headers["x-amz-date"])

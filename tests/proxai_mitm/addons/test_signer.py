@@ -18,7 +18,7 @@ from proxai_mitm.addons.signer import Signer
 from proxai_mitm.flow.state import flow_state
 from proxai_mitm.redaction.redact import redacted_state
 from proxai_mitm.reporting.har import har_flow
-from tests.fake_cloud import Received, _sigv4
+from tests.fake_cloud import Received, sigv4_signature
 from tests.proxai_mitm.redaction.test_redact_encoded import encoded_forms, leaks
 
 from ..helpers import ANTH, CHAT, make_flow, respond
@@ -75,7 +75,7 @@ def _valid(flow: Any) -> bool:
     names = auth.split("SignedHeaders=")[1].split(",")[0].split(";")
     sig = auth.rpartition("Signature=")[2]
     region = auth.split("Credential=")[1].split("/")[2]
-    return sig == _sigv4(rec, ACCESS, SECRET, TOKEN, region, names, rec.headers["x-amz-date"])
+    return sig == sigv4_signature(rec, ACCESS, SECRET, TOKEN, region, names, rec.headers["x-amz-date"])
 
 
 def _run(tctx: Any, proxai: ProxAI, flow: Any) -> None:
