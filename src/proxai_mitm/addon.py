@@ -24,6 +24,7 @@ from .addons.readdir import ReadDir
 from .addons.recorder import Recorder
 from .addons.redact_ahead import RedactAhead
 from .addons.router import Router
+from .addons.signer import Signer
 from .addons.translate import Translator
 from .addons.webcolumns import WebColumns
 from .config.options import RouteOptions, preflight, refuse_start, starting
@@ -54,6 +55,7 @@ def make_addons() -> list[Any]:
         Router(options, replayer.replay_only),  # recognize, route, rewrite the request, or answer natively
         replayer,  # proxai_replay: upstream requests go to the loopback replay server
         Probe(options, replayer.active),  # unreachable upstreams: native 502
+        Signer(options),  # routes with auth: SigV4 / bearer on the final request (after every rewrite)
         Translator(options),  # decide and run the response translation (streams, bodies, errors)
         HeaderTimeout(),  # proxai_header_timeout: no response headers in time -> native 504
         CutAnswer(),  # upstream broke off before the client got a byte: native 502, not mitmproxy's page

@@ -83,7 +83,7 @@ class ListenGuard:
             return
         opts = ctx.options
         routes = getattr(getattr(self.route_options, "routes", None), "routes", ()) or ()
-        injecting = [r.name for r in routes if getattr(r, "api_key_env", None)]
+        injecting = [r.name for r in routes if getattr(r, "api_key_env", None) or getattr(r, "auth", None)]
         exposed = exposed_listen_hosts(getattr(opts, "mode", ()), getattr(opts, "listen_host", ""))
         auth = str(getattr(opts, "proxyauth", "") or "")
         guarded = bool(auth) and auth != "any"  # "any" accepts every user:password: it guards nothing

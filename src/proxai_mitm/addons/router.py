@@ -29,6 +29,7 @@ from ..flow.replies import reply, reply_body
 from ..flow.state import FlowState, flow_state, open_exchange, set_flow_state
 from ..wire import routing
 from ..wire.bodies import DEFAULT_LIMIT, BodyError, codings, decode, offload, too_large_reply
+from ..wire.credentials import seen_secrets
 from ..wire.protocols import (
     DEFAULT_PROTOCOL,
     counts_tokens,
@@ -309,6 +310,8 @@ class Router:
     def _key(self, route: Route, same_host: bool, headers: Any, host: str,
              path: str = "") -> tuple[str | None, str | None]:
         """The credential to send upstream, or an error text (401) naming the variable."""
+        if route.auth:
+            return None, None  # the signer authorizes the final request (addons/signer.py)
         if route.api_key_env:
             value = os.environ.get(route.api_key_env)
             if value:
@@ -355,6 +358,7 @@ def own_secrets(headers: Any, route: Route | None, path: str = "") -> tuple[str,
     """The flow's own secrets: the client's credential (header or query) and the key injected for
     the route."""
     out = [c for c in routing.client_credentials(headers, path.partition("?")[2]) if len(c) >= 8]
+    out += [c for c in seen_secrets(headers) if len(c) >= 8 and c not in out]
     if route is not None and route.api_key_env:
         v = os.environ.get(route.api_key_env, "").strip()
         if len(v) >= 8:

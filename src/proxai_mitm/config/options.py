@@ -1,6 +1,6 @@
 """Routing options: parsed once in ``configure`` into a :class:`~.config.RouteSet` the router reads.
 
-``proxai_target`` / ``proxai_upstream`` / ``proxai_key_env`` / ``proxai_model`` make one route named
+``proxai_target`` / ``proxai_upstream`` / ``proxai_key_env`` / ``proxai_model`` / ``proxai_auth`` make one route named
 ``default``; ``proxai_config`` (a TOML routes file) replaces them with several.
 """
 
@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["RouteOptions", "check_deferred", "options_error", "preflight", "refuse_start", "starting"]
 
-_ROUTE_OPTIONS = ("proxai_target", "proxai_upstream", "proxai_key_env", "proxai_model", "proxai_config")
+_ROUTE_OPTIONS = ("proxai_target", "proxai_upstream", "proxai_key_env", "proxai_model", "proxai_auth", "proxai_config")
 
 
 def options_error(message: str) -> exceptions.OptionsError:
@@ -137,6 +137,12 @@ class RouteOptions:
             "Upstream model: one name, or a map 'client=upstream,...' with globs and '*' as catch-all.",
         )
         loader.add_option(
+            "proxai_auth", str, "",
+            "Credential source of the upstream instead of proxai_key_env: aws[:profile][@region] (SigV4 by "
+            "botocore), aws-bearer[:ENV] (a Bedrock API key), google (Application Default Credentials), "
+            "bearer:ENV (a token from an environment variable).",
+        )
+        loader.add_option(
             "proxai_refusal_in_content", bool, False,
             "Chat Completions clients also get a translated refusal's text in message.content / "
             "delta.content (for clients that show only content, e.g. litellm-based ones); a route's "
@@ -155,15 +161,16 @@ class RouteOptions:
         try:
             if opts.proxai_config:
                 routes = routes_from_toml(opts.proxai_config)
-                ignored = [o for o in _ROUTE_OPTIONS[:4] if getattr(opts, o)]
+                ignored = [o for o in _ROUTE_OPTIONS[:5] if getattr(opts, o)]
                 if ignored:
                     logger.warning("proxai: proxai_config is set; ignoring %s", ", ".join(ignored))
             else:
                 routes = routes_from_options(opts.proxai_target, opts.proxai_upstream, opts.proxai_key_env,
-                                             opts.proxai_model)
-                if not opts.proxai_target and (opts.proxai_upstream or opts.proxai_model or opts.proxai_key_env):
-                    logger.warning("proxai: proxai_upstream / proxai_key_env / proxai_model have no effect "
-                                   "without proxai_target")
+                                             opts.proxai_model, opts.proxai_auth)
+                if not opts.proxai_target and (opts.proxai_upstream or opts.proxai_model or opts.proxai_key_env
+                                               or opts.proxai_auth):
+                    logger.warning("proxai: proxai_upstream / proxai_key_env / proxai_model / proxai_auth have "
+                                   "no effect without proxai_target")
         except ConfigError as e:
             raise options_error(str(e)) from None
         changed = routes != self.routes

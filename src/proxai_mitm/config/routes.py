@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from proxai_core import Protocol
 
@@ -37,6 +37,10 @@ __all__ = [
 
 PROTOCOLS = tuple(p.value for p in Protocol)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: a target's credential source: ``aws[:profile][@region]``, ``aws-bearer[:ENV]``, ``google``, ``bearer:ENV``
+_AUTH = re.compile(r"^(?:aws(?::[A-Za-z0-9_.+-]+)?(?:@[a-z0-9-]+)?|aws-bearer(?::[A-Za-z_][A-Za-z0-9_]*)?"
+                   r"|google|bearer:[A-Za-z_][A-Za-z0-9_]*)$")
+AUTH_FORMS = "aws, aws:<profile>, aws@<region>, aws:<profile>@<region>, aws-bearer[:<ENV>], google, bearer:<ENV>"
 
 
 class ConfigError(ValueError):
@@ -147,6 +151,16 @@ def parse_base_url(value: str, where: str = "base_url") -> BaseURL:
     return BaseURL(u.scheme, u.hostname, port, u.path.rstrip("/"), u.query)
 
 
+def parse_auth(value: str | None, where: str = "auth") -> str | None:
+    """A credential source (``AUTH_FORMS``), or None for none."""
+    v = (value or "").strip()
+    if not v:
+        return None
+    if not _AUTH.match(v):
+        raise ConfigError(f"{where}: must be one of {AUTH_FORMS}, got {value!r}")
+    return v
+
+
 # ----------------------------------------------------------------------------- routes file schema
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -163,6 +177,8 @@ class TargetSpec(_Strict):
     base_url: str | None = None
     api_key_env: str | None = None
     model: str | dict[str, str] | None = None
+    #: the credential source signing or authorizing the upstream request (instead of api_key_env)
+    auth: str | None = None
 
     @field_validator("protocol")
     @classmethod
@@ -187,6 +203,20 @@ class TargetSpec(_Strict):
         if v and not _ENV_NAME.match(v):
             raise ValueError(f"must be an environment variable name, got {v!r}")
         return v or None
+
+    @field_validator("auth")
+    @classmethod
+    def _auth(cls, v: str | None) -> str | None:
+        try:
+            return parse_auth(v)
+        except ConfigError as e:
+            raise ValueError(str(e).removeprefix("auth: ")) from None
+
+    @model_validator(mode="after")
+    def _one_credential(self) -> TargetSpec:
+        if self.auth and self.api_key_env:
+            raise ValueError("give either api_key_env or auth, not both")
+        return self
 
     @field_validator("model")
     @classmethod
@@ -235,6 +265,8 @@ class Route:
     refusal_in_content: bool | None = None
     #: prompt-caching hints on translated requests: True on, False off, None where known to be taken
     cache_hints: bool | None = None
+    #: the credential source (``AUTH_FORMS``) that signs or authorizes the upstream request
+    auth: str | None = None
 
     def matches(self, host: str, path: str, model: str | None, *, alt_paths: tuple[str, ...] = ()) -> bool:
         """``alt_paths``: for auxiliary endpoints (``/models``, ``count_tokens``) the generation paths
@@ -254,7 +286,8 @@ class Route:
     def describe(self) -> str:
         where = f" at {self.base_url}" if self.base_url else ""
         models = f", model {self.models.to_text()}" if self.models else ""
-        return f"route {self.name!r}: → {self.protocol.value}{where}{models}"
+        auth = f", auth {self.auth}" if self.auth else ""
+        return f"route {self.name!r}: → {self.protocol.value}{where}{models}{auth}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +314,7 @@ class RouteSet:
         return any(r.base_url is not None for r in self.routes)
 
 
-def routes_from_options(target: str, upstream: str, key_env: str, model: str) -> RouteSet:
+def routes_from_options(target: str, upstream: str, key_env: str, model: str, auth: str = "") -> RouteSet:
     """The four single-rule options. Raises ConfigError naming the option."""
     target = (target or "").strip()
     if not target:
@@ -293,7 +326,10 @@ def routes_from_options(target: str, upstream: str, key_env: str, model: str) ->
     if key_env_name and not _ENV_NAME.match(key_env_name):
         raise ConfigError(f"proxai_key_env: must be an environment variable name, got {key_env_name!r}")
     models = parse_model_map(model, "proxai_model")
-    return RouteSet((Route("default", Protocol(target), base, key_env_name, models),))
+    auth_source = parse_auth(auth, "proxai_auth")
+    if auth_source and key_env_name:
+        raise ConfigError("proxai_auth: give either proxai_key_env or proxai_auth, not both")
+    return RouteSet((Route("default", Protocol(target), base, key_env_name, models, auth=auth_source),))
 
 
 def _loc(loc: tuple) -> str:
@@ -367,6 +403,7 @@ def routes_from_toml(path: str | os.PathLike) -> RouteSet:
                 match_model=spec.match.model,
                 refusal_in_content=spec.refusal_in_content,
                 cache_hints=spec.cache_hints,
+                auth=t.auth,
             )
         )
     return RouteSet(tuple(routes))

@@ -12,8 +12,9 @@ What is redacted
   ``access_token``, ``sig``, ...) and the password of a ``user:password@`` userinfo. The placeholder
   is percent-encoded (``key=%3Credacted%3E``) so the URL stays valid.
 * The flow's own secrets (:func:`flow_secrets`: values of its credential headers, cookies and
-  credential query parameters, plus what the caller passes: the client's credential a route
-  removed, the injected key), wherever they appear and however they are written (JSON, percent,
+  credential query parameters, the access key id and signature of an AWS SigV4 ``authorization``,
+  plus what the caller passes: the client's credential a route removed, the injected key, the
+  credentials and signature a route's ``auth`` sent), wherever they appear and however they are written (JSON, percent,
   HTML and base64 forms, see scrubber.py): bodies (an upstream error echoing the key), metadata
   strings, the comment, the error message. One placeholder everywhere: ``<redacted>``.
 * Free text (bodies, metadata strings, the comment): common key shapes: ``sk-…`` (OpenAI,
@@ -45,6 +46,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from proxai_core.codecs import all_codecs
 
 from ..wire.bodies import offload
+from ..wire.credentials import seen_secrets
 from .redact_body import redact_body
 from .scrubber import REDACTED, Redactor
 
@@ -280,6 +282,8 @@ def flow_secrets(flow: Any, extra: Iterable[str] = ()) -> tuple[str, ...]:
             elif _is_secret_header(low):
                 m = _SCHEME.match(value)
                 out.append(value.split(None, 1)[1] if m and " " in value.strip() else value)
+                if low == "authorization":  # a SigV4 signature's access key id and signature, each alone
+                    out += seen_secrets({low: value})
     req = getattr(flow, "request", None)
     if req is not None:
         query = req.path.partition("?")[2]

@@ -5,6 +5,7 @@ Pure functions over plain values (no mitmproxy objects), so they are cheap to te
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -332,6 +333,20 @@ FORWARD_HEADERS = frozenset({
 })
 #: the official SDKs' platform headers (x-stainless-lang, -os, -arch, -runtime, -retry-count, ...)
 _FORWARD_PREFIXES = ("x-stainless-",)
+#: AWS's request-signing and identity headers (x-amz-date, x-amz-security-token, ...): a client's
+#: signature never crosses to another host (a route with auth signs the final request itself)
+_NEVER_PREFIXES = ("x-amz-",)
+
+
+@functools.cache
+def _never_forward() -> frozenset[str]:
+    """Credentials that never cross to another host, whatever a protocol declares as its own headers:
+    every protocol's key and account headers, cookies and proxy credentials."""
+    out = {"cookie", "proxy-authorization"}
+    for c in all_codecs():
+        out.update(c.wire.credentials.key_headers)
+        out.update(c.wire.credentials.account_headers)
+    return frozenset(out)
 
 
 def _forward_by_target(target: Protocol) -> frozenset[str]:
@@ -344,6 +359,8 @@ def _forward_by_target(target: Protocol) -> frozenset[str]:
 def forwardable(name: str, target: Protocol) -> bool:
     """May this request header go to a host the client did not address?"""
     n = name.lower()
+    if n in _never_forward() or n.startswith(_NEVER_PREFIXES):
+        return False
     return n in FORWARD_HEADERS or n in _forward_by_target(target) or n.startswith(_FORWARD_PREFIXES)
 
 
@@ -373,8 +390,9 @@ def rewrite_headers(
         _remove(headers, drop.__contains__)
     else:
         allowed = _forward_by_target(target)
-        _remove(headers, lambda h: h in drop or not (h in FORWARD_HEADERS or h in allowed
-                                                     or h.startswith(_FORWARD_PREFIXES)))
+        drop.update(_never_forward())
+        _remove(headers, lambda h: h in drop or h.startswith(_NEVER_PREFIXES)
+                or not (h in FORWARD_HEADERS or h in allowed or h.startswith(_FORWARD_PREFIXES)))
     if key:
         headers.update(tc.wire.credentials.auth_headers(key, upstream_host))
     for name, value in tc.wire.credentials.default_headers.items():
