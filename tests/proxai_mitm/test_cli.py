@@ -89,7 +89,7 @@ def test_report_rows_sorted_by_time_and_measured():
     flows = _all_flows()
     r = rows(list(reversed(flows)))
     stamps = [x["timestamp"] for x in r]
-    assert stamps == sorted(stamps) and len(r) == 9
+    assert stamps == sorted(stamps) and len(r) == 16
     for x in r:
         assert x["duration_ms"] is not None
         if x["reason"] in ("end_turn", "tool_use", "refusal", "max_output"):
@@ -101,16 +101,16 @@ def test_report_rows_sorted_by_time_and_measured():
 def test_report_formats(capsys, tmp_path):
     rc, out, _ = _run(capsys, "report", str(FLOWS), "--format", "json", "-o", "-")
     doc = json.loads(out)
-    assert rc == 0 and len(doc["exchanges"]) == 9 and out.isascii()
+    assert rc == 0 and len(doc["exchanges"]) == 16 and out.isascii()
     ex = doc["exchanges"][0]
     assert {"ttft_ms", "duration_ms", "cost_usd", "output_tps", "cache_read_tokens", "route", "model"} <= ex.keys()
-    assert sum(t["exchanges"] for t in doc["totals"]) == 9
+    assert sum(t["exchanges"] for t in doc["totals"]) == 16
     priced = [e["cost_usd"] for e in doc["exchanges"] if e["cost_usd"] is not None]
     assert sum(t["cost_usd"] for t in doc["totals"]) == pytest.approx(sum(priced))
 
     rc, out, _ = _run(capsys, "report", str(FLOWS), "-f", "csv")
     table = list(csv.DictReader(io.StringIO(out)))
-    assert len(table) == 9 and table[0]["ttft_ms"] and "cost_usd" in table[0]
+    assert len(table) == 16 and table[0]["ttft_ms"] and "cost_usd" in table[0]
     assert [t["cost_usd"] for t in table if t["reason"] == "interrupted"] == ["", ""]  # unknown, not 0
 
     dest = tmp_path / "r.md"
@@ -118,7 +118,7 @@ def test_report_formats(capsys, tmp_path):
     md = dest.read_text()
     assert rc == 0 and out == "" and md.startswith("| time | client → upstream | model | status | stop |")
     assert "**Totals per model**" in md
-    assert sum(1 for line in md.splitlines() if line.startswith("| 20")) == 9
+    assert sum(1 for line in md.splitlines() if line.startswith("| 20")) == 16
 
     rc, out, _ = _run(capsys, "report", str(FLOWS))
     assert "TTFT" in out and "totals per model" in out and "unknown" in out
@@ -197,7 +197,7 @@ def test_html_also_prints_the_table(capsys, tmp_path):
     page = tmp_path / "r.html"
     rc, out, err = _run(capsys, "report", str(FLOWS), "--html", str(page))
     assert rc == 0 and page.read_text().startswith("<!DOCTYPE html>")
-    assert "9 exchange(s)" in out and "totals per model" in out and f"wrote 9 exchange(s) to {page}" in err
+    assert "16 exchange(s)" in out and "totals per model" in out and f"wrote 16 exchange(s) to {page}" in err
     with pytest.raises(SystemExit):
         cli.main(["report", "--help"])
     assert "also write" in capsys.readouterr().out
@@ -224,9 +224,9 @@ def test_empty_report_says_why(capsys, tmp_path):
     from mitmproxy.test import tflow
 
     rc, out, _ = _run(capsys, "report", str(FLOWS), "--filter", "~u /nothing")
-    assert rc == 0 and out == "no flow matches --filter ~u /nothing (9 flow(s) read)\n"
+    assert rc == 0 and out == "no flow matches --filter ~u /nothing (16 flow(s) read)\n"
     rc, out, _ = _run(capsys, "report", str(FLOWS), "--stop", "paused", "--model", "gpt")
-    assert rc == 0 and out == "no LLM exchange matches --stop paused --model gpt (9 exchange(s) read)\n"
+    assert rc == 0 and out == "no LLM exchange matches --stop paused --model gpt (16 exchange(s) read)\n"
     rc, out, err = _run(capsys, "report", str(FLOWS), "--model", "nope", "-f", "json")
     assert rc == 0 and json.loads(out)["exchanges"] == [] and "no LLM exchange matches --model nope" in err
     plain = tmp_path / "web.mitm"
@@ -237,7 +237,7 @@ def test_empty_report_says_why(capsys, tmp_path):
     rc, out, err = _run(capsys, "export", str(plain), "-")
     assert rc == 0 and out == "" and err == "exported 0 LLM exchange(s) to stdout (no LLM flows among the 1 flow(s) read)\n"
     rc, out, err = _run(capsys, "export", str(FLOWS), "-", "--filter", "~u /nothing")
-    assert rc == 0 and "(no flow matches --filter ~u /nothing (9 flow(s) read))" in err
+    assert rc == 0 and "(no flow matches --filter ~u /nothing (16 flow(s) read))" in err
     empty = tmp_path / "empty.mitm"
     empty.write_bytes(b"")  # what `mitmdump -w` leaves when nothing was captured
     rc, out, _ = _run(capsys, "report", str(empty))

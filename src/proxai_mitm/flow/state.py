@@ -71,6 +71,8 @@ class FlowState:
     metrics: dict[str, Any] | None = None
     #: the client's encoder also puts a refusal's text in content (route option)
     refusal_in_content: bool = False
+    #: the session of a generation (session.py; record.SessionRecord's fields as plain values)
+    session: dict[str, Any] | None = None
 
     @property
     def client_path(self) -> str | None:
@@ -157,4 +159,5 @@ def record_dict(state: FlowState) -> dict[str, Any]:
         if state.replay else None,
         "truncated": [{"part": p, "kept": k, "total": t} for p, k, t in state.truncated],
         "metrics": state.metrics,  # timings and cost (measure.py)
+        "session": dict(state.session, id=scrub(state.session["id"], sec)) if state.session and sec else state.session,
     }
