@@ -314,3 +314,52 @@ def test_hostile_bytes_never_break_table_markdown_or_html(tmp_path):
     page = Tags()
     page.feed(render_html([], rows_))
     assert "b" not in page.tags and not set(render_html([], rows_)) & (controls - {"\t"})
+
+
+# ----------------------------------------------------------------------------- --by session
+SESSIONS = FLOWS / "sessions.mitm"  # an agent sending its session id and a Chat client sending none
+
+
+def test_report_by_session_table(capsys):
+    assert cli.main(["report", str(SESSIONS), "--by", "session"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].split() == ["session", "from", "turns", "tokens", "in→out", "cache", "read", "stops", "cost"]
+    agent = next(ln for ln in lines if "x-claude-code-session-id" in ln)
+    tutor = next(ln for ln in lines if " prefix " in ln)
+    assert agent.split()[2] == "4" and "end_turn 4" in agent and tutor.split()[2] == "3"
+    assert "2 session(s), 7 exchange(s)" in out
+    drop = lines[-1]  # the agent's last turn: its system prompt changed, its cache read fell to 0
+    assert drop.split()[2:6] == [agent.split()[0], "4", "0%", "98%"] and drop.endswith("system prompt changed")
+
+
+def test_report_by_session_formats(capsys):
+    assert cli.main(["report", str(SESSIONS), "--by", "session", "-f", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    agent, tutor = doc["sessions"]
+    assert agent["source"] == "header:x-claude-code-session-id" and tutor["source"] == "prefix"
+    assert (agent["turns"], tutor["turns"]) == (4, 3) and len(agent["exchanges"]) == 4
+    assert agent["cache_read_tokens"] == 4230 and agent["cache_read_share"] == round(4230 / 8638, 4)
+    assert agent["stops"] == {"end_turn": 4} and agent["cost_usd"] > 0 and agent["unpriced"] == 0
+    (d,) = agent["drops"]
+    assert d["turn"] == 4 and d["cache_read_share"] == 0.0 and d["changed"] == ["system prompt changed"]
+    assert tutor["drops"] == []
+    # the per-exchange JSON carries the session too
+    assert cli.main(["report", str(SESSIONS), "-f", "json"]) == 0
+    ex = json.loads(capsys.readouterr().out)["exchanges"]
+    assert [e["session"] for e in ex].count(agent["session"]) == 4
+    assert cli.main(["report", str(SESSIONS), "--by", "session", "-f", "csv"]) == 0
+    table = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [r["turns"] for r in table] == ["4", "3"] and table[0]["drops"] == "1"
+    assert table[0]["stops"] == "end_turn 4"
+    assert cli.main(["report", str(SESSIONS), "--by", "session", "-f", "markdown"]) == 0
+    md = capsys.readouterr().out
+    assert md.startswith("| session | from | turns |") and "| system prompt changed |" in md
+
+
+def test_report_by_session_filters_and_empty(capsys):
+    assert cli.main(["report", str(FLOWS), "--by", "session", "--route", "chat-on-claude"]) == 0
+    out = capsys.readouterr().out
+    assert "2 session(s), 6 exchange(s)" in out  # the tool loop and the tutor
+    assert cli.main(["report", str(FLOWS), "--by", "session", "--stop", "paused"]) == 0
+    assert capsys.readouterr().out.startswith("no LLM exchange matches --stop paused")
