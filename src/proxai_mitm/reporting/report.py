@@ -126,8 +126,10 @@ def _summary(flow: Any, *, full: bool) -> dict[str, Any] | None:
         "usage": usage,
         "warnings": warnings,
         "annotation": "metadata" if rec is not None and rec.stop is not None else "derived",
-        # the record's, else derived from the request as recorded (older records, plain captures)
+        # the record's, else derived from the request as recorded (older records, plain captures);
+        # generations only (a token count or a model list is not a turn)
         "session": rec.session.model_dump() if rec is not None and rec.session is not None
+        else None if rec is not None and rec.kind != "generate"
         else session_of_body(client, client_obj, req.path, req.headers),
     }
     if getattr(flow, "error", None) is not None:
