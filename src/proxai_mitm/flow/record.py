@@ -114,6 +114,15 @@ class MetricsRecord(_Plain):
     cost_note: str | None = None  # why the cost is unknown
 
 
+class CountRecord(_Plain):
+    """A token count: the number the client got, and whether ProxAI estimated it locally (the
+    upstream has no counter) instead of asking the upstream's counter."""
+
+    #: the input tokens the client was told
+    total: int | None = None
+    estimate: bool = False
+
+
 class PrefixRecord(_Plain):
     """Fingerprints of a request's prefix (session.py): short hashes, never the content."""
 
@@ -166,6 +175,8 @@ class FlowRecord(_Plain):
     replay: ReplayRecord | None = None
     truncated: list[Truncation] = []
     metrics: MetricsRecord | None = None
+    #: a ``count_tokens`` flow's count
+    count: CountRecord | None = None
     #: generations: the session (version 3; readers derive it for older records)
     session: SessionRecord | None = None
 
