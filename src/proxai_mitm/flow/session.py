@@ -2,10 +2,11 @@
 
 **The session id** of a generation is the client's own where it sends one in a header
 (:data:`SESSION_HEADERS`, source ``header:<name>``), else derived from the conversation's stable
-prefix (source ``prefix``): a short hash of the client's protocol, the system prompt, the tool names
-and the first user message of the decoded request. The derived id holds no content and is the same
-for every turn of one conversation (each turn resends that prefix); two conversations that start
-with the same system prompt, tools and first message get the same one.
+prefix (source ``prefix``): the start of the conversation's key (``proxai_core.caching.conversation_key``,
+a hash of the system prompt, the tool names and the first user message of the decoded request; the
+key the caching hints send upstream). The derived id holds no content and is the same for every turn
+of one conversation (each turn resends that prefix); two conversations that start with the same
+system prompt, tools and first message get the same one.
 
 A header's id is kept as a digest of its value (12 hex digits, like a derived id), never the value:
 recordings and spans treat a header named ``*session*`` as a credential and redact its value
@@ -37,6 +38,7 @@ import orjson
 
 from proxai_core import Exchange, Protocol
 from proxai_core import neutral as n
+from proxai_core.caching import conversation_key
 
 __all__ = ["DROP_POINTS", "MAX_MESSAGES", "MAX_VALUE", "SESSION_HEADERS", "changes", "group_sessions",
            "header_session", "prefix_of", "session_of_body", "session_of_request", "session_of_state"]
@@ -104,14 +106,11 @@ def _fp(obj: Any) -> str:
     return f"{zlib.crc32(orjson.dumps(obj, default=_plain, option=orjson.OPT_PASSTHROUGH_DATACLASS)):08x}"
 
 
-def prefix_of(protocol: Protocol, req: n.Request) -> dict[str, Any]:
+def prefix_of(req: n.Request) -> dict[str, Any]:
     """The derived session id and the prefix fingerprints of a decoded request (record.PrefixRecord's
     fields, plus ``id``)."""
-    first_user = next((m.parts for m in req.messages if m.role == "user"), None)
-    ident = orjson.dumps([protocol.value, [t.text for t in req.system], [t.name for t in req.tools]]) + \
-        orjson.dumps(first_user, default=_plain, option=orjson.OPT_PASSTHROUGH_DATACLASS)
     return {
-        "id": _hash(ident, 6),
+        "id": conversation_key(req).removeprefix("proxai-")[:12],
         "system": _fp(req.system) if req.system else None,
         "tools": _fp(req.tools) if req.tools else None,
         "messages": [_fp(m) for m in req.messages[:MAX_MESSAGES]],
@@ -119,11 +118,10 @@ def prefix_of(protocol: Protocol, req: n.Request) -> dict[str, Any]:
     }
 
 
-def session_of_request(protocol: Protocol | None, req: n.Request | None,
-                       header: tuple[str, str] | None) -> dict[str, Any] | None:
+def session_of_request(req: n.Request | None, header: tuple[str, str] | None) -> dict[str, Any] | None:
     """The record's ``session`` (record.SessionRecord's fields): the header's id, else the derived one;
     None when neither is known."""
-    prefix = prefix_of(protocol, req) if protocol is not None and req is not None else None
+    prefix = prefix_of(req) if req is not None else None
     derived = prefix.pop("id") if prefix is not None else None
     if header is not None:
         return {"id": header[1], "source": f"header:{header[0]}", "prefix": prefix}
@@ -145,7 +143,7 @@ def session_of_state(state: Any, header: tuple[str, str] | None) -> dict[str, An
             req = Exchange(state.client_protocol, state.client_body, path=state.client_path).request
     except Exception:  # noqa: BLE001 - a request no decoder reads has no derived session
         req = None
-    return session_of_request(state.client_protocol, req, header)
+    return session_of_request(req, header)
 
 
 def session_of_body(protocol: Protocol | None, body: Any, path: str | None,
@@ -159,7 +157,7 @@ def session_of_body(protocol: Protocol | None, body: Any, path: str | None,
             req = Exchange(protocol, body, path=path).request
         except Exception:  # noqa: BLE001 - a request no decoder reads has no derived session
             req = None
-    return session_of_request(protocol, req, header)
+    return session_of_request(req, header)
 
 
 # ----------------------------------------------------------------------------- what changed

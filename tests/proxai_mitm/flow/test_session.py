@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from proxai_core import Exchange, Protocol
+from proxai_core.caching import conversation_key
 from proxai_mitm.flow.session import (
     DROP_POINTS,
     MAX_MESSAGES,
@@ -37,7 +38,7 @@ def req(body: dict, proto: str = ANTH) -> Any:
 
 
 def prefix(body: dict, proto: str = ANTH) -> dict:
-    return prefix_of(Protocol(proto), req(body, proto))
+    return prefix_of(req(body, proto))
 
 
 TURN1 = [{"role": "user", "content": "List the files."}]
@@ -70,12 +71,14 @@ def test_the_derived_id_is_the_same_for_every_turn_of_a_conversation():
     one, two = prefix(anth(TURN1)), prefix(anth(TURN2))
     assert one["id"] == two["id"] and len(one["id"]) == 12
     assert one["messages"] == two["messages"][:1] and two["message_count"] == 3
-    # another first message, system prompt, tool set or protocol: another conversation
+    # another first message, system prompt or tool set: another conversation
     assert prefix(anth([{"role": "user", "content": "Other."}]))["id"] != one["id"]
     assert prefix(anth(TURN1, system="Another agent."))["id"] != one["id"]
     assert prefix(anth(TURN1, tools=[]))["id"] != one["id"]
+    # the id is the start of the key the caching hints send upstream, whatever the client's protocol
     chat = {"model": "m", "messages": [{"role": "system", "content": SYSTEM}, *TURN1]}
-    assert prefix(chat, CHAT)["id"] != prefix(anth(TURN1, tools=[]))["id"]
+    assert prefix(chat, CHAT)["id"] == prefix(anth(TURN1, tools=[]))["id"]
+    assert conversation_key(req(anth(TURN1))) == f"proxai-{one['id']}" + conversation_key(req(anth(TURN1)))[19:]
 
 
 def test_a_tool_description_changes_the_fingerprint_not_the_id():
@@ -106,12 +109,12 @@ def test_fingerprints_hold_no_content_and_are_bounded():
 
 def test_session_of_request_and_of_a_recorded_body():
     r = req(anth(TURN1))
-    derived = session_of_request(Protocol(ANTH), r, None)
+    derived = session_of_request(r, None)
     assert derived["source"] == "prefix" and derived["prefix"]["system"]
-    by_header = session_of_request(Protocol(ANTH), r, ("session_id", "abc"))
+    by_header = session_of_request(r, ("session_id", "abc"))
     assert by_header == {"id": "abc", "source": "header:session_id", "prefix": derived["prefix"]}
-    assert session_of_request(None, None, None) is None
-    assert session_of_request(None, None, ("session_id", "abc"))["prefix"] is None
+    assert session_of_request(None, None) is None
+    assert session_of_request(None, ("session_id", "abc"))["prefix"] is None
     # a recording: the body decoded here; a body no decoder reads has no derived session
     assert session_of_body(Protocol(ANTH), anth(TURN1), "/v1/messages") == derived
     assert session_of_body(Protocol(RESP), {"input": 5}, "/v1/responses") is None
