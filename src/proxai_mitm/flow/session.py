@@ -101,9 +101,25 @@ def _plain(obj: Any) -> Any:
     return [getattr(obj, k) for k in names]
 
 
-def _fp(obj: Any) -> str:
-    """A part's fingerprint: CRC-32 of its JSON (a change detector, fast on a long conversation)."""
-    return f"{zlib.crc32(orjson.dumps(obj, default=_plain, option=orjson.OPT_PASSTHROUGH_DATACLASS)):08x}"
+def _dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj, default=_plain, option=orjson.OPT_PASSTHROUGH_DATACLASS)
+
+
+def _crc(parts: Iterable[Any], crc: int = 0) -> int:
+    """CRC-32 (a change detector, fast on a long conversation) of parts: a text by its text, any
+    other part by its JSON."""
+    text, crc32 = n.Text, zlib.crc32
+    for p in parts:
+        if type(p) is text:
+            crc = crc32(p.text.encode("utf-8", "surrogatepass"), crc32(b"\x00", crc))
+        else:
+            crc = crc32(_dumps(p), crc)
+    return crc
+
+
+def _fp_message(m: n.Message) -> str:
+    start = zlib.crc32(m.role.encode() if m.name is None else f"{m.role}:{m.name}".encode())
+    return f"{_crc(m.parts, start):08x}"
 
 
 def prefix_of(req: n.Request) -> dict[str, Any]:
@@ -111,9 +127,9 @@ def prefix_of(req: n.Request) -> dict[str, Any]:
     fields, plus ``id``)."""
     return {
         "id": conversation_key(req).removeprefix("proxai-")[:12],
-        "system": _fp(req.system) if req.system else None,
-        "tools": _fp(req.tools) if req.tools else None,
-        "messages": [_fp(m) for m in req.messages[:MAX_MESSAGES]],
+        "system": f"{_crc(req.system):08x}" if req.system else None,
+        "tools": f"{zlib.crc32(_dumps(req.tools)):08x}" if req.tools else None,
+        "messages": [_fp_message(m) for m in req.messages[:MAX_MESSAGES]],
         "message_count": len(req.messages),
     }
 
