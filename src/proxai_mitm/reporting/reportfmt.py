@@ -302,8 +302,8 @@ def format_rows(rows: Sequence[dict[str, Any]], fmt: str = "table", *, width: in
 # ----------------------------------------------------------------------------- per session
 #: the fields of a session in JSON (CSV: the same, lists and counts as text)
 SESSION_FIELDS = ("session", "source", "turns", "start", "end", "models", "input_tokens", "output_tokens",
-                  "cache_read_tokens", "cache_write_tokens", "cache_read_share", "cost_usd", "unpriced", "stops",
-                  "drops", "exchanges")
+                  "cache_read_tokens", "cache_write_tokens", "cache_read_share", "cost_usd", "unpriced", "untokened",
+                  "stops", "drops", "exchanges")
 _SESSION_HEADS = ["session", "from", "turns", "tokens in→out", "cache read", "stops", "cost"]
 _DROP_HEADS = ["time", "session", "turn", "cache read", "before", "what changed"]
 
