@@ -276,6 +276,57 @@ def _upstream_error(base: str) -> None:
         pass
 
 
+# ----------------------------------------------------------------------------- two sessions, interleaved
+#: the agent's own session id (sent the way Claude Code sends it)
+SESSION_ID = "5f0c9a8e-2d4b-4e1a-9c3f-7b6d1e2a4c80"
+AGENT_SYSTEM = "You are a coding agent. Read before you edit; keep answers short."
+#: the agent's turns; before the last one its system prompt changes (the cache read drops there)
+AGENT_TURNS = ["List the Python files of this project.", "Which of them has the most lines?",
+               "Summarize that file.", "Now suggest one test for it."]
+AGENT_SYSTEM_LAST = AGENT_SYSTEM + " Today is Saturday."
+CHAT_SYSTEM = "You are a concise geography tutor."
+CHAT_TURNS = ["Name three rivers in France.", "Which is the longest?", "Where does it rise?"]
+
+
+def _cached_reply(text: str, fresh: int, read: int, write: int) -> Reply:
+    """An Anthropic answer whose usage reports prompt caching (input tokens: ``fresh`` uncached,
+    ``read`` from the cache, ``write`` written to it)."""
+    body = _anth_json([{"type": "text", "text": text}], "end_turn")
+    body["usage"] = {"input_tokens": fresh, "cache_creation_input_tokens": write, "cache_read_input_tokens": read,
+                     "output_tokens": 12, "service_tier": "standard"}
+    return Reply.json(body)
+
+
+#: the upstream's answers in the order the two clients ask (agent, tutor, agent, tutor, ...)
+SESSION_REPLIES = [
+    _cached_reply("main.py, util.py, tests/test_util.py", 14, 0, 2100),
+    _cached_reply("The Seine, the Loire and the Rhône.", 20, 0, 1500),
+    _cached_reply("main.py has the most lines (412).", 16, 2100, 30),
+    _cached_reply("The Loire, about 1,000 km long.", 12, 1500, 35),
+    _cached_reply("main.py parses the options and starts the server.", 18, 2130, 40),
+    _cached_reply("At Mont Gerbier de Jonc, in the Massif Central.", 11, 1535, 30),
+    _cached_reply("Test that an unknown option exits with code 2.", 2190, 0, 0),
+]
+
+
+def _sessions(base: str) -> None:
+    """An agent that sends its session id (Anthropic, passed through) and a Chat client that sends none
+    (route chat-on-claude), their turns interleaved."""
+    agent = anthropic_client(base, default_headers={"X-Claude-Code-Session-Id": SESSION_ID})
+    tutor = openai_client(base)
+    amsgs: list[dict] = []
+    cmsgs: list[dict] = [{"role": "system", "content": CHAT_SYSTEM}]
+    for i, ask in enumerate(AGENT_TURNS):
+        amsgs.append({"role": "user", "content": ask})
+        m = agent.messages.create(model=MODEL, max_tokens=MAX_TOKENS, messages=amsgs, tools=TOOLS[ANTH],
+                                  system=AGENT_SYSTEM_LAST if i == len(AGENT_TURNS) - 1 else AGENT_SYSTEM)
+        amsgs.append({"role": "assistant", "content": "".join(b.text for b in m.content if b.type == "text")})
+        if i < len(CHAT_TURNS):
+            cmsgs.append({"role": "user", "content": CHAT_TURNS[i]})
+            r = tutor.chat.completions.create(model=MODEL, max_tokens=MAX_TOKENS, messages=cmsgs)
+            cmsgs.append({"role": "assistant", "content": r.choices[0].message.content})
+
+
 @dataclass
 class Scenario:
     name: str
@@ -311,6 +362,10 @@ SCENARIOS: list[Scenario] = [
              "529 overloaded, retry-after kept",
              [(PATH[ANTH], Reply.error(529, OVERLOADED, headers=[("retry-after", "12")]))], _upstream_error,
              ["interrupted"]),
+    Scenario("sessions", "two sessions interleaved: an agent sending its session id (Anthropic, passed through; "
+             "its system prompt changes before the last turn) and a Chat client sending none (route "
+             "chat-on-claude), with prompt caching in the upstream's usage",
+             [(PATH[ANTH], r) for r in SESSION_REPLIES], _sessions, ["end_turn"] * 7),
 ]
 
 

@@ -2,7 +2,8 @@
 
     proxai run [--web | --console] [MITMPROXY OPTIONS...]   # mitmdump (or mitmweb / mitmproxy) with ProxAI
     proxai report FILE_OR_DIR... [--format table|json|csv|markdown] [-o FILE|-] [--html FILE]
-                  [--width COLS] [--stop REASONS] [--model TEXT] [--route NAMES] [--filter EXPR]
+                  [--by session] [--width COLS] [--stop REASONS] [--model TEXT] [--route NAMES]
+                  [--filter EXPR]
     proxai export FILE_OR_DIR... OUT.jsonl|-                # one JSON line per exchange
     proxai addon-path                                       # the script to pass to mitmproxy's -s
     proxai --version
@@ -115,7 +116,7 @@ def _why_empty(args: argparse.Namespace, read: int, selected: int, exchanges: in
 # ----------------------------------------------------------------------------- commands
 def _report(args: argparse.Namespace) -> int:
     from .reporting.report import rows
-    from .reporting.reportfmt import filter_rows, format_rows, select_flows
+    from .reporting.reportfmt import filter_rows, format_rows, format_sessions, select_flows
 
     read = _read(args.paths)
     flows = select_flows(read, args.filter)
@@ -135,7 +136,8 @@ def _report(args: argparse.Namespace) -> int:
         print(why, file=sys.stderr)
     out, close = _open_out(args.output)
     try:
-        text = format_rows(table, args.format, width=_width(args.width, out))
+        fmt = format_sessions if args.by == "session" else format_rows
+        text = fmt(table, args.format, width=_width(args.width, out))
         out.write(text if text.endswith("\n") else text + "\n")
     finally:
         if close:
@@ -214,6 +216,8 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default and '-': stdout)")
     rp.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report (table, timeline, "
                     "conversations)")
+    rp.add_argument("--by", choices=("session",), help="group per session: turns, tokens, cache-read share, "
+                    "cost and stops of each, and the turns where a session's cache reads dropped")
     rp.add_argument("--width", type=int, metavar="COLS", help="the table's width (default: 120, or the "
                     "terminal's if narrower; 0: no limit); long model names and stop texts are shortened with …, "
                     "down to about 100 columns")

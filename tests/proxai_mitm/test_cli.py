@@ -89,7 +89,7 @@ def test_report_rows_sorted_by_time_and_measured():
     flows = _all_flows()
     r = rows(list(reversed(flows)))
     stamps = [x["timestamp"] for x in r]
-    assert stamps == sorted(stamps) and len(r) == 9
+    assert stamps == sorted(stamps) and len(r) == 16
     for x in r:
         assert x["duration_ms"] is not None
         if x["reason"] in ("end_turn", "tool_use", "refusal", "max_output"):
@@ -101,16 +101,16 @@ def test_report_rows_sorted_by_time_and_measured():
 def test_report_formats(capsys, tmp_path):
     rc, out, _ = _run(capsys, "report", str(FLOWS), "--format", "json", "-o", "-")
     doc = json.loads(out)
-    assert rc == 0 and len(doc["exchanges"]) == 9 and out.isascii()
+    assert rc == 0 and len(doc["exchanges"]) == 16 and out.isascii()
     ex = doc["exchanges"][0]
     assert {"ttft_ms", "duration_ms", "cost_usd", "output_tps", "cache_read_tokens", "route", "model"} <= ex.keys()
-    assert sum(t["exchanges"] for t in doc["totals"]) == 9
+    assert sum(t["exchanges"] for t in doc["totals"]) == 16
     priced = [e["cost_usd"] for e in doc["exchanges"] if e["cost_usd"] is not None]
     assert sum(t["cost_usd"] for t in doc["totals"]) == pytest.approx(sum(priced))
 
     rc, out, _ = _run(capsys, "report", str(FLOWS), "-f", "csv")
     table = list(csv.DictReader(io.StringIO(out)))
-    assert len(table) == 9 and table[0]["ttft_ms"] and "cost_usd" in table[0]
+    assert len(table) == 16 and table[0]["ttft_ms"] and "cost_usd" in table[0]
     assert [t["cost_usd"] for t in table if t["reason"] == "interrupted"] == ["", ""]  # unknown, not 0
 
     dest = tmp_path / "r.md"
@@ -118,7 +118,7 @@ def test_report_formats(capsys, tmp_path):
     md = dest.read_text()
     assert rc == 0 and out == "" and md.startswith("| time | client → upstream | model | status | stop |")
     assert "**Totals per model**" in md
-    assert sum(1 for line in md.splitlines() if line.startswith("| 20")) == 9
+    assert sum(1 for line in md.splitlines() if line.startswith("| 20")) == 16
 
     rc, out, _ = _run(capsys, "report", str(FLOWS))
     assert "TTFT" in out and "totals per model" in out and "unknown" in out
@@ -197,7 +197,7 @@ def test_html_also_prints_the_table(capsys, tmp_path):
     page = tmp_path / "r.html"
     rc, out, err = _run(capsys, "report", str(FLOWS), "--html", str(page))
     assert rc == 0 and page.read_text().startswith("<!DOCTYPE html>")
-    assert "9 exchange(s)" in out and "totals per model" in out and f"wrote 9 exchange(s) to {page}" in err
+    assert "16 exchange(s)" in out and "totals per model" in out and f"wrote 16 exchange(s) to {page}" in err
     with pytest.raises(SystemExit):
         cli.main(["report", "--help"])
     assert "also write" in capsys.readouterr().out
@@ -224,9 +224,9 @@ def test_empty_report_says_why(capsys, tmp_path):
     from mitmproxy.test import tflow
 
     rc, out, _ = _run(capsys, "report", str(FLOWS), "--filter", "~u /nothing")
-    assert rc == 0 and out == "no flow matches --filter ~u /nothing (9 flow(s) read)\n"
+    assert rc == 0 and out == "no flow matches --filter ~u /nothing (16 flow(s) read)\n"
     rc, out, _ = _run(capsys, "report", str(FLOWS), "--stop", "paused", "--model", "gpt")
-    assert rc == 0 and out == "no LLM exchange matches --stop paused --model gpt (9 exchange(s) read)\n"
+    assert rc == 0 and out == "no LLM exchange matches --stop paused --model gpt (16 exchange(s) read)\n"
     rc, out, err = _run(capsys, "report", str(FLOWS), "--model", "nope", "-f", "json")
     assert rc == 0 and json.loads(out)["exchanges"] == [] and "no LLM exchange matches --model nope" in err
     plain = tmp_path / "web.mitm"
@@ -237,7 +237,7 @@ def test_empty_report_says_why(capsys, tmp_path):
     rc, out, err = _run(capsys, "export", str(plain), "-")
     assert rc == 0 and out == "" and err == "exported 0 LLM exchange(s) to stdout (no LLM flows among the 1 flow(s) read)\n"
     rc, out, err = _run(capsys, "export", str(FLOWS), "-", "--filter", "~u /nothing")
-    assert rc == 0 and "(no flow matches --filter ~u /nothing (9 flow(s) read))" in err
+    assert rc == 0 and "(no flow matches --filter ~u /nothing (16 flow(s) read))" in err
     empty = tmp_path / "empty.mitm"
     empty.write_bytes(b"")  # what `mitmdump -w` leaves when nothing was captured
     rc, out, _ = _run(capsys, "report", str(empty))
@@ -314,3 +314,52 @@ def test_hostile_bytes_never_break_table_markdown_or_html(tmp_path):
     page = Tags()
     page.feed(render_html([], rows_))
     assert "b" not in page.tags and not set(render_html([], rows_)) & (controls - {"\t"})
+
+
+# ----------------------------------------------------------------------------- --by session
+SESSIONS = FLOWS / "sessions.mitm"  # an agent sending its session id and a Chat client sending none
+
+
+def test_report_by_session_table(capsys):
+    assert cli.main(["report", str(SESSIONS), "--by", "session"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].split() == ["session", "from", "turns", "tokens", "in→out", "cache", "read", "stops", "cost"]
+    agent = next(ln for ln in lines if "x-claude-code-session-id" in ln)
+    tutor = next(ln for ln in lines if " prefix " in ln)
+    assert agent.split()[2] == "4" and "end_turn 4" in agent and tutor.split()[2] == "3"
+    assert "2 session(s), 7 exchange(s)" in out
+    drop = lines[-1]  # the agent's last turn: its system prompt changed, its cache read fell to 0
+    assert drop.split()[2:6] == [agent.split()[0], "4", "0%", "98%"] and drop.endswith("system prompt changed")
+
+
+def test_report_by_session_formats(capsys):
+    assert cli.main(["report", str(SESSIONS), "--by", "session", "-f", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    agent, tutor = doc["sessions"]
+    assert agent["source"] == "header:x-claude-code-session-id" and tutor["source"] == "prefix"
+    assert (agent["turns"], tutor["turns"]) == (4, 3) and len(agent["exchanges"]) == 4
+    assert agent["cache_read_tokens"] == 4230 and agent["cache_read_share"] == round(4230 / 8638, 4)
+    assert agent["stops"] == {"end_turn": 4} and agent["cost_usd"] > 0 and agent["unpriced"] == 0
+    (d,) = agent["drops"]
+    assert d["turn"] == 4 and d["cache_read_share"] == 0.0 and d["changed"] == ["system prompt changed"]
+    assert tutor["drops"] == []
+    # the per-exchange JSON carries the session too
+    assert cli.main(["report", str(SESSIONS), "-f", "json"]) == 0
+    ex = json.loads(capsys.readouterr().out)["exchanges"]
+    assert [e["session"] for e in ex].count(agent["session"]) == 4
+    assert cli.main(["report", str(SESSIONS), "--by", "session", "-f", "csv"]) == 0
+    table = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [r["turns"] for r in table] == ["4", "3"] and table[0]["drops"] == "1"
+    assert table[0]["stops"] == "end_turn 4"
+    assert cli.main(["report", str(SESSIONS), "--by", "session", "-f", "markdown"]) == 0
+    md = capsys.readouterr().out
+    assert md.startswith("| session | from | turns |") and "| system prompt changed |" in md
+
+
+def test_report_by_session_filters_and_empty(capsys):
+    assert cli.main(["report", str(FLOWS), "--by", "session", "--route", "chat-on-claude"]) == 0
+    out = capsys.readouterr().out
+    assert "2 session(s), 6 exchange(s)" in out  # the tool loop and the tutor
+    assert cli.main(["report", str(FLOWS), "--by", "session", "--stop", "paused"]) == 0
+    assert capsys.readouterr().out.startswith("no LLM exchange matches --stop paused")

@@ -398,16 +398,17 @@ def test_report_and_export_cli(tmp_path):
     r = run("report", "flows")
     assert r.returncode == 0, r.stderr
     rows = [ln for ln in r.stdout.splitlines() if re.match(r"\d\d-\d\d \d\d:", ln)]
-    assert len(rows) == 9
+    assert len(rows) == 16
     expect = [("chat→anth", "tool_use"), ("chat→anth", "tool_use"), ("chat→anth", "end_turn"),
               ("chat", "refusal"), ("resp", "refusal"), ("anth", "refusal"), ("anth", "max_output"),
-              ("anth→chat", "interrupted"), ("resp→anth", "interrupted")]
+              ("anth→chat", "interrupted"), ("resp→anth", "interrupted"),
+              *[("anth", "end_turn"), ("chat→anth", "end_turn")] * 3, ("anth", "end_turn")]
     # sorted by time: the order the scenarios were recorded in, whatever the file names
     for row, (protos, reason) in zip(rows, expect, strict=True):
         cells = re.split(r"\s{2,}", row)
         assert cells[1] == protos and cells[4].split(" ")[0] == reason, row
         assert cells[8] == "unknown" if reason == "interrupted" else cells[8].startswith("$"), row
-    assert "9 exchange(s): refusal 3, interrupted 2, tool_use 2, end_turn 1, max_output 1" in r.stdout
+    assert "16 exchange(s): end_turn 8, refusal 3, interrupted 2, tool_use 2, max_output 1" in r.stdout
     assert "refusal (cyber)" in r.stdout and "totals per model" in r.stdout
 
     out = tmp_path / "x.jsonl"

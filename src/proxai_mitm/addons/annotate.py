@@ -5,11 +5,16 @@ its :class:`~.record.FlowRecord` in ``flow.metadata["proxai"]``; the StopInfo be
 comment and, for non-ok reasons, a marker; one INFO line is logged. A flow read from a file keeps its
 record and gets the log line only; one recorded without the addon is observed from its bodies first
 (offline.py).
+
+A generation's session (session.py) is found here: the client's session header is read when the
+request's headers arrive, before a route rewrites them; the prefix fingerprints when the flow ends
+(after the client was answered), off the event loop for a big request.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Coroutine
 from typing import Any
 
 from mitmproxy import http
@@ -18,7 +23,9 @@ from proxai_core import StopReason
 
 from ..flow.offline import offline_state
 from ..flow.record import FlowRecord
+from ..flow.session import header_session, session_of_state
 from ..flow.state import FlowState, flow_state, record_dict, scrub
+from ..wire.bodies import offload
 from ..wire.escape import escape
 
 logger = logging.getLogger(__name__)
@@ -37,24 +44,48 @@ MARKERS: dict[StopReason, str] = {
 }
 _OUR_MARKERS = frozenset(MARKERS.values())
 _LOGGED_ATTR = "_proxai_logged"
+#: the client's session header (name, id), noted before a route rewrites the request's headers
+_SESSION_ATTR = "_proxai_session_header"
+#: requests larger than this (bytes) are decoded and fingerprinted in the worker thread (below, it
+#: takes about a millisecond)
+SESSION_THREAD_BYTES = 256 * 1024
 
 
 class Annotator:
     """Writes the record, comment and marker once per flow; logs one line."""
 
-    def response(self, flow: http.HTTPFlow) -> None:
-        self._finish(flow)
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        found = header_session(flow.request.headers.fields)
+        if found is not None:
+            setattr(flow, _SESSION_ATTR, found)
 
-    def error(self, flow: http.HTTPFlow) -> None:
-        self._finish(flow)
+    def response(self, flow: http.HTTPFlow) -> Coroutine[Any, Any, None] | None:
+        return self._finish(flow)
 
-    @staticmethod
-    def _finish(flow: http.HTTPFlow) -> None:
+    def error(self, flow: http.HTTPFlow) -> Coroutine[Any, Any, None] | None:
+        return self._finish(flow)
+
+    @classmethod
+    def _finish(cls, flow: http.HTTPFlow) -> Coroutine[Any, Any, None] | None:
         state = flow_state(flow) if flow.live else offline_state(flow)
         if state is None:
-            return
+            return None
+        if not state.annotated:
+            if _wants_session(state) and _request_size(flow, state) > SESSION_THREAD_BYTES:
+                return cls._finish_later(flow, state)  # only this flow waits for its fingerprints
+            annotate(flow, state)
+        cls._log(flow, state)
+        return None
+
+    @classmethod
+    async def _finish_later(cls, flow: http.HTTPFlow, state: FlowState) -> None:
+        state.session = await offload(session_of_state, state, _header(flow))
         if not state.annotated:
             annotate(flow, state)
+        cls._log(flow, state)
+
+    @staticmethod
+    def _log(flow: http.HTTPFlow, state: FlowState) -> None:
         if not getattr(flow, _LOGGED_ATTR, False):
             setattr(flow, _LOGGED_ATTR, True)
             if _info_shown():  # built only when a handler shows it (termlog_verbosity, mitmweb's event log)
@@ -74,8 +105,28 @@ def _info_shown() -> bool:
     return logging.lastResort is not None and logging.lastResort.level <= logging.INFO
 
 
+def _wants_session(state: FlowState) -> bool:
+    return state.kind == "generate" and state.session is None
+
+
+def _request_size(flow: Any, state: FlowState) -> int:
+    if state.client_text is not None:
+        return len(state.client_text)
+    return len(getattr(getattr(flow, "request", None), "raw_content", None) or b"")
+
+
+def _header(flow: Any) -> tuple[str, str] | None:
+    """The client's session header: noted on arrival (a live flow), else read from the flow as it is."""
+    found = getattr(flow, _SESSION_ATTR, None)
+    if found is None and not getattr(flow, "live", False) and getattr(flow, "request", None) is not None:
+        found = header_session(flow.request.headers.fields)
+    return found
+
+
 def annotate(flow: Any, state: FlowState) -> None:
     """Write the record, the comment and the marker."""
+    if _wants_session(state):
+        state.session = session_of_state(state, _header(flow))
     state.annotated = True
     FlowRecord.write_dict(flow, record_dict(state))  # typed when read (FlowRecord.of)
     stop = state.stop

@@ -154,7 +154,8 @@ def state_summary(state: Any) -> str:
         _model_label(state.client_model, m.get("response_model") or state.upstream_model),
         _stop_label(stop.reason.value if stop else None, stop.category if stop else None),
         inp if inp is not None else usage.get("input"), usage.get("output"), m.get("ttft_ms"), m.get("cost_usd"),
-        _notes(stop.reason.value, stop.message, stop.detail) if stop else ())), state.secrets) or ""
+        (*_session_note(state.session["id"] if state.session else None),
+         *(_notes(stop.reason.value, stop.message, stop.detail) if stop else ())))), state.secrets) or ""
 
 
 @dataclass(slots=True)
@@ -244,6 +245,11 @@ def _notes(reason: str, message: str | None, detail: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _session_note(session: str | None) -> tuple[str, ...]:
+    """The session id in the comment: mitmweb's ``~comment <id>`` finds a session's flows."""
+    return (f"session {session}",) if session else ()
+
+
 def _stop_label(reason: str | None, category: str | None) -> str | None:
     return f"{reason} ({category})" if reason and category and category != reason else reason
 
@@ -273,7 +279,8 @@ def flow_summary(rec: FlowRecord) -> str:
     return escape(summary_line(_model_label(rec.client_model, m.response_model or rec.upstream_model),
                                _stop_label(stop.reason if stop else None, stop.category if stop else None),
                                inp, u.output if u is not None else None, m.ttft_ms, m.cost_usd,
-                               _notes(stop.reason, stop.message, stop.detail) if stop else ()))
+                               (*_session_note(rec.session.id if rec.session else None),
+                                *(_notes(stop.reason, stop.message, stop.detail) if stop else ()))))
 
 
 def measure_row(flow: Any, summary: dict[str, Any]) -> dict[str, Any]:

@@ -29,10 +29,10 @@ from ..wire.bodies import DEFAULT_LIMIT, BodyError, body_limit, decode
 logger = logging.getLogger(__name__)
 
 __all__ = ["LIMIT_OPTIONS", "METADATA_KEY", "read_body", "safe_body_limit", "SCHEMA_VERSION", "FlowRecord",
-           "MetricsRecord", "ReplayRecord", "StopRecord", "Truncation", "UsageRecord"]
+           "MetricsRecord", "PrefixRecord", "ReplayRecord", "SessionRecord", "StopRecord", "Truncation", "UsageRecord"]
 
 METADATA_KEY = "proxai"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _CACHE_ATTR = "_proxai_record"
 
 class _Plain(BaseModel):
@@ -123,8 +123,27 @@ class CountRecord(_Plain):
     estimate: bool = False
 
 
+class PrefixRecord(_Plain):
+    """Fingerprints of a request's prefix (session.py): short hashes, never the content."""
+
+    system: str | None = None
+    tools: str | None = None
+    #: one per message, in order (at most session.MAX_MESSAGES)
+    messages: list[str] = []
+    message_count: int = 0
+
+
+class SessionRecord(_Plain):
+    """The conversation a generation belongs to (session.py)."""
+
+    id: str
+    #: ``header:<name>`` (the client's own id) or ``prefix`` (derived from the stable prefix)
+    source: str
+    prefix: PrefixRecord | None = None
+
+
 class FlowRecord(_Plain):
-    """Schema version 2 (docs/flow-record.md)."""
+    """Schema version 3 (docs/flow-record.md)."""
 
     version: int = SCHEMA_VERSION
     #: ``generate`` | ``count_tokens`` | ``models`` | ``model`` | ``websocket``
@@ -158,6 +177,8 @@ class FlowRecord(_Plain):
     metrics: MetricsRecord | None = None
     #: a ``count_tokens`` flow's count
     count: CountRecord | None = None
+    #: generations: the session (version 3; readers derive it for older records)
+    session: SessionRecord | None = None
 
     @field_validator("client_protocol", "upstream_protocol", mode="before")
     @classmethod

@@ -75,6 +75,8 @@ class FlowState:
     metrics: dict[str, Any] | None = None
     #: the client's encoder also puts a refusal's text in content (route option)
     refusal_in_content: bool = False
+    #: the session of a generation (session.py; record.SessionRecord's fields as plain values)
+    session: dict[str, Any] | None = None
 
     @property
     def client_path(self) -> str | None:
@@ -163,4 +165,5 @@ def record_dict(state: FlowState) -> dict[str, Any]:
         "metrics": state.metrics,  # timings and cost (measure.py)
         "count": {"total": state.count_tokens, "estimate": state.estimate}
         if state.kind == "count_tokens" else None,
+        "session": dict(state.session, id=scrub(state.session["id"], sec)) if state.session and sec else state.session,
     }

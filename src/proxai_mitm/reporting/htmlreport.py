@@ -1,6 +1,7 @@
 """``proxai report --html FILE``: one self-contained HTML page of a session.
 
-The flow table, the totals per model, a timeline (per flow: waiting for the headers, time to the first
+The flow table, the totals per model, the sessions (per session: turns, tokens, cache-read share, cost,
+stops, and the turns where its cache reads dropped, with what changed in the prefix), a timeline (per flow: waiting for the headers, time to the first
 token, generation; coloured by stop reason) and each flow's conversation. No script, no external
 resource (no network, no CDN): inline CSS and SVG only. Every recorded text is HTML-escaped.
 """
@@ -15,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from ..flow.metrics import fmt_ms, fmt_usd
+from ..flow.session import group_sessions
 from ..wire.escape import escape as _ctl
-from .reportfmt import COLUMNS, cells, totals
+from .reportfmt import COLUMNS, cells, drops_title, pct, session_cells, totals
 
 __all__ = ["STOP_COLOURS", "render_html", "write_html"]
 
@@ -160,6 +162,36 @@ def _totals(rows: Sequence[dict[str, Any]]) -> str:
     return "".join(out)
 
 
+def _sessions(groups: Sequence[dict[str, Any]]) -> str:
+    heads = ["session", "from", "turns", "tokens in→out", "cache read", "stops", "cost"]
+    right = {2, 3, 4, 6}
+    out = ['<table id="sessions"><thead><tr>' + "".join(f'<th class="{"r" if i in right else ""}">{h(t)}</th>'
+                                                     for i, t in enumerate(heads)) + "</tr></thead><tbody>"]
+    for s in groups:
+        tds = "".join(f'<td class="{"r" if i in right else ""}">{h(c)}</td>' for i, c in enumerate(session_cells(s)))
+        out.append(f"<tr>{tds}</tr>")
+    out.append("</tbody></table>")
+    drops = [(s, d) for s in groups for d in s["drops"]]
+    out.append(f"<p>{h(drops_title()[:1].upper() + drops_title()[1:])}: {'none' if not drops else ''}</p>")
+    if drops:
+        out.append('<table id="drops"><thead><tr><th>time</th><th>session</th><th class="r">turn</th>'
+                   '<th class="r">cache read</th><th class="r">before</th><th>what changed</th></tr></thead><tbody>')
+        for s, d in drops:
+            out.append(f'<tr><td><a href="#flow-{h(d.get("id") or "")}">{h(d.get("time") or "?")}</a></td>'
+                       f'<td>{h(s["session"] or "(none)")}</td><td class=r>{d["turn"]}</td>'
+                       f'<td class=r>{h(pct(d["cache_read_share"]))}</td><td class=r>{h(pct(d["running_share"]))}</td>'
+                       f'<td>{h("; ".join(d["changed"]))}</td></tr>')
+        out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _drop_note(d: dict[str, Any] | None) -> str:
+    if d is None:
+        return ""
+    return (f'<div class="msg error">⚠ cache read dropped to {h(pct(d["cache_read_share"]))} of the input (the '
+            f'conversation\'s running share {h(pct(d["running_share"]))}): {h("; ".join(d["changed"]))}</div>')
+
+
 def _json_text(v: Any) -> str:
     if isinstance(v, str):
         return v
@@ -186,7 +218,7 @@ def _part(p: dict[str, Any]) -> str:
     return f"<pre>[{h(t or 'part')}] {h(_json_text({k: v for k, v in p.items() if k != 'type'}))}</pre>"
 
 
-def _conversation(ex: dict[str, Any] | None, row: dict[str, Any]) -> str:
+def _conversation(ex: dict[str, Any] | None, row: dict[str, Any], drop: dict[str, Any] | None = None) -> str:
     fid = row.get("id") or ""
     c = cells(row)
     out = [f'<section class="flow" id="flow-{h(fid)}"><h3>{h(c["time"])} · {h(c["protocols"])} · {h(c["model"])}'
@@ -197,7 +229,10 @@ def _conversation(ex: dict[str, Any] | None, row: dict[str, Any]) -> str:
         meta.append(f"{row['output_tps']} tok/s")
     if row.get("route"):
         meta.append(f"route {row['route']}")
+    if row.get("session"):
+        meta.append(f"session {row['session']}")
     out.append(f'<div class="meta">{h(" · ".join(meta))} · flow {h(fid)}</div>')
+    out.append(_drop_note(drop))
     if row.get("message"):
         out.append(f'<div class="msg {"refusal" if row.get("reason") == "refusal" else "error"}">'
                    f"{h(row['message'])}</div>")
@@ -244,6 +279,8 @@ def render_html(flows: Sequence[Any], rows: Sequence[dict[str, Any]], *, title: 
     for r in rows:
         reasons[r.get("reason") or "?"] = reasons.get(r.get("reason") or "?", 0) + 1
     when = _dt.datetime.now().isoformat(sep=" ", timespec="seconds")
+    groups = group_sessions(rows)
+    drops = {d["id"]: d for s in groups for d in s["drops"]}
     convs = []
     for r in rows:
         f = by_id.get(r.get("id"))
@@ -251,7 +288,7 @@ def render_html(flows: Sequence[Any], rows: Sequence[dict[str, Any]], *, title: 
             ex = exchange(f) if f is not None else None
         except Exception as e:  # noqa: BLE001 - one odd flow must not lose the page
             ex = {"warnings": [f"could not read this exchange: {e}"]}
-        convs.append(_conversation(ex, r))
+        convs.append(_conversation(ex, r, drops.get(r.get("id"))))
     summary = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
     return "".join([
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
@@ -262,6 +299,7 @@ def render_html(flows: Sequence[Any], rows: Sequence[dict[str, Any]], *, title: 
         f" · generated {h(when)}</div>",
         "<h2>Exchanges</h2>", _table(rows),
         "<h2>Totals per model</h2>", _totals(rows),
+        "<h2>Sessions</h2>", _sessions(groups),
         "<h2>Session timeline</h2>", _legend(), _timeline(rows, aligned=False),
         "<h2>Latency breakdown</h2>", _timeline(rows, aligned=True),
         "<h2>Conversations</h2>", *convs,

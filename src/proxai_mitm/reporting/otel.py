@@ -84,6 +84,7 @@ def span_facts(flow: Any, rec: FlowRecord) -> dict[str, Any]:
         "cost_usd": m.cost_usd if m else None,
         "cost_provider": m.cost_provider if m else None,
         "stream": rec.stream,
+        "session": rec.session.id if rec.session is not None else None,
         # the flow's own secrets (credential headers and query keys, the client's key a route
         # replaced, the injected key): what recordings redact, read here while the flow is whole
         "secrets": flow_secrets(flow, st.secrets if (st := flow_state(flow)) is not None else ()),
@@ -117,6 +118,8 @@ def attributes(f: dict[str, Any]) -> dict[str, Any]:
         a["proxai.stop.reason"] = stop["reason"]
         if stop.get("category"):
             a["proxai.stop.category"] = stop["category"]
+    if f.get("session"):  # the session (Langfuse and others group a conversation's spans by it)
+        a["gen_ai.conversation.id"] = f["session"]
     if f["status"] is not None:
         a["http.response.status_code"] = f["status"]
     err = _error_type(f)

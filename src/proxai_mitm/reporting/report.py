@@ -24,6 +24,7 @@ from proxai_core.api import stop_of_error
 
 from ..flow.analysis import BodyInfo, analyze_response, compact_part, compact_request
 from ..flow.record import FlowRecord, read_body
+from ..flow.session import session_of_body
 from ..redaction.flowfile import read_path
 from ..replay.index import canonical_key
 from ..wire.protocols import SHORT, json_or_none, protocol_from_path, request_model, request_stream
@@ -125,6 +126,11 @@ def _summary(flow: Any, *, full: bool) -> dict[str, Any] | None:
         "usage": usage,
         "warnings": warnings,
         "annotation": "metadata" if rec is not None and rec.stop is not None else "derived",
+        # the record's, else derived from the request as recorded (older records, plain captures);
+        # generations only (a token count or a model list is not a turn)
+        "session": rec.session.model_dump() if rec is not None and rec.session is not None
+        else None if rec is not None and rec.kind != "generate"
+        else session_of_body(client, client_obj, req.path, req.headers),
     }
     if getattr(flow, "error", None) is not None:
         out["error"] = str(flow.error.msg)
@@ -184,6 +190,8 @@ def exchange(flow: Any) -> dict[str, Any] | None:
         # the model the upstream answered with (a dated version, say), else the one it was asked for
         answered = ex["metrics"].get("response_model") or (ex.get("response") or {}).get("model")
         ex["upstream_model"] = answered or ex["upstream_model"]
+        sess = ex["session"]
+        ex["session"] = {"id": sess["id"], "source": sess["source"]} if sess else None  # no fingerprints
     return ex
 
 
@@ -218,6 +226,7 @@ def rows(flows: Iterable[Any]) -> list[dict[str, Any]]:
         sent = s.get("upstream_model")
         if sent and sent != model and sent != measures.get("response_model"):
             model = f"{model} → {sent}" if model else sent
+        sess = s.get("session") or {}
         out.append({
             "time": s.get("time"),
             "client_protocol": s.get("client_protocol"),
@@ -233,6 +242,11 @@ def rows(flows: Iterable[Any]) -> list[dict[str, Any]]:
             "path": s.get("path"),
             "id": s.get("id"),
             **measures,
+            "session": sess.get("id"),
+            "session_source": sess.get("source"),
+            # for the drops of a session (session.group_sessions): never in an output
+            "session_prefix": sess.get("prefix"),
+            "sent_model": sent or s.get("model"),
         })
     out.sort(key=lambda r: r.get("timestamp") or 0.0)  # by time, whatever the file order
     return out

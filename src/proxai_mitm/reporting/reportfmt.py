@@ -1,4 +1,5 @@
-"""Report output: filters, totals per model, and the formats (table, JSON, CSV, Markdown).
+"""Report output: filters, totals per model, and the formats (table, JSON, CSV, Markdown); the same per
+session (``--by session``: :func:`format_sessions`).
 
 Works on the row dicts of :func:`proxai_mitm.reporting.report.rows` (it never imports report.py). Everything
 meant for a terminal (table) has its control characters escaped; JSON and CSV carry the values as
@@ -15,10 +16,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..flow.metrics import fmt_ms, fmt_usd
+from ..flow.session import DROP_POINTS, group_sessions
 from ..wire.escape import escape
 from ..wire.protocols import SHORT
 
-__all__ = ["FORMATS", "filter_rows", "format_rows", "select_flows", "table", "totals"]
+__all__ = ["FORMATS", "filter_rows", "format_rows", "format_sessions", "select_flows", "table", "totals"]
 
 FORMATS = ("table", "json", "csv", "markdown")
 
@@ -46,7 +48,7 @@ _MIN_MODEL, _MID_STOP, _MIN_STOP = 18, 18, 11
 FIELDS = ("time", "timestamp", "id", "client_protocol", "upstream_protocol", "route", "model", "response_model",
           "status", "reason", "category", "message", "input_tokens", "output_tokens", "cache_read_tokens",
           "cache_write_tokens", "reasoning_tokens", "headers_ms", "ttft_ms", "duration_ms", "output_tps",
-          "cost_usd", "cost_note", "path")
+          "cost_usd", "cost_note", "path", "session")
 
 
 # ----------------------------------------------------------------------------- selection
@@ -294,4 +296,111 @@ def format_rows(rows: Sequence[dict[str, Any]], fmt: str = "table", *, width: in
         return to_csv(rows)
     if fmt == "markdown":
         return markdown(rows)
+    raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+
+
+# ----------------------------------------------------------------------------- per session
+#: the fields of a session in JSON (CSV: the same, lists and counts as text)
+SESSION_FIELDS = ("session", "source", "turns", "start", "end", "models", "input_tokens", "output_tokens",
+                  "cache_read_tokens", "cache_write_tokens", "cache_read_share", "cost_usd", "unpriced", "untokened",
+                  "stops", "drops", "exchanges")
+_SESSION_HEADS = ["session", "from", "turns", "tokens in→out", "cache read", "stops", "cost"]
+_DROP_HEADS = ["time", "session", "turn", "cache read", "before", "what changed"]
+
+
+def pct(v: float | None) -> str:
+    return "?" if v is None else f"{v * 100:.0f}%"
+
+
+def _stops(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def session_cells(s: dict[str, Any]) -> list[str]:
+    src = s.get("source") or ""
+    cost = fmt_usd(s["cost_usd"]) if s["turns"] > s["unpriced"] else "unknown"
+    if s["unpriced"] and s["turns"] > s["unpriced"]:
+        cost += f" + {s['unpriced']} unknown"
+    known = s["untokened"] < s["turns"]
+    return [s["session"] or "(none)", src.removeprefix("header:") or "-", str(s["turns"]),
+            f"{s['input_tokens']}→{s['output_tokens']}" if known else "?→?",
+            pct(s["cache_read_share"]) if known else "?", _stops(s["stops"]), cost]
+
+
+def _drop_cells(s: dict[str, Any], d: dict[str, Any], *, compact: bool) -> list[str]:
+    time = d.get("time") or "?"
+    if compact and len(time) == 19 and time[4] == "-":
+        time = time[5:]
+    return [time, s["session"] or "(none)", str(d["turn"]), pct(d["cache_read_share"]), pct(d["running_share"]),
+            "; ".join(d["changed"])]
+
+
+def drops_title() -> str:
+    return (f"cache-read drops (a turn {DROP_POINTS * 100:.0f} points or more below its conversation's running "
+            "share, from its third turn)")
+
+
+def session_table(rows: Sequence[dict[str, Any]], *, width: int = WIDTH) -> str:
+    """Sessions, one line each (escaped), then the turns where a session's cache reads dropped."""
+    if not rows:
+        return "no LLM flows"
+    groups = group_sessions(rows)
+    body = [[escape(c) for c in session_cells(s)] for s in groups]
+    _fit(_SESSION_HEADS, body, width, [(5, 12, False), (0, 14, False), (1, 6, False)])
+    lines = _aligned(_SESSION_HEADS, body, {2, 3, 4, 6})
+    lines.append(f"{len(groups)} session(s), {len(rows)} exchange(s)")
+    drops = [_drop_cells(s, d, compact=True) for s in groups for d in s["drops"]]
+    lines += ["", drops_title()]
+    if drops:
+        drops = [[escape(c) for c in d] for d in drops]
+        _fit(_DROP_HEADS, drops, width, [(1, 14, False), (5, 24, False)])
+        lines += _aligned(_DROP_HEADS, drops, {2, 3, 4})
+    else:
+        lines.append("none")
+    return "\n".join(lines)
+
+
+def _session_json(s: dict[str, Any]) -> dict[str, Any]:
+    return {k: s.get(k) for k in SESSION_FIELDS}
+
+
+def session_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    groups = group_sessions(rows)
+    lines = ["| " + " | ".join(_SESSION_HEADS) + " |", "|---|---|---:|---:|---:|---|---:|"]
+    lines += ["| " + " | ".join(_md(v) for v in session_cells(s)) + " |" for s in groups]
+    lines += ["", f"**{drops_title()[:1].upper()}{drops_title()[1:]}**", ""]
+    drops = [_drop_cells(s, d, compact=False) for s in groups for d in s["drops"]]
+    if drops:
+        lines += ["| " + " | ".join(_DROP_HEADS) + " |", "|---|---|---:|---:|---:|---|"]
+        lines += ["| " + " | ".join(_md(v) for v in d) + " |" for d in drops]
+    else:
+        lines.append("none")
+    return "\n".join(lines)
+
+
+def session_csv(rows: Sequence[dict[str, Any]]) -> str:
+    """One row per session: lists as text (models ``a; b``, stops ``tool_use 2, end_turn 1``, drops as the
+    number of turns marked, exchanges as flow ids)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(SESSION_FIELDS)
+    for s in group_sessions(rows):
+        vals = dict(s, models="; ".join(s["models"]), stops=_stops(s["stops"]), drops=len(s["drops"]),
+                    exchanges=" ".join(str(x) for x in s["exchanges"]))
+        w.writerow(["" if vals.get(k) is None else _csv_text(vals[k]) if isinstance(vals.get(k), str) else vals[k]
+                    for k in SESSION_FIELDS])
+    return buf.getvalue()
+
+
+def format_sessions(rows: Sequence[dict[str, Any]], fmt: str = "table", *, width: int = WIDTH) -> str:
+    """The rows grouped per session (flow/session.py) in one of :data:`FORMATS`."""
+    if fmt == "table":
+        return session_table(rows, width=width)
+    if fmt == "json":
+        doc = {"sessions": [_session_json(s) for s in group_sessions(rows)]}
+        return json.dumps(doc, indent=2, ensure_ascii=True, default=str)
+    if fmt == "csv":
+        return session_csv(rows)
+    if fmt == "markdown":
+        return session_markdown(rows)
     raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")

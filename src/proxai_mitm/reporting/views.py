@@ -1,6 +1,6 @@
 """The summary header of the LLM views, and the two views of the other side of a translation.
 
-:func:`header` is what every LLM view opens with: protocols, route, model asked / sent / answered, stop
+:func:`header` is what every LLM view opens with: protocols, route, session, model asked / sent / answered, stop
 with its message, tokens, TTFT, duration, cost, warnings — read from the flow's record (measured now
 when an older recording has no measures).
 
@@ -82,6 +82,8 @@ def header(flow: Any, rec: FlowRecord | None) -> list[str]:
     if rec.stream is not None:
         how += " · streamed" if rec.stream else " · complete answer"
     lines.append(f"route      {how}")
+    if rec.session is not None:
+        lines.append(f"session    {rec.session.id} ({rec.session.source})")
     models = []
     asked = rec.client_model or _model_of(rec.client_body(flow))  # schema 1 kept no models
     if asked:

@@ -13,7 +13,7 @@ from mitmproxy import io as mio
 
 from proxai_mitm.flow.record import FlowRecord
 
-from ..helpers import ANTH, BODIES, CHAT, RESP, feed, make_flow, respond, sse_bytes
+from ..helpers import ANTH, BODIES, CHAT, RESP, feed, json_bytes, make_flow, respond, sse_bytes
 
 SECRET = "sk-client-secret-123"  # the Authorization of make_flow
 
@@ -203,3 +203,61 @@ def test_log_line_built_only_when_a_handler_shows_info(monkeypatch):
         assert not ann._info_shown()
     finally:
         lg.removeHandler(handler)
+
+
+# ----------------------------------------------------------------------------- sessions
+def test_the_session_header_is_read_before_a_route_rewrites_the_request(addon):
+    addon.configure(proxai_target=CHAT)
+    f = make_flow(ANTH, headers=[("X-Claude-Code-Session-Id", "5f0c9a8e-2d4b-4e1a-9c3f-7b6d1e2a4c80")])
+    addon.requestheaders(f)
+    addon.request(f)
+    f.request.headers.pop("x-claude-code-session-id", None)  # a route toward another host drops it
+    respond(f, 200, json_bytes(CHAT), "application/json")
+    addon.responseheaders(f)
+    addon.response(f)
+    s = reread(f).metadata["proxai"]["session"]
+    assert s["source"] == "header:x-claude-code-session-id" and len(s["id"]) == 12
+    assert s["prefix"]["message_count"] == 1 and len(s["prefix"]["messages"]) == 1
+    assert FlowRecord.of(f).session.id == s["id"]
+    assert f.comment.endswith(f" · session {s['id']}")  # mitmweb: ~comment <id> lists the session
+
+
+def test_a_pass_through_generation_gets_a_derived_session_and_no_warning(addon):
+    flows = [make_flow(ANTH), make_flow(ANTH, body={**BODIES[ANTH], "messages": [
+        *BODIES[ANTH]["messages"], {"role": "assistant", "content": "hello"}, {"role": "user", "content": "more"}]})]
+    for f in flows:
+        addon.requestheaders(f)
+        addon.request(f)
+        respond(f, 200, json_bytes(ANTH), "application/json")
+        addon.responseheaders(f)
+        addon.response(f)
+    a, b = (f.metadata["proxai"] for f in flows)
+    assert a["session"]["source"] == "prefix" and a["session"]["id"] == b["session"]["id"]
+    assert a["warnings"] == [] and a["translation"] == "observe"
+    assert b["session"]["prefix"]["messages"][:1] == a["session"]["prefix"]["messages"]
+
+
+def test_a_big_request_is_fingerprinted_off_the_event_loop(addon, monkeypatch):
+    import proxai_mitm.addons.annotate as annotate_mod
+
+    monkeypatch.setattr(annotate_mod, "SESSION_THREAD_BYTES", 10)
+    f = make_flow(ANTH)
+    addon.requestheaders(f)
+    addon.request(f)
+    respond(f, 200, json_bytes(ANTH), "application/json")
+    addon.responseheaders(f)
+    res = addon.response(f)
+    assert res is not None and "proxai" not in f.metadata  # the flow waits for its worker, nothing else does
+    addon.run(res)
+    m = f.metadata["proxai"]
+    assert m["session"]["source"] == "prefix" and f.comment.endswith(f" · session {m['session']['id']}")
+
+
+def test_other_kinds_get_no_session(addon):
+    addon.configure(proxai_target=CHAT)
+    f = make_flow(ANTH, path="/v1/models", method="GET", body=b"", headers=[("session_id", "s-1")])
+    addon.requestheaders(f)
+    addon.request(f)
+    addon.response(f)
+    m = f.metadata.get("proxai")
+    assert m is not None and m["kind"] != "generate" and m["session"] is None

@@ -55,6 +55,33 @@ def test_schema_1_recordings_are_read():
                 assert sum(n for _, n in rec.upstream_chunks) == len(rec.upstream_body(f))
 
 
+#: the example recordings as the addon wrote them with schema 2 (before the session field)
+SCHEMA2 = Path(__file__).resolve().parents[1] / "data" / "schema2"
+
+
+def test_schema_2_recordings_are_read_and_their_sessions_derived():
+    """Schema 2 records have no session: they read as they were, and the report derives the session
+    from the request as recorded (the tool loop's three turns are one conversation)."""
+    from proxai_mitm.reporting.report import rows
+
+    files = sorted(SCHEMA2.glob("*.mitm"))
+    assert files
+    flows = []
+    for p in files:
+        with open(p, "rb") as fh:
+            flows += list(mio.FlowReader(fh).stream())
+    for f in flows:
+        rec = FlowRecord.of(f)
+        assert rec is not None and rec.version == 2 and rec.session is None and rec.stop is not None
+    table = rows(flows)
+    assert all(r["session_source"] == "prefix" and len(r["session"]) == 12 for r in table)
+    loop = [r["session"] for r in table if r["client_protocol"] == "openai_chat_completions"
+            and r["upstream_protocol"] == "anthropic_messages"]
+    assert len(loop) == 3 and len(set(loop)) == 1
+    # the other six flows are one turn each; the Chat and the Responses refusal open with the same message
+    assert len({r["session"] for r in table}) == len(table) - 3
+
+
 def test_round_trip_through_a_flow_file_and_cache():
     f = make_flow(ANTH)
     st = FlowState("generate", Protocol(ANTH), Protocol(CHAT), "r1", client_text=json.dumps(BODIES[ANTH]),
@@ -147,4 +174,4 @@ def test_the_production_write_is_the_typed_schema():
                 seen += 1
                 assert raw["version"] == SCHEMA_VERSION
                 assert FlowRecord.model_validate(raw).dump() == raw, p.name
-    assert seen >= 9  # every flow of the seven example recordings
+    assert seen >= 16  # every flow of the eight example recordings

@@ -113,4 +113,24 @@ def test_cli_html(tmp_path, capsys):
     printed = capsys.readouterr().out  # the table too: --help says the HTML is "also" written
     assert printed.count("refusal") >= 3 and "3 exchange(s)" in printed
     assert cli.main(["report", str(FLOWS), "--html", str(out), "-f", "json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)["exchanges"]) == 9
+    assert len(json.loads(capsys.readouterr().out)["exchanges"]) == 16  # every flow of flows/
+
+
+def test_sessions_and_the_turn_where_the_cache_read_dropped():
+    flows = read_flows(FLOWS / "sessions.mitm")
+    table = rows(flows)
+    html = render_html(flows, table)
+    page = _page(html)
+    assert {"sessions", "drops"} <= page.ids
+    text = page.all_text
+    agent = next(r["session"] for r in table if r["session_source"] == "header:x-claude-code-session-id")
+    tutor = next(r["session"] for r in table if r["session_source"] == "prefix")
+    assert agent in text and tutor in text and "x-claude-code-session-id" in text
+    last = max((r for r in table if r["session"] == agent), key=lambda r: r["timestamp"])
+    section = html.split(f'id="flow-{last["id"]}"', 1)[1].split("</section>", 1)[0]
+    assert "cache read dropped to 0% of the input" in section and "system prompt changed" in section
+    assert f"session {agent}" in section
+    assert sum(html.count(f'id="flow-{r["id"]}"') for r in table) == 7
+    assert html.count("cache read dropped to") == 1  # the other turns are not marked
+    # the drops table links to the marked turn
+    assert ("a", {"href": f"#flow-{last['id']}"}) in page.tags

@@ -256,3 +256,24 @@ def test_content_omitted_while_the_collector_is_backed_up(addon, receiver):
     first, second = (_attrs(s.attributes) for s in receiver.spans())
     assert first["proxai.content_omitted"] == "backlog" and "gen_ai.input.messages" not in first
     assert "gen_ai.input.messages" in second and "proxai.content_omitted" not in second
+
+
+def test_spans_carry_the_session_as_conversation_id(addon, receiver):
+    """gen_ai.conversation.id: the client's session header (as its digest, a value the redaction of
+    spans leaves alone) or the derived id; the same for every turn of a session."""
+    addon.configure(proxai_target=ANTH, proxai_otel_endpoint=receiver.url)
+    sid = "5f0c9a8e-2d4b-4e1a-9c3f-7b6d1e2a4c80"
+    flows = [make_flow(CHAT, headers=[("session_id", sid)]), make_flow(CHAT, headers=[("session_id", sid)]),
+             make_flow(CHAT)]
+    for f in flows:
+        addon.requestheaders(f)
+        addon.request(f)
+        respond(f, 200, json_bytes(ANTH), "application/json")
+        addon.responseheaders(f)
+        addon.response(f)
+    _otel(addon).flush()
+    ids = [_attrs(s.attributes)["gen_ai.conversation.id"] for s in receiver.spans()]
+    recs = [f.metadata["proxai"]["session"] for f in flows]
+    assert ids == [r["id"] for r in recs] and ids[0] == ids[1] != ids[2]
+    assert [r["source"] for r in recs] == ["header:session_id", "header:session_id", "prefix"]
+    assert sid not in json.dumps(ids)

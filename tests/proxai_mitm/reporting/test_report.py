@@ -271,7 +271,7 @@ def test_export_upstream_model_is_the_answered_model(tmp_path):
 
     flows_dir = Path(__file__).resolve().parents[3] / "flows"
     out = tmp_path / "x.jsonl"
-    assert export_jsonl(read_flows(flows_dir), out) == 9
+    assert export_jsonl(read_flows(flows_dir), out) == 16
     recs = [json.loads(line) for line in out.read_text().splitlines()]
     for ex in recs:
         answered = ex["metrics"]["response_model"] or (ex["response"] or {}).get("model")
