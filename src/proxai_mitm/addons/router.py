@@ -26,6 +26,7 @@ from ..flow.errorhints import KEY_FROM, key_origin
 from ..flow.modellist import estimate_tokens
 from ..flow.record import LIMIT_OPTIONS, safe_body_limit
 from ..flow.replies import reply, reply_body
+from ..flow.session import header_session
 from ..flow.state import FlowState, flow_state, open_exchange, set_flow_state
 from ..wire import routing
 from ..wire.bodies import DEFAULT_LIMIT, BodyError, codings, decode, offload, too_large_reply
@@ -203,9 +204,7 @@ class Router:
                 set_request_model(up, mapped, route.protocol)
             state.upstream_model = (mapped or model) if in_url else request_model(up)
             if route.cache_hints is not False:
-                host = route.base_url.host if route.base_url is not None else req.host
-                open_exchange(state).add_cache_hints(route.protocol, up, model=state.upstream_model, host=host,
-                                                     explicit=route.cache_hints is True)
+                add_cache_hints(flow, state, route, up)
             return encode_body(flow, state, up)
 
         self.forward(flow, state, ep, route, payload, upstream_stream=state.client_stream)
@@ -330,6 +329,18 @@ class Router:
                       f"addressed, so the client's credentials are not forwarded; set {hint} to the name "
                       f"of an environment variable holding the upstream key")
 
+
+
+def add_cache_hints(flow: http.HTTPFlow, state: FlowState, route: Route, up: dict[str, Any]) -> None:
+    """The target's prompt-caching hints on a translated body, keyed by the client's own session id
+    where it sends one (else the conversation's stable prefix)."""
+    req = flow.request
+    ex = open_exchange(state)
+    found = header_session(req.headers.fields)
+    if found is not None:
+        ex.cache_key = f"proxai-{found[1]}"
+    host = route.base_url.host if route.base_url is not None else req.host
+    ex.add_cache_hints(route.protocol, up, model=state.upstream_model, host=host, explicit=route.cache_hints is True)
 
 
 def bad_body(flow: http.HTTPFlow, ep: routing.Endpoint, exc: BodyError) -> None:

@@ -230,3 +230,38 @@ def test_big_plain_body_passes_untouched_without_routes(addon):
     g = make_flow(ANTH, body={**BODIES[ANTH], "pad": "x" * 4096})
     addon.run(addon.request(g))
     assert g.response.status_code == 413
+
+
+LONG_SYSTEM = "You are a careful agent. " * 400
+
+
+def test_translated_requests_carry_the_targets_cache_hints(addon, monkeypatch, tmp_path):
+    monkeypatch.setenv("PROXAI_TEST_KEY", "sk-env-key-456")
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 64, "system": LONG_SYSTEM,
+            "messages": [{"role": "user", "content": "Fix the failing test."}]}
+    # toward Responses: a prompt_cache_key, the client's session id where it sends one
+    addon.configure(proxai_target=RESP, proxai_upstream="https://api.openai.com", proxai_key_env="PROXAI_TEST_KEY")
+    keys = []
+    for session in ("a1b2", "a1b2", "c3d4", None):
+        headers = [("x-claude-code-session-id", session)] if session else []
+        f = make_flow(ANTH, body=dict(body), headers=headers)
+        addon.request(f)
+        keys.append(json.loads(f.request.content)["prompt_cache_key"])
+    assert keys[0] == keys[1] != keys[2] and keys[3] != keys[0]
+    assert all(k.startswith("proxai-") for k in keys)
+    # toward Anthropic: breakpoints; a route's cache_hints = false sends none
+    chat = {"model": "gpt-5", "messages": [{"role": "system", "content": LONG_SYSTEM},
+                                           {"role": "user", "content": "Fix the failing test."}]}
+    addon.configure(proxai_target=ANTH, proxai_upstream="https://api.anthropic.com", proxai_key_env="PROXAI_TEST_KEY")
+    f = make_flow(CHAT, body=dict(chat))
+    addon.request(f)
+    sent = json.loads(f.request.content)
+    assert sent["system"][-1]["cache_control"] == {"type": "ephemeral"}
+    routes = tmp_path / "routes.toml"
+    routes.write_text('[[routes]]\nname = "plain"\ncache_hints = false\n'
+                      'target = { protocol = "anthropic_messages", base_url = "https://api.anthropic.com", '
+                      'api_key_env = "PROXAI_TEST_KEY" }\n')
+    addon.configure(proxai_target="", proxai_config=str(routes))
+    f = make_flow(CHAT, body=dict(chat))
+    addon.request(f)
+    assert "cache_control" not in f.request.content.decode()
