@@ -17,6 +17,7 @@ from .base import (
     SNIFF_CONTENT,
     SNIFF_DECISIVE,
     SNIFF_DIALECT,
+    SNIFF_KEYS,
     Capabilities,
     Credentials,
     Endpoints,
@@ -300,7 +301,8 @@ def sniff_request(obj: dict[str, Any]) -> Evidence | None:
         return (SNIFF_DECISIVE, 0)
     inp = obj.get("input")
     if isinstance(inp, dict) and isinstance(inp.get("converse"), dict):
-        return (SNIFF_DECISIVE, 0)  # a count-tokens body
+        # a count-tokens body: more precise than a Responses ``input`` (this one names converse)
+        return (SNIFF_DECISIVE + 1, 0)
     msgs = obj.get("messages")
     if isinstance(msgs, list):
         for i, m in enumerate(msgs):
@@ -317,6 +319,8 @@ def sniff_response(obj: dict[str, Any]) -> Evidence | None:
     out = obj.get("output")
     if (isinstance(out, dict) and "message" in out) or "stopReason" in obj:
         return (SNIFF_DECISIVE, 0)
+    if obj.keys() == {"inputTokens"}:  # a count-tokens answer
+        return (SNIFF_KEYS, 0)
     return None
 
 

@@ -48,7 +48,8 @@ from ._converse_common import PROTOCOL, stop_from_wire, stop_sequence_of, stop_t
 from ._converse_request import decode_request, encode_request, reasoning_block, tool_input
 from .base import Codec, Wire
 
-_INTERRUPTED = "upstream stream ended before its messageStop and metadata events"
+_INTERRUPTED = "upstream stream ended before its stop and metadata events"
+_CITATIONS_DROPPED = "citations were dropped (Bedrock Converse clients get the cited text without them)"
 
 
 # ============================================================================= complete responses
@@ -142,6 +143,8 @@ def _content(parts: list[Part], warnings: list[str]) -> tuple[list[dict[str, Any
             if p.text:
                 content.append({"text": p.text})
                 has_text = True
+            if p.citations:
+                warn_once(warnings, _CITATIONS_DROPPED)
         elif isinstance(p, Refusal):
             if p.text:
                 content.append({"text": p.text})
@@ -449,6 +452,7 @@ class StreamEncoder:
         self._has_tools = False
         self._refusal: list[str] = []
         self._has_text = False
+        self._args: dict[int, list[str]] = {}  # neutral index -> the argument fragments written
 
     def encode(self, ev: Event) -> bytes:
         if self._done:
@@ -460,6 +464,8 @@ class StreamEncoder:
         if isinstance(ev, BlockEnd):
             return self._block_end(ev)
         if isinstance(ev, Start):
+            if ev.usage is not None:
+                self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
             return self._head()
         if isinstance(ev, UsageEvent):
             self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
@@ -537,6 +543,7 @@ class StreamEncoder:
             return _ev("contentBlockDelta", {"contentBlockIndex": w, "delta": {"text": ev.value}})
         if k == "arguments":
             w, _ = self._wire(ev.index)
+            self._args.setdefault(ev.index, []).append(ev.value)
             return _ev("contentBlockDelta", {"contentBlockIndex": w, "delta": {"toolUse": {"input": ev.value}}})
         if k == "reasoning" or k == "summary":
             w, _ = self._wire(ev.index)
@@ -549,6 +556,15 @@ class StreamEncoder:
         start = self._parts.pop(i, None)
         final = ev.part if ev.part is not None else start
         out: list[bytes] = []
+        if isinstance(final, ToolCall):
+            # arguments only the block's end carried (an upstream that sends them whole at the end)
+            sent = "".join(self._args.pop(i, ()))
+            rest = final.arguments[len(sent):] if final.arguments.startswith(sent) else ""
+            if rest:
+                w, _ = self._wire(i)
+                out.append(_ev("contentBlockDelta", {"contentBlockIndex": w, "delta": {"toolUse": {"input": rest}}}))
+        elif isinstance(final, Text) and final.citations:
+            warn_once(self.warnings, _CITATIONS_DROPPED)
         if isinstance(final, Reasoning):
             op = final.opaque or {}
             if op.get("protocol") == PROTOCOL:
