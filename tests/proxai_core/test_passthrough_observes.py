@@ -7,7 +7,7 @@ import pytest
 
 from proxai_core import Protocol, StreamTranslator
 from proxai_core.codecs import all_codecs, chat
-from tests.conftest import FIXTURES, STREAM_SUFFIXES, fixture_dir, needs_fixtures, sse_events
+from tests.conftest import FIXTURES, STREAM_SUFFIXES, fixture_dir, needs_fixtures
 
 C = Protocol.CHAT
 

@@ -8,7 +8,6 @@ import re
 from typing import Any
 from urllib.parse import quote, unquote
 
-from ..errors import client_status
 from ..eventstream import frame
 from ..jsonutil import dumps
 from ..neutral import Error, ErrorKind, Usage
@@ -120,15 +119,13 @@ STOP_TABLE = check_stop_table({
 STOP_VALUES = {v: classify_stop(v).reason for v in STOP_VALUES_READ}
 
 
-def stop_from_wire(reason: Any, has_tools: bool, trace: Any = None,
-                   response_fields: Any = None) -> StopInfo:
+def stop_from_wire(reason: Any, has_tools: bool, trace: Any = None) -> StopInfo:
     """A ``stopReason`` in neutral form; a guardrail's intervention keeps its trace in the detail."""
     raw = reason if isinstance(reason, str) else None
     detail: dict[str, Any] = {}
     if raw == "guardrail_intervened" and isinstance(trace, dict) and trace.get("guardrail") is not None:
         detail["guardrail"] = trace["guardrail"]
-    info = classify_stop(raw, has_tool_calls=has_tools, detail=detail or None)
-    return info
+    return classify_stop(raw, has_tool_calls=has_tools, detail=detail or None)
 
 
 def stop_sequence_of(response_fields: Any) -> str | None:
@@ -279,10 +276,6 @@ def exception_frame(err: Error) -> bytes:
 def is_error_body(obj: dict[str, Any]) -> bool:
     """Bedrock's error body: ``{"message": ...}`` (its type only in a header)."""
     return "output" not in obj and (isinstance(obj.get("message"), str) or isinstance(obj.get("Message"), str))
-
-
-def status_of(err: Error) -> int:
-    return client_status(err, ERRORS.statuses, ERRORS.foreign_statuses)
 
 
 # ----------------------------------------------------------------------------- sniffing

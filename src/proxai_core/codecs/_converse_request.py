@@ -14,10 +14,10 @@ from ..errors import TranslationError
 from ..jsonutil import dumps
 from ..neutral import (
     Document,
-    OutputFormat,
     Image,
     Message,
     Opaque,
+    OutputFormat,
     Part,
     Reasoning,
     ReasoningConfig,

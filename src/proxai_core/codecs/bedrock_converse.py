@@ -44,7 +44,15 @@ from ..protocol import Protocol
 from ..stop import GENERIC_REFUSAL, StopInfo, StopReason, classify_stop
 from ..strict import MalformedEvent
 from . import _converse_common as _facts
-from ._converse_common import PROTOCOL, stop_from_wire, stop_sequence_of, stop_to_wire, usage_from_wire, usage_to_wire, warn_once
+from ._converse_common import (
+    PROTOCOL,
+    stop_from_wire,
+    stop_sequence_of,
+    stop_to_wire,
+    usage_from_wire,
+    usage_to_wire,
+    warn_once,
+)
 from ._converse_request import decode_request, encode_request, reasoning_block, tool_input
 from .base import Codec, Wire
 
@@ -114,7 +122,7 @@ def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
     resp.parts = parts
     has_tools = any(isinstance(p, ToolCall) for p in parts)
     fields = body.get("additionalModelResponseFields")
-    resp.stop = stop_from_wire(body.get("stopReason"), has_tools, body.get("trace"), fields)
+    resp.stop = stop_from_wire(body.get("stopReason"), has_tools, body.get("trace"))
     resp.stop_sequence = stop_sequence_of(fields)
     resp.usage = usage_from_wire(body.get("usage"))
     metrics = body.get("metrics")
@@ -394,7 +402,7 @@ class StreamDecoder:
         for i in sorted(self._blocks):
             out += self._close(i)
         fields = obj.get("additionalModelResponseFields")
-        self._stop = stop_from_wire(obj.get("stopReason"), self._has_tools, None, fields)
+        self._stop = stop_from_wire(obj.get("stopReason"), self._has_tools)
         self._stop_sequence = stop_sequence_of(fields)
         return out + self._end()
 
