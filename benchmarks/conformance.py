@@ -67,6 +67,7 @@ from tests.sdk import (  # noqa: E402
     accumulate_stream,
     fixture_files,
     gemini_array_files,
+    sdk_converse,
     sdk_gemini,
     sse_events,
     summarize_response,
@@ -106,13 +107,17 @@ def documented_rejection(exc: TranslationError) -> bool:
 
 
 A, C, R, G = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES, Protocol.GEMINI
-SHORT = {C: "chat", R: "responses", A: "anthropic", G: "gemini"}
+B = Protocol.BEDROCK_CONVERSE
+#: each protocol's recording folder (INDEX.tsv names files by it)
+SHORT = {C: "chat", R: "responses", A: "anthropic", G: "gemini", B: "bedrock-converse"}
+#: protocols whose recordings keep the request path in ``<stem>.url.txt`` (the model lives in the URL)
+URL_KEYED = (G, B)
 
 
 def recorded_path(f: Path) -> str | None:
     """The request path a Gemini recording was made with (model and method live in the URL)."""
     stem = f.name
-    for suffix in (".request.json", ".json", ".sse"):
+    for suffix in (".request.json", ".json", ".sse", ".eventstream"):
         if stem.endswith(suffix):
             stem = stem[: -len(suffix)]
             break
@@ -288,6 +293,11 @@ def _usage_dict(proto: Protocol, u: Any) -> dict[str, int | None] | None:
     output, cache reads, reasoning tokens."""
     if not isinstance(u, dict):
         return None
+    if proto is B:  # inputTokens exclude cache reads and writes
+        parts = [_i(u.get("inputTokens")), _i(u.get("cacheReadInputTokens")), _i(u.get("cacheWriteInputTokens"))]
+        total = None if all(p is None for p in parts) else sum(p or 0 for p in parts)
+        return {"input": total, "output": _i(u.get("outputTokens")), "cached": _i(u.get("cacheReadInputTokens")),
+                "reasoning": None}
     if proto is G:  # usageMetadata: prompt includes cached; candidates exclude thoughts
         prompt, tool = _i(u.get("promptTokenCount")), _i(u.get("toolUsePromptTokenCount"))
         cand, thoughts = _i(u.get("candidatesTokenCount")), _i(u.get("thoughtsTokenCount"))
@@ -327,6 +337,14 @@ def usage_of_body(proto: Protocol, body: Any) -> dict | None:
 def usage_of_sse(proto: Protocol, data: bytes) -> dict | None:
     """Usage of the first response in a stream (a few recordings hold several turns back to back;
     the translators stop at the first terminal event)."""
+    if proto is B:  # the metadata frame
+        from proxai_core.eventstream import EventStreamReader
+
+        r = EventStreamReader()
+        for name, payload in r.feed(data) + r.close():
+            if name == "metadata":
+                return _usage_dict(B, orjson.loads(payload).get("usage"))
+        return None
     if proto is G:  # usageMetadata repeats in every chunk; the last one counts
         got = [c["usageMetadata"] for c in sdk_gemini.chunks_of_stream(data)
                if isinstance(c, dict) and isinstance(c.get("usageMetadata"), dict)]
@@ -363,6 +381,11 @@ def citations_of_body(proto: Protocol, body: Any) -> int:
     k = 0
     if not isinstance(body, dict):
         return 0
+    if proto is B:
+        for b in ((body.get("output") or {}).get("message") or {}).get("content") or []:
+            if isinstance(b, dict) and isinstance(b.get("citationsContent"), dict):
+                k += len(b["citationsContent"].get("citations") or [])
+        return k
     if proto is G:
         for cand in body.get("candidates") or []:
             k += len(((cand or {}).get("citationMetadata") or {}).get("citations") or [])
@@ -383,6 +406,8 @@ def citations_of_body(proto: Protocol, body: Any) -> int:
 
 
 def citations_of_sse(proto: Protocol, data: bytes) -> int:
+    if proto is B:  # (citation deltas are not carried to Converse clients)
+        return 0
     if proto is G:
         return sum(citations_of_body(G, c) for c in sdk_gemini.chunks_of_stream(data))
     k = 0
@@ -455,7 +480,7 @@ def check_usage(src: dict | None, dst: dict | None, target: Protocol, case: Case
             raise AssertionError(f"usage {k}: client {dst.get(k)} != source {src[k]} ({src} → {dst})")
     if (src.get("cached") or 0) > 0 and dst.get("cached") != src["cached"]:
         raise AssertionError(f"usage cached tokens: client {dst.get('cached')} != source {src['cached']}")
-    if target is not A and (src.get("reasoning") or 0) > 0 and dst.get("reasoning") != src["reasoning"]:
+    if target not in (A, B) and (src.get("reasoning") or 0) > 0 and dst.get("reasoning") != src["reasoning"]:
         raise AssertionError(f"usage reasoning tokens: client {dst.get('reasoning')} != source {src['reasoning']}")
 
 
@@ -475,6 +500,8 @@ def check_citations(n_src: int, n_dst: int, case: Case) -> None:
 def _stream_request(target: Protocol) -> dict | None:
     if target is G:
         return {"contents": []}
+    if target is B:
+        return {"messages": []}
     # a streaming Chat client that asked for usage (what the SDKs' stream helpers send)
     return {"stream": True, "stream_options": {"include_usage": True}} if target is C else {"stream": True}
 
@@ -586,6 +613,10 @@ def check_error_body(target: Protocol, body: Any) -> None:
     import anthropic.types as at
     import openai.types as ot
 
+    if target is B:  # {"message"} (the type travels in the x-amzn-errortype header)
+        assert isinstance(body, dict) and set(body) == {"message"} and isinstance(body["message"], str) \
+            and body["message"], body
+        return
     if target is G:  # {"error": {"code", "message", "status"}}, code the HTTP status
         err = body.get("error") if isinstance(body, dict) else None
         assert isinstance(err, dict) and isinstance(err.get("code"), int) and isinstance(err.get("status"), str), body
@@ -599,7 +630,16 @@ def check_error_body(target: Protocol, body: Any) -> None:
     assert isinstance(msg, str) and msg, "error without a message"
 
 
+def _recorded_status(case: Case) -> dict | None:
+    """A recording's ``<stem>.status.json`` (status and error type header), where it has one."""
+    f = case.path.with_name(case.path.name[:-5] + ".status.json")
+    return json.loads(f.read_text()) if f.is_file() else None
+
+
 def _status_of(case: Case) -> int:
+    meta = _recorded_status(case)
+    if meta is not None:
+        return int(meta["status"])
     feats = index_features_cached().get(f"{SHORT[case.source]}/{case.path.name}", set())
     for t in feats:
         if t.startswith("http-") and t[5:].isdigit():
@@ -622,12 +662,15 @@ def run_error(case: Case) -> None:
 
     raw = case.path.read_bytes()
     status = _status_of(case)
-    err = parse_error(status, raw)
+    meta = _recorded_status(case) or {}
+    headers = {"x-amzn-errortype": meta["x-amzn-errortype"]} if "x-amzn-errortype" in meta else None
+    err = parse_error(status, raw, headers)
     st, out = translate_error(status, raw, case.source, case.target)
     assert 400 <= st < 600, st
     check_error_body(case.target, out)
     if err.message:
-        assert err.message[:60] in out["error"]["message"], "error message lost"
+        msg = out["message"] if case.target is B else out["error"]["message"]
+        assert err.message[:60] in msg, "error message lost"
     # the status class survives (a 429 stays a rate limit, a 4xx never becomes a 5xx)
     assert (st >= 500) == (status >= 500), f"status {status} became {st}"
     if status == 429:
@@ -655,6 +698,12 @@ def validate_request(proto: Protocol, body: dict) -> None:
     if proto is G:
         sdk_gemini.validate_request(body)
         return
+    if proto is B:
+        try:
+            sdk_converse.validate_request(body, "CountTokens" if "input" in body else "Converse")
+        except AssertionError as e:  # (botocore's report, as a validation failure of the params)
+            raise pydantic.ValidationError.from_exception_data(str(e)[:200], []) from None
+        return
     if proto is R and isinstance(body.get("input"), list):
         # The SDK's param types require ``id`` and ``status`` on assistant output messages in the
         # history; the API accepts them without (Codex and the SDKs' own examples send none).
@@ -669,9 +718,12 @@ def validate_request(proto: Protocol, body: dict) -> None:
 
 
 def run_request(case: Case) -> None:
-    body = json.loads(case.path.read_text())
+    try:
+        body = json.loads(case.path.read_text())
+    except ValueError:  # a recording that stored a body which is not JSON: the client gets a native 400
+        raise Rejected("TranslationError: request body must be a JSON object (the recording is not JSON)") from None
     proto, target = case.source, case.target
-    path = recorded_path(case.path) if proto is G else None
+    path = recorded_path(case.path) if proto in URL_KEYED else None
     w: list[str] = []
     try:
         src = decode_request(body, proto, path=path)
@@ -693,7 +745,12 @@ def run_request(case: Case) -> None:
         validate_request(target, out)
     back = decode_request(out, target)
     assert _tool_shape(back) == _tool_shape(src), "tool calls/results differ"
-    assert _texts(back) == _texts(src), "texts differ"
+    if any("sent as text parts" in x for x in w):  # text files became text: each text is still there
+        got, want = _texts(back), _texts(src)
+        assert got[0] == want[0] and len(got[1]) == len(want[1]), "texts differ"
+        assert all(_sweep._in_order(x[2], y[2]) for x, y in zip(want[1], got[1], strict=True)), "texts differ"
+    else:
+        assert _texts(back) == _texts(src), "texts differ"
 
 
 RUNNERS = {"json": run_json, "json→sse": run_json_to_sse, "sse": run_sse, "sse→json": run_sse_to_json,

@@ -59,7 +59,8 @@ from proxai_core.codecs import all_codecs  # noqa: E402
 
 A, C, R, G = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES, Protocol.GEMINI
 #: every protocol the codec registry serves
-PROTOCOLS = tuple(c.protocol for c in all_codecs())
+#: the protocols this benchmark has request bodies for (Bedrock Converse is not measured here yet)
+PROTOCOLS = tuple(c.protocol for c in all_codecs() if c.protocol is not Protocol.BEDROCK_CONVERSE)
 FIX = ROOT.parent / "shared" / "fixtures"
 
 # ----------------------------------------------------------------------------- requests

@@ -40,7 +40,8 @@ from proxai_core.codecs import all_codecs  # noqa: E402
 
 C, R, A, G = Protocol.CHAT, Protocol.RESPONSES, Protocol.ANTHROPIC, Protocol.GEMINI
 #: every protocol the codec registry serves
-PROTOCOLS = tuple(c.protocol for c in all_codecs())
+#: the protocols this benchmark has recorded streams for (Bedrock Converse is not measured here yet)
+PROTOCOLS = tuple(c.protocol for c in all_codecs() if c.protocol is not Protocol.BEDROCK_CONVERSE)
 
 PEER_FIXTURES = {
     "C-text": "chat/mirascope__python_tests_e2e_output_cassettes_test_max_tokens_openai_gpt_4o_completions_stream__i0.sse",

@@ -266,3 +266,94 @@ def test_a_corrupt_frame_ends_the_stream_with_an_error_for_every_client():
         t.feed(bad)
         t.close()
         assert t.error is not None and "CRC" in t.error.message and t.stop.reason is StopReason.INTERRUPTED
+
+
+# ----------------------------------------------------------------------------- the wire face
+def test_model_list_and_count_tokens_shapes_are_botocore_s():
+    import botocore.session
+
+    control = botocore.session.get_session().get_service_model("bedrock")
+    body = CODEC.wire.model_list([CODEC.wire.model_entry("anthropic.claude-sonnet-4-5-20250929-v1:0", None),
+                                  CODEC.wire.model_entry("amazon.nova-micro-v1:0", {"modelName": "Nova Micro"})])
+    sdk_converse.walk(control.operation_model("ListFoundationModels").output_shape, body, "ListFoundationModels")
+    assert [m["providerName"] for m in body["modelSummaries"]] == ["Anthropic", "Amazon"]
+    count = CODEC.wire.count_tokens_body(42)
+    sdk_converse.walk(sdk_converse.operation("CountTokens").output_shape, count, "CountTokens")
+    assert count == {"inputTokens": 42}
+
+
+def test_credentials_keep_a_signature_on_its_host():
+    cr = CODEC.wire.credentials
+    assert {"authorization", "x-amz-security-token", "x-amz-date", "x-amz-content-sha256"} <= set(cr.key_headers)
+    assert "x-amz-security-token" in cr.account_headers and cr.vendor == "aws"
+    assert cr.auth_headers("ABSK-key", "bedrock-runtime.us-east-1.amazonaws.com") == {"authorization": "Bearer ABSK-key"}
+
+
+def test_count_tokens_body_reads_the_converse_request_inside():
+    body = {"input": {"converse": {"messages": [{"role": "user", "content": [{"text": "hi"}]}],
+                                   "system": [{"text": "be brief"}]}}}
+    req = CODEC.decode_request(body, [])
+    assert [t.text for t in req.system] == ["be brief"] and req.messages[0].parts[0].text == "hi"
+    sdk_converse.validate_request(body, "CountTokens")
+
+
+def test_cache_points_are_the_neutral_cache_hints_both_ways():
+    body = {"system": [{"text": "sys"}, {"cachePoint": {"type": "default"}}],
+            "messages": [{"role": "user", "content": [{"text": "a"}, {"cachePoint": {"type": "default"}}, {"text": "b"}]}],
+            "toolConfig": {"tools": [{"toolSpec": {"name": "f", "inputSchema": {"json": {"type": "object"}}}},
+                                     {"cachePoint": {"type": "default"}}]}}
+    req = CODEC.decode_request(body, [])
+    assert req.system[0].cache_control and req.messages[0].parts[0].cache_control
+    assert req.messages[0].parts[1].cache_control is None and req.tools[0].cache_control
+    assert CODEC.encode_request(req, []) == body
+    anth = get(Protocol.ANTHROPIC).encode_request(req, [])
+    assert anth["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+
+
+def test_guardrail_and_service_fields_are_kept_for_converse_and_named_when_dropped():
+    body = {"messages": [{"role": "user", "content": [{"text": "hi"}]}],
+            "guardrailConfig": {"guardrailIdentifier": "g", "guardrailVersion": "1"},
+            "performanceConfig": {"latency": "optimized"}, "serviceTier": {"type": "priority"}}
+    w: list[str] = []
+    req = CODEC.decode_request(body, w)
+    assert [x.split()[0] for x in w] == ["guardrailConfig", "performanceConfig", "serviceTier"]
+    w2: list[str] = []
+    from proxai_core import translate_request
+
+    translate_request(body, B, Protocol.CHAT, warnings=w2, path="/model/m/converse")
+    assert any("guardrailConfig" in x and "dropped" in x for x in w2)
+    out = CODEC.encode_request(req, [])
+    assert {k: out[k] for k in ("guardrailConfig", "performanceConfig", "serviceTier")} == \
+        {k: body[k] for k in ("guardrailConfig", "performanceConfig", "serviceTier")}
+    sdk_converse.validate_request(out)
+
+
+def test_exchange_streams_to_a_converse_client_in_its_framing():
+    from tests.conftest import sse
+
+    body = {"messages": [{"role": "user", "content": [{"text": "hi"}]}]}
+    x = Exchange(B, body, path="/model/anthropic.claude-sonnet-4-5/converse-stream")
+    up = x.request_for(Protocol.ANTHROPIC)
+    assert x.stream and up["messages"][0]["content"] in ("hi", [{"type": "text", "text": "hi"}])
+    assert x.respond(Protocol.ANTHROPIC, 200, "text/event-stream") is Plan.STREAM
+    assert x.client_content_type == "application/vnd.amazon.eventstream"
+    out = x.feed(sse([
+        ("message_start", {"type": "message_start", "message": {
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude", "content": [],
+            "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 5, "output_tokens": 0}}}),
+        ("content_block_start", {"type": "content_block_start", "index": 0,
+                                 "content_block": {"type": "text", "text": ""}}),
+        ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                 "delta": {"type": "text_delta", "text": "Hello"}}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                           "usage": {"output_tokens": 2}}),
+        ("message_stop", {"type": "message_stop"})])) + x.close()
+    got = sdk_converse.accumulate(out)
+    assert got["output"]["message"]["content"] == [{"text": "Hello"}] and got["stopReason"] == "end_turn"
+    assert got["usage"]["inputTokens"] == 5 and got["usage"]["outputTokens"] == 2
+    # a Converse upstream's whole stream observed untouched
+    y = Exchange(B, body, path="/model/m/converse-stream")
+    y.respond(B, 200, "application/vnd.amazon.eventstream")
+    y.complete(out)
+    assert y.stop is not None and y.stop.reason is StopReason.END_TURN and y.usage.output == 2

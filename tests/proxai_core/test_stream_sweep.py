@@ -21,6 +21,7 @@ from proxai_core import (
 from proxai_core.api import decode_response
 from proxai_core.codecs import get
 from proxai_core.collect import Collector
+from proxai_core.eventstream import EventStreamReader
 
 from ..sdk import (
     FIXTURES,
@@ -115,9 +116,14 @@ def _strip_volatile(out: bytes) -> bytes:
     return re.sub(rb'"created(_at)?":\d+', b'"created":0', out)
 
 
-def _boundaries(raw: bytes) -> list[int]:
+def _boundaries(raw: bytes, proto: Protocol | None = None) -> list[int]:
     out = []
     i = 0
+    if proto is Protocol.BEDROCK_CONVERSE:  # event-stream frames: each says its own length
+        while i + 4 <= len(raw):
+            i += int.from_bytes(raw[i:i + 4], "big")
+            out.append(i)
+        return out
     norm = raw.replace(b"\r\n", b"\n")
     if norm != raw:
         return [len(raw) * k // 10 for k in range(1, 10)]
@@ -130,7 +136,7 @@ def _boundaries(raw: bytes) -> list[int]:
     return out
 
 
-_TERMINALS = (b"message_stop", b"response.completed", b"response.incomplete", b"[DONE]")
+_TERMINALS = (b"message_stop", b"response.completed", b"response.incomplete", b"[DONE]", b"messageStop")
 
 
 @pytest.mark.parametrize("proto,path", STREAMS)
@@ -142,7 +148,7 @@ def test_every_cut_point_ends_honestly(proto, path):
     One translator is fed event by event; at each cut a deep copy of it is closed (the same as
     feeding the truncated bytes from scratch, without the quadratic cost)."""
     raw = path.read_bytes()
-    bounds = _boundaries(raw)
+    bounds = _boundaries(raw, proto)
     for target in PROTOCOLS:
         t = StreamTranslator(proto, target)
         so_far = b""
@@ -179,6 +185,11 @@ def _check_cut(proto, target, t, out: bytes, where: str) -> None:
 
 
 def _assert_ends_with_native_error(target, out: bytes, where: str):
+    if target is Protocol.BEDROCK_CONVERSE:  # an exception frame
+        frames = EventStreamReader().frames(out)
+        assert frames, f"{where}: empty output"
+        assert frames[-1].message_type == "exception", where
+        return
     events = sse_events(out)
     assert events, f"{where}: empty output"
     name, data = events[-1]

@@ -15,6 +15,10 @@ from tests.conftest import DIRECTIONS
 from ..sdk import ANTHROPIC_BODIES, HOSTED, HOSTED_PATHS, hosted_request, validate_request
 
 A, C, R, G = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES, Protocol.GEMINI
+B = Protocol.BEDROCK_CONVERSE
+CONVERSE_PATH = "/model/anthropic.claude-sonnet-4-5/converse"
+#: a Converse document name allows no "." (letters, digits, spaces, hyphens, brackets)
+CONVERSE_NAME = "notes"
 TEXT = "Meeting notes — café\nline 2: ✓ done\n"
 B64 = base64.b64encode(TEXT.encode()).decode()
 NAME = "notes.txt"
@@ -27,6 +31,7 @@ FILE_PART = {
     R: {"type": "input_file", "file_data": f"data:text/plain;base64,{B64}", "filename": NAME},
     # OpenAI itself takes PDF only here, but Chat-compatible servers and gateways accept text files
     C: {"type": "file", "file": {"file_data": f"data:text/plain;base64,{B64}", "filename": NAME}},
+    B: {"document": {"format": "txt", "name": CONVERSE_NAME, "source": {"text": TEXT}}},
 }
 #: which sources carry the file's name (Gemini inline data has none)
 NAMED = {A, R, C, *HOSTED}
@@ -37,6 +42,9 @@ CHAT_WARNING = "text/plain files were sent as text parts (Chat Completions has n
 
 def request(src: Protocol, part: dict | None = None) -> dict:
     part = part or FILE_PART[src]
+    if src is B:
+        return {"messages": [{"role": "user", "content": [{"text": "Summarize the file."}, part]}],
+                "inferenceConfig": {"maxTokens": 100}}
     if src is G:
         return {"contents": [{"role": "user", "parts": [{"text": "Summarize the file."}, part]}],
                 "generationConfig": {"maxOutputTokens": 100}}
@@ -52,7 +60,7 @@ def request(src: Protocol, part: dict | None = None) -> dict:
 
 
 def translate(body: dict, src: Protocol, dst: Protocol, w: list[str] | None = None) -> dict:
-    path = GEMINI_PATH if src is G else HOSTED_PATHS.get(src.value)
+    path = GEMINI_PATH if src is G else CONVERSE_PATH if src is B else HOSTED_PATHS.get(src.value)
     out = translate_request(body, src, dst, warnings=w, path=path)
     validate_request(dst, out)
     return out
@@ -79,11 +87,26 @@ def test_text_file_in_every_direction(src, dst):
     out = translate(request(src), src, dst, w)
     if dst is C:  # no file form: the text, and a warning saying so
         parts = user_parts(out, C)
-        assert parts[1] == {"type": "text", "text": f"{NAME}\n\n{TEXT}" if src in ANTHROPIC_BODIES else TEXT}
+        named = {p: f"{NAME}\n\n{TEXT}" for p in ANTHROPIC_BODIES}  # (a title goes first; a Converse name is a file name)
+        assert parts[1] == {"type": "text", "text": named.get(src, TEXT)}
         assert CHAT_WARNING in w
         return
     assert w == []
     part = file_of(out, dst)
+    if src is B:  # (its name has no extension)
+        if dst in ANTHROPIC_BODIES:
+            assert part == {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": TEXT},
+                            "title": CONVERSE_NAME}
+        elif dst is R:
+            assert part["file_data"] == f"data:text/plain;base64,{B64}" and part["filename"] == CONVERSE_NAME
+        else:
+            assert part == {"inlineData": {"mimeType": "text/plain", "data": B64}}
+        return
+    if dst is B:  # text stays text; a file given as bytes stays bytes, its name without extension
+        doc = part["document"]
+        assert doc["format"] == "txt" and doc["name"] == (CONVERSE_NAME if src in NAMED else "document-1")
+        assert doc["source"] in ({"text": TEXT}, {"bytes": B64})
+        return
     if dst is G:
         assert part == {"inlineData": {"mimeType": "text/plain", "data": B64}}
     elif dst in ANTHROPIC_BODIES:

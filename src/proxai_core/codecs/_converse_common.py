@@ -8,7 +8,6 @@ import re
 from typing import Any
 from urllib.parse import quote, unquote
 
-from ..errors import client_status
 from ..eventstream import frame
 from ..jsonutil import dumps
 from ..neutral import Error, ErrorKind, Usage
@@ -18,6 +17,7 @@ from .base import (
     SNIFF_CONTENT,
     SNIFF_DECISIVE,
     SNIFF_DIALECT,
+    SNIFF_KEYS,
     Capabilities,
     Credentials,
     Endpoints,
@@ -140,15 +140,13 @@ STOP_TABLE = check_stop_table({
 STOP_VALUES = {v: classify_stop(v).reason for v in STOP_VALUES_READ}
 
 
-def stop_from_wire(reason: Any, has_tools: bool, trace: Any = None,
-                   response_fields: Any = None) -> StopInfo:
+def stop_from_wire(reason: Any, has_tools: bool, trace: Any = None) -> StopInfo:
     """A ``stopReason`` in neutral form; a guardrail's intervention keeps its trace in the detail."""
     raw = reason if isinstance(reason, str) else None
     detail: dict[str, Any] = {}
     if raw == "guardrail_intervened" and isinstance(trace, dict) and trace.get("guardrail") is not None:
         detail["guardrail"] = trace["guardrail"]
-    info = classify_stop(raw, has_tool_calls=has_tools, detail=detail or None)
-    return info
+    return classify_stop(raw, has_tool_calls=has_tools, detail=detail or None)
 
 
 def stop_sequence_of(response_fields: Any) -> str | None:
@@ -301,10 +299,6 @@ def is_error_body(obj: dict[str, Any]) -> bool:
     return "output" not in obj and (isinstance(obj.get("message"), str) or isinstance(obj.get("Message"), str))
 
 
-def status_of(err: Error) -> int:
-    return client_status(err, ERRORS.statuses, ERRORS.foreign_statuses)
-
-
 # ----------------------------------------------------------------------------- sniffing
 _REQ_DECISIVE = frozenset({"inferenceConfig", "additionalModelRequestFields", "guardrailConfig",
                            "additionalModelResponseFieldPaths", "promptVariables", "performanceConfig"})
@@ -321,7 +315,8 @@ def sniff_request(obj: dict[str, Any]) -> Evidence | None:
         return (SNIFF_DECISIVE, 0)
     inp = obj.get("input")
     if isinstance(inp, dict) and isinstance(inp.get("converse"), dict):
-        return (SNIFF_DECISIVE, 0)  # a count-tokens body
+        # a count-tokens body: more precise than a Responses ``input`` (this one names converse)
+        return (SNIFF_DECISIVE + 1, 0)
     msgs = obj.get("messages")
     if isinstance(msgs, list):
         for i, m in enumerate(msgs):
@@ -338,6 +333,8 @@ def sniff_response(obj: dict[str, Any]) -> Evidence | None:
     out = obj.get("output")
     if (isinstance(out, dict) and "message" in out) or "stopReason" in obj:
         return (SNIFF_DECISIVE, 0)
+    if obj.keys() == {"inputTokens"}:  # a count-tokens answer
+        return (SNIFF_KEYS, 0)
     return None
 
 

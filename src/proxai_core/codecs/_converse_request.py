@@ -327,6 +327,8 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
     for key in EXTRA_KEYS:
         if body.get(key) is not None:
             req.extra[key] = body[key]
+            # (a request is decoded only to be translated: no other protocol has these fields)
+            warnings.append(f"{key} has no equivalent outside Bedrock Converse: dropped")
     for key in body:
         if key not in _KNOWN and key not in EXTRA_KEYS:
             warnings.append(f"unknown Converse request field {key!r} ignored")

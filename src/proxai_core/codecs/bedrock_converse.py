@@ -56,7 +56,8 @@ from ._converse_common import (
 from ._converse_request import decode_request, encode_request, reasoning_block, tool_input
 from .base import Codec, Wire
 
-_INTERRUPTED = "upstream stream ended before its messageStop and metadata events"
+_INTERRUPTED = "upstream stream ended before its stop and metadata events"
+_CITATIONS_DROPPED = "citations were dropped (Bedrock Converse clients get the cited text without them)"
 
 
 # ============================================================================= complete responses
@@ -121,7 +122,7 @@ def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
     resp.parts = parts
     has_tools = any(isinstance(p, ToolCall) for p in parts)
     fields = body.get("additionalModelResponseFields")
-    resp.stop = stop_from_wire(body.get("stopReason"), has_tools, body.get("trace"), fields)
+    resp.stop = stop_from_wire(body.get("stopReason"), has_tools, body.get("trace"))
     resp.stop_sequence = stop_sequence_of(fields)
     resp.usage = usage_from_wire(body.get("usage"))
     metrics = body.get("metrics")
@@ -150,6 +151,8 @@ def _content(parts: list[Part], warnings: list[str]) -> tuple[list[dict[str, Any
             if p.text:
                 content.append({"text": p.text})
                 has_text = True
+            if p.citations:
+                warn_once(warnings, _CITATIONS_DROPPED)
         elif isinstance(p, Refusal):
             if p.text:
                 content.append({"text": p.text})
@@ -399,7 +402,7 @@ class StreamDecoder:
         for i in sorted(self._blocks):
             out += self._close(i)
         fields = obj.get("additionalModelResponseFields")
-        self._stop = stop_from_wire(obj.get("stopReason"), self._has_tools, None, fields)
+        self._stop = stop_from_wire(obj.get("stopReason"), self._has_tools)
         self._stop_sequence = stop_sequence_of(fields)
         return out + self._end()
 
@@ -457,6 +460,7 @@ class StreamEncoder:
         self._has_tools = False
         self._refusal: list[str] = []
         self._has_text = False
+        self._args: dict[int, list[str]] = {}  # neutral index -> the argument fragments written
 
     def encode(self, ev: Event) -> bytes:
         if self._done:
@@ -468,6 +472,8 @@ class StreamEncoder:
         if isinstance(ev, BlockEnd):
             return self._block_end(ev)
         if isinstance(ev, Start):
+            if ev.usage is not None:
+                self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
             return self._head()
         if isinstance(ev, UsageEvent):
             self._usage = ev.usage if self._usage is None else self._usage.merge(ev.usage)
@@ -545,6 +551,7 @@ class StreamEncoder:
             return _ev("contentBlockDelta", {"contentBlockIndex": w, "delta": {"text": ev.value}})
         if k == "arguments":
             w, _ = self._wire(ev.index)
+            self._args.setdefault(ev.index, []).append(ev.value)
             return _ev("contentBlockDelta", {"contentBlockIndex": w, "delta": {"toolUse": {"input": ev.value}}})
         if k == "reasoning" or k == "summary":
             w, _ = self._wire(ev.index)
@@ -557,6 +564,15 @@ class StreamEncoder:
         start = self._parts.pop(i, None)
         final = ev.part if ev.part is not None else start
         out: list[bytes] = []
+        if isinstance(final, ToolCall):
+            # arguments only the block's end carried (an upstream that sends them whole at the end)
+            sent = "".join(self._args.pop(i, ()))
+            rest = final.arguments[len(sent):] if final.arguments.startswith(sent) else ""
+            if rest:
+                w, _ = self._wire(i)
+                out.append(_ev("contentBlockDelta", {"contentBlockIndex": w, "delta": {"toolUse": {"input": rest}}}))
+        elif isinstance(final, Text) and final.citations:
+            warn_once(self.warnings, _CITATIONS_DROPPED)
         if isinstance(final, Reasoning):
             op = final.opaque or {}
             if op.get("protocol") == PROTOCOL:

@@ -78,7 +78,6 @@ SECRET_HEADERS = frozenset({h for c in all_codecs() for h in c.wire.credentials.
     "set-cookie",
     "x-auth-token",
     "x-access-token",
-    "x-amz-security-token",
     "ocp-apim-subscription-key",
 })
 
@@ -107,7 +106,6 @@ SECRET_PARAMS = frozenset({n for c in all_codecs() for n in (*c.wire.credentials
     "secret",
     "client_secret",
     "password",
-    "x-amz-security-token",
     "x-amz-signature",
     "x-amz-credential",
     "code_verifier",
