@@ -258,6 +258,36 @@ def chunk_events(data: bytes) -> list[tuple[str, str]]:
     return out
 
 
+def frame_ends(data: bytes) -> list[int]:
+    """The offset after each whole frame of an event stream (from each frame's length prefix)."""
+    out, at = [], 0
+    while len(data) - at >= 12:
+        at += int.from_bytes(data[at:at + 4], "big")
+        out.append(at)
+    return out
+
+
+def client_events(protocol: Protocol, data: bytes) -> list[tuple[str | None, str]]:
+    """The events of a stream we wrote for a client, as (name, data): SSE events, or the Anthropic
+    events of an event stream's chunk frames with an exception frame as ``("error", payload)``."""
+    if protocol not in EVENTSTREAM:
+        return sse_events(data)
+    from botocore.eventstream import EventStreamBuffer
+
+    buf = EventStreamBuffer()
+    buf.add_data(data)
+    out: list[tuple[str | None, str]] = []
+    for msg in buf:
+        if msg.headers.get(":message-type") == "exception":
+            out.append(("error", msg.payload.decode()))
+        else:
+            import base64
+
+            event = base64.b64decode(json.loads(msg.payload)["bytes"]).decode()
+            out.append((json.loads(event)["type"], event))
+    return out
+
+
 def _acc_anthropic(events, strict) -> Summary:
     snap = None
     bufs: dict[int, bytes] = {}

@@ -326,8 +326,8 @@ def sniff_request(obj: dict[str, Any]) -> Evidence | None:
     if obj.get("anthropic_version") == VERSION:
         return (SNIFF_DECISIVE, 0)
     inp = obj.get("input")
-    if isinstance(inp, dict) and "invokeModel" in inp:
-        return (SNIFF_DECISIVE, 0)
+    if isinstance(inp, dict) and "invokeModel" in inp:  # a count-tokens body ("input" is Responses' key too)
+        return (SNIFF_HOST, 0)
     return None
 
 
@@ -384,7 +384,7 @@ _TYPES = {
 _TYPE_OF_KIND = {
     ErrorKind.INVALID_REQUEST: "ValidationException",
     ErrorKind.AUTHENTICATION: "UnrecognizedClientException",
-    ErrorKind.BILLING: "AccessDeniedException",
+    ErrorKind.BILLING: "ServiceQuotaExceededException",
     ErrorKind.PERMISSION: "AccessDeniedException",
     ErrorKind.NOT_FOUND: "ResourceNotFoundException",
     ErrorKind.REQUEST_TOO_LARGE: "ValidationException",
@@ -410,7 +410,7 @@ ERRORS = ErrorFacts(
     statuses={
         ErrorKind.INVALID_REQUEST: 400,
         ErrorKind.AUTHENTICATION: 403,
-        ErrorKind.BILLING: 403,
+        ErrorKind.BILLING: 429,
         ErrorKind.PERMISSION: 403,
         ErrorKind.NOT_FOUND: 404,
         ErrorKind.REQUEST_TOO_LARGE: 400,
