@@ -119,7 +119,8 @@ def _stream_stop(codec: Codec, raw: bytes) -> str | None:
     dec = codec.StreamDecoder(w)
     col = Collector()
     error = None
-    for name, data in sse_events(raw):
+    reader = codec.stream_reader()  # (SSE, or the protocol's own framing)
+    for name, data in reader.feed(raw) + reader.close():
         for ev in dec.feed(name, data):
             if isinstance(ev, ErrorEvent):
                 error = ev.error
