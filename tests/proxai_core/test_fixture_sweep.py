@@ -20,10 +20,11 @@ from proxai_core import (
     translate_request,
     translate_response_result,
 )
+from proxai_core.codecs import get
 from proxai_core.errors import parse_error
 from tests.conftest import ROOT
 
-from ..sdk import FIXTURES, PROTOCOLS, fixture_files, summarize_response, validate_response
+from ..sdk import FIXTURES, HOSTED, PROTOCOLS, fixture_files, summarize_response, validate_response
 from .semantics import assert_same_semantics, summary_from_neutral
 
 pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason="../shared/fixtures absent")
@@ -50,6 +51,8 @@ def assert_documented_rejection(exc: TranslationError) -> None:
 def _is_error_body(proto, body) -> bool:
     if not isinstance(body, dict):
         return True
+    if proto in HOSTED:  # Claude on a cloud: Anthropic errors, and the host's own
+        return get(proto).is_error_body(body)
     if proto is Protocol.ANTHROPIC:
         return body.get("type") == "error"
     if proto is Protocol.CHAT:
