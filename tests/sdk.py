@@ -237,24 +237,25 @@ def accumulate_stream(protocol: Protocol, data: bytes, *, strict: bool = True) -
 
 
 def chunk_events(data: bytes) -> list[tuple[str, str]]:
-    """An InvokeModel event stream, framed and checked by botocore's own parser -> the Anthropic
-    stream events its ``chunk`` frames carry, as (event name, data); an exception frame is the
-    stream's error (StreamError)."""
-    import base64
-
+    """An InvokeModel event stream read by the anthropic SDK's own Bedrock stream decoder (botocore's
+    event-stream parser and the ``bedrock-runtime`` response shape) -> the Anthropic stream events
+    of its chunk frames, as (event name, data); an exception frame is the stream's error
+    (StreamError). Every frame must be a JSON chunk or an exception."""
+    from anthropic.lib.bedrock._stream_decoder import AWSEventStreamDecoder
     from botocore.eventstream import EventStreamBuffer
 
     buf = EventStreamBuffer()
     buf.add_data(data)
-    out: list[tuple[str, str]] = []
     for msg in buf:
         h = msg.headers
-        payload = json.loads(msg.payload)
-        if h.get(":message-type") != "event":
-            raise StreamError(f"{h.get(':exception-type') or h.get(':error-code')}: {payload.get('message')}")
-        assert h.get(":event-type") == "chunk" and h.get(":content-type") == "application/json", h
-        event = base64.b64decode(payload["bytes"]).decode()
-        out.append((json.loads(event)["type"], event))
+        assert h.get(":content-type") == "application/json", h
+        assert (h.get(":message-type"), h.get(":event-type")) == ("event", "chunk") \
+            or h.get(":message-type") == "exception", h
+    out: list[tuple[str, str]] = []
+    for ev in AWSEventStreamDecoder().iter_bytes(iter([data])):
+        if ev.event == "error":
+            raise StreamError(json.loads(ev.data)["error"]["message"])
+        out.append((ev.event, ev.data))
     return out
 
 

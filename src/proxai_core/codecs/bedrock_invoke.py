@@ -179,8 +179,13 @@ def _chunk(data: str) -> tuple[str | None, str]:
         return "chunk", data
     if event.startswith('{"type":"'):  # the usual form: the name without parsing the event
         end = event.find('"', 9)
-        return (event[9:end] if end > 0 else None), event
-    return None, event
+        if end > 0:
+            return event[9:end], event
+    try:
+        t = loads(event).get("type")
+    except (JSONDecodeError, AttributeError):
+        t = None
+    return (t if isinstance(t, str) else None), event
 
 
 class StreamReader:
