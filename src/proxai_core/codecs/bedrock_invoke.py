@@ -330,6 +330,11 @@ class StreamEncoder:
 def sniff_request(obj: dict[str, Any]) -> Evidence | None:
     if obj.get("anthropic_version") == VERSION:
         return (SNIFF_DECISIVE, 0)
+    # any other Anthropic Messages body is one too (SDKs also send the API's own version here):
+    # as strong as the Anthropic codec's evidence, which wins the tie for a body of no host
+    inner = _facts.sniff_request(obj)
+    if inner is not None:
+        return inner
     inp = obj.get("input")
     if isinstance(inp, dict) and "invokeModel" in inp:  # a count-tokens body ("input" is Responses' key too)
         return (SNIFF_HOST, 0)
