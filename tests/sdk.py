@@ -47,6 +47,26 @@ HOSTED_PATHS = {
 }
 
 
+def hosted_as_anthropic(protocol: Protocol, body: dict) -> dict:
+    """A hosted request body checked for the host's form, as the Anthropic request it stands for.
+    A token-count body (Bedrock's base64 wrapper; Vertex's names the model and no max_tokens) is
+    the request it counts."""
+    import base64
+
+    if isinstance(body.get("input"), dict):  # Bedrock count-tokens: {"input": {"invokeModel": {"body"}}}
+        body = json.loads(base64.b64decode(body["input"]["invokeModel"]["body"]))
+        counted = True
+    else:
+        counted = "model" in body
+    assert body.get("anthropic_version") == HOSTED_VERSIONS[protocol.value] and (counted or "model" not in body), body
+    assert protocol not in EVENTSTREAM or "stream" not in body, body
+    body = {k: v for k, v in body.items() if k not in ("anthropic_version", "anthropic_beta")}
+    body.setdefault("model", "model-in-the-url")
+    if counted:
+        body.setdefault("max_tokens", 1)
+    return body
+
+
 def hosted_request(protocol: Protocol, body: dict) -> dict:
     """An Anthropic Messages request as a hosted protocol's client writes it: its version, no
     model, and no stream flag where the URL says it."""
@@ -453,10 +473,8 @@ def validate_request(protocol: Protocol, body: dict) -> None:
         return
     version = HOSTED_VERSIONS.get(protocol.value)
     if version is not None:  # Claude hosted by a cloud: the model (and on Bedrock the stream) is in the URL
-        assert body.get("anthropic_version") == version and "model" not in body, body
-        assert protocol not in EVENTSTREAM or "stream" not in body, body
-        body = {k: v for k, v in body.items() if k not in ("anthropic_version", "anthropic_beta")}
-        body["model"] = "model-in-the-url"
+        body = hosted_as_anthropic(protocol, body)
+        protocol = A
     stream = bool(body.get("stream"))
     key = (protocol, stream)
     if key not in _REQ_ADAPTERS:
