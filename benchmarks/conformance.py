@@ -57,24 +57,23 @@ for p in (ROOT, ROOT / "src"):
 import orjson  # noqa: E402
 import pydantic  # noqa: E402
 from benchmarks._common import Hang, time_limit, write_section  # noqa: E402
+from tests.conftest import fixture_folder  # noqa: E402
 from tests.proxai_core import test_fixture_sweep as _sweep  # noqa: E402
 from tests.proxai_core.semantics import assert_same_semantics, summary_from_neutral  # noqa: E402
 from tests.proxai_core.test_stream_sweep import _reason_of_client_stream, neutral_of_stream  # noqa: E402
-from tests.conftest import fixture_folder  # noqa: E402
 from tests.sdk import (  # noqa: E402
     ANTHROPIC_BODIES,
     EVENTSTREAM,
-    HOSTED,
     FIXTURES,
+    HOSTED,
     PROTOCOLS,
     StreamError,
     accumulate_stream,
     client_events,
     fixture_files,
-    hosted_as_anthropic,
     gemini_array_files,
+    hosted_as_anthropic,
     sdk_gemini,
-    sse_events,
     summarize_response,
     validate_response,
 )

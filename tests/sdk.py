@@ -23,7 +23,6 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.lib.streaming.responses._responses import ResponseStreamState
 
 from proxai_core import Protocol
-from proxai_core.codecs import get
 from tests.conftest import DOCUMENTED, FIXTURES, PROTOCOLS, fixture_folder, sse_events
 
 from . import sdk_gemini

@@ -15,11 +15,11 @@ from botocore.eventstream import EventStreamBuffer
 from proxai_core import Exchange, Protocol, StopReason, StreamTranslator, TranslationError, translate_error
 from proxai_core import neutral as n
 from proxai_core.codecs import get, sniff_request, sniff_stream
-from proxai_core.context import ClientContext
-from proxai_core.stop import classify_stop
 from proxai_core.codecs.bedrock_invoke import VERSION, count_tokens_request, parse_path, path_for
+from proxai_core.context import ClientContext
 from proxai_core.errors import parse_error
 from proxai_core.eventstream import frame
+from proxai_core.stop import classify_stop
 from tests.conftest import DOCUMENTED, fixture_dir, needs_fixtures
 from tests.sdk import StreamError, accumulate_stream, chunk_events, fixture_files, validate_request
 

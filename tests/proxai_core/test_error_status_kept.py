@@ -19,8 +19,7 @@ import pytest
 
 from proxai_core import Protocol, translate_error
 from tests.conftest import PROTOCOLS, fixture_dir, needs_fixtures
-from tests.sdk import ANTHROPIC_BODIES, EVENTSTREAM, HOSTED
-from tests.sdk import validate_anthropic_error
+from tests.sdk import ANTHROPIC_BODIES, EVENTSTREAM, HOSTED, validate_anthropic_error
 
 A, C, R, G = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES, Protocol.GEMINI
 

@@ -29,9 +29,9 @@ from proxai_core.errors import parse_error
 from .. import sdk_gemini
 from ..sdk import (
     FIXTURES,
+    HOSTED,
     PROTOCOLS,
     G,
-    HOSTED,
     StreamError,
     accumulate_stream,
     fixture_files,

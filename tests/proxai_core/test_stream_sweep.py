@@ -32,7 +32,6 @@ from ..sdk import (
     client_events,
     fixture_files,
     frame_ends,
-    sse_events,
     summarize_response,
     validate_response,
 )

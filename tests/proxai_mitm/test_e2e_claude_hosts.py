@@ -25,7 +25,17 @@ from tests.fake_cloud import Answer, FakeCloud
 from tests.fake_upstream import FakeUpstream
 from tests.mitm_harness import Mitmdump
 
-from .e2e_util import CHAT, ENV_KEY, ENV_KEY_VALUE, RESP, SHORT, UPSTREAM_MODEL, UPSTREAM_PATH, serve, wait_flows
+from .e2e_util import (
+    CHAT,
+    ENV_KEY,
+    ENV_KEY_VALUE,
+    RESP,
+    SHORT,
+    UPSTREAM_MODEL,
+    UPSTREAM_PATH,
+    serve,
+    wait_flows,
+)
 
 V, B = "vertex_anthropic", "bedrock_invoke"
 TEXT = "Hello! The weather is sunny."

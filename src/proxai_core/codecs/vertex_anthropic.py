@@ -22,7 +22,17 @@ from ..protocol import Protocol
 from . import _anthropic_common as _facts
 from . import anthropic as _anthropic
 from ._anthropic_hosted import decode_hosted_request, encode_hosted_request
-from .base import SNIFF_DECISIVE, SNIFF_HOST, Codec, Credentials, Endpoints, ErrorFacts, Evidence, PathFacts, Wire
+from .base import (
+    SNIFF_DECISIVE,
+    SNIFF_HOST,
+    Codec,
+    Credentials,
+    Endpoints,
+    ErrorFacts,
+    Evidence,
+    PathFacts,
+    Wire,
+)
 
 #: the API version a Vertex AI request names in its body
 VERSION = "vertex-2023-10-16"
