@@ -23,13 +23,7 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.lib.streaming.responses._responses import ResponseStreamState
 
 from proxai_core import Protocol
-from tests.conftest import (
-    DOCUMENTED,
-    FIXTURES,
-    PROTOCOLS,
-    fixture_folder,
-    sse_events,
-)
+from tests.conftest import DOCUMENTED, FIXTURES, PROTOCOLS, fixture_folder, sse_events
 
 from . import sdk_converse, sdk_gemini
 
@@ -51,6 +45,26 @@ HOSTED_PATHS = {
                         ":streamRawPredict",
     "bedrock_invoke": "/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/invoke-with-response-stream",
 }
+
+
+def hosted_as_anthropic(protocol: Protocol, body: dict) -> dict:
+    """A hosted request body checked for the host's form, as the Anthropic request it stands for.
+    A token-count body (Bedrock's base64 wrapper; Vertex's names the model and no max_tokens) is
+    the request it counts."""
+    import base64
+
+    if isinstance(body.get("input"), dict):  # Bedrock count-tokens: {"input": {"invokeModel": {"body"}}}
+        body = json.loads(base64.b64decode(body["input"]["invokeModel"]["body"]))
+        counted = True
+    else:
+        counted = "model" in body
+    assert body.get("anthropic_version") == HOSTED_VERSIONS[protocol.value] and (counted or "model" not in body), body
+    assert protocol not in EVENTSTREAM or "stream" not in body, body
+    body = {k: v for k, v in body.items() if k not in ("anthropic_version", "anthropic_beta")}
+    body.setdefault("model", "model-in-the-url")
+    if counted:
+        body.setdefault("max_tokens", 1)
+    return body
 
 
 def hosted_request(protocol: Protocol, body: dict) -> dict:
@@ -253,24 +267,55 @@ def accumulate_stream(protocol: Protocol, data: bytes, *, strict: bool = True) -
 
 
 def chunk_events(data: bytes) -> list[tuple[str, str]]:
-    """An InvokeModel event stream, framed and checked by botocore's own parser -> the Anthropic
-    stream events its ``chunk`` frames carry, as (event name, data); an exception frame is the
-    stream's error (StreamError)."""
-    import base64
-
+    """An InvokeModel event stream read by the anthropic SDK's own Bedrock stream decoder (botocore's
+    event-stream parser and the ``bedrock-runtime`` response shape) -> the Anthropic stream events
+    of its chunk frames, as (event name, data); an exception frame is the stream's error
+    (StreamError). Every frame must be a JSON chunk or an exception."""
+    from anthropic.lib.bedrock._stream_decoder import AWSEventStreamDecoder
     from botocore.eventstream import EventStreamBuffer
 
     buf = EventStreamBuffer()
     buf.add_data(data)
-    out: list[tuple[str, str]] = []
     for msg in buf:
         h = msg.headers
-        payload = json.loads(msg.payload)
-        if h.get(":message-type") != "event":
-            raise StreamError(f"{h.get(':exception-type') or h.get(':error-code')}: {payload.get('message')}")
-        assert h.get(":event-type") == "chunk" and h.get(":content-type") == "application/json", h
-        event = base64.b64decode(payload["bytes"]).decode()
-        out.append((json.loads(event)["type"], event))
+        assert h.get(":content-type") == "application/json", h
+        assert (h.get(":message-type"), h.get(":event-type")) == ("event", "chunk") \
+            or h.get(":message-type") == "exception", h
+    out: list[tuple[str, str]] = []
+    for ev in AWSEventStreamDecoder().iter_bytes(iter([data])):
+        if ev.event == "error":
+            raise StreamError(json.loads(ev.data)["error"]["message"])
+        out.append((ev.event, ev.data))
+    return out
+
+
+def frame_ends(data: bytes) -> list[int]:
+    """The offset after each whole frame of an event stream (from each frame's length prefix)."""
+    out, at = [], 0
+    while len(data) - at >= 12:
+        at += int.from_bytes(data[at:at + 4], "big")
+        out.append(at)
+    return out
+
+
+def client_events(protocol: Protocol, data: bytes) -> list[tuple[str | None, str]]:
+    """The events of a stream we wrote for a client, as (name, data): SSE events, or the Anthropic
+    events of an event stream's chunk frames with an exception frame as ``("error", payload)``."""
+    if protocol not in EVENTSTREAM:
+        return sse_events(data)
+    from botocore.eventstream import EventStreamBuffer
+
+    buf = EventStreamBuffer()
+    buf.add_data(data)
+    out: list[tuple[str | None, str]] = []
+    for msg in buf:
+        if msg.headers.get(":message-type") == "exception":
+            out.append(("error", msg.payload.decode()))
+        else:
+            import base64
+
+            event = base64.b64decode(json.loads(msg.payload)["bytes"]).decode()
+            out.append((json.loads(event)["type"], event))
     return out
 
 
@@ -441,10 +486,8 @@ def validate_request(protocol: Protocol, body: dict) -> None:
         return
     version = HOSTED_VERSIONS.get(protocol.value)
     if version is not None:  # Claude hosted by a cloud: the model (and on Bedrock the stream) is in the URL
-        assert body.get("anthropic_version") == version and "model" not in body, body
-        assert protocol not in EVENTSTREAM or "stream" not in body, body
-        body = {k: v for k, v in body.items() if k not in ("anthropic_version", "anthropic_beta")}
-        body["model"] = "model-in-the-url"
+        body = hosted_as_anthropic(protocol, body)
+        protocol = A
     stream = bool(body.get("stream"))
     key = (protocol, stream)
     if key not in _REQ_ADAPTERS:

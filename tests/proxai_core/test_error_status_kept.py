@@ -19,7 +19,7 @@ import pytest
 
 from proxai_core import Protocol, translate_error
 from tests.conftest import PROTOCOLS, fixture_dir, needs_fixtures
-from tests.sdk import validate_anthropic_error
+from tests.sdk import ANTHROPIC_BODIES, EVENTSTREAM, HOSTED, validate_anthropic_error
 
 A, C, R, G = Protocol.ANTHROPIC, Protocol.CHAT, Protocol.RESPONSES, Protocol.GEMINI
 B = Protocol.BEDROCK_CONVERSE
@@ -43,7 +43,9 @@ def _recording(name: str) -> bytes:
 
 def _check_model_not_found(target: Protocol, st: int, out: dict, status: int) -> None:
     assert st == status, (target, st)
-    if target in (A, Protocol.VERTEX_ANTHROPIC):
+    if target in EVENTSTREAM:  # Bedrock: {"message"}, the type in a header
+        assert set(out) == {"message"}
+    elif target in ANTHROPIC_BODIES:
         validate_anthropic_error(st, out)
         assert out["error"]["type"] == "not_found_error"  # the code refines the type
     elif target is G:
@@ -98,6 +100,9 @@ V, BI = Protocol.VERTEX_ANTHROPIC, Protocol.BEDROCK_INVOKE
      {A: 402, C: 429, R: 429, G: 429, B: 429, V: 402, BI: 429}),
 ], ids=["anthropic-529", "openai-503", "gemini-503", "openai-429-insufficient_quota"])
 def test_only_another_status_for_the_same_condition_changes_it(source, status, body, want):
+    # Claude on Vertex AI: Anthropic's statuses, and Google's 503 as well; Bedrock: 503 for overloaded
+    want = {**want, **{p: (503 if status == 503 else want[A]) for p in HOSTED - EVENTSTREAM},
+            **{p: (503 if want[A] == 529 else status) for p in EVENTSTREAM}}
     for target in PROTOCOLS:
         st, _ = translate_error(status, json.dumps(body).encode(), source, target)
         assert st == want[target], target

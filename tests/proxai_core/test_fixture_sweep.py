@@ -24,7 +24,7 @@ from proxai_core.codecs import get
 from proxai_core.errors import parse_error
 from tests.conftest import ROOT
 
-from ..sdk import FIXTURES, PROTOCOLS, fixture_files, summarize_response, validate_response
+from ..sdk import FIXTURES, HOSTED, PROTOCOLS, fixture_files, summarize_response, validate_response
 from .semantics import assert_same_semantics, summary_from_neutral
 
 pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason="../shared/fixtures absent")
@@ -53,6 +53,8 @@ def _is_error_body(proto, body) -> bool:
         return True
     if proto is Protocol.BEDROCK_CONVERSE:
         return get(proto).is_error_body(body) or "output" not in body
+    if proto in HOSTED:  # Claude on a cloud: Anthropic errors, and the host's own
+        return get(proto).is_error_body(body)
     if proto is Protocol.ANTHROPIC:
         return body.get("type") == "error"
     if proto is Protocol.CHAT:

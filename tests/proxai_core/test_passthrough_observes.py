@@ -7,7 +7,8 @@ import pytest
 
 from proxai_core import Protocol, StreamTranslator
 from proxai_core.codecs import all_codecs, chat
-from tests.conftest import FIXTURES, STREAM_SUFFIXES, fixture_dir, needs_fixtures
+from tests.conftest import FIXTURES, needs_fixtures
+from tests.sdk import fixture_files
 
 C = Protocol.CHAT
 
@@ -65,7 +66,7 @@ def _observed(t: StreamTranslator) -> tuple:
 def test_skipping_changes_no_observed_fact_on_real_streams(monkeypatch, codec):
     """Every recorded stream of a codec that skips events: the same bytes, StopInfo, usage, model and
     error as when every event is decoded, in one read and in 61-byte reads."""
-    files = sorted(fixture_dir(codec.protocol).glob(f"*{STREAM_SUFFIXES.get(codec.protocol, '.sse')}"))
+    files = fixture_files(codec.protocol, ".sse")
     assert files, FIXTURES
     skipped = 0
     for f in files:
@@ -80,7 +81,7 @@ def test_skipping_changes_no_observed_fact_on_real_streams(monkeypatch, codec):
             assert out == out0, f.name
             assert _observed(t) == _observed(t0), f.name
             assert t.warnings == t0.warnings, f.name
-        reader = codec.stream_reader()  # (SSE, or the protocol's own framing)
+        reader = codec.stream_reader()
         skipped += any(not codec.stream_observes(n, d) for n, d in reader.feed(raw) + reader.close())
     assert skipped, "no recording had an event the codec skips"
 

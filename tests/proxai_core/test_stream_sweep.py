@@ -24,12 +24,15 @@ from proxai_core.collect import Collector
 from proxai_core.eventstream import EventStreamReader
 
 from ..sdk import (
+    ANTHROPIC_BODIES,
+    EVENTSTREAM,
     FIXTURES,
     PROTOCOLS,
     StreamError,
     accumulate_stream,
+    client_events,
     fixture_files,
-    sse_events,
+    frame_ends,
     summarize_response,
     validate_response,
 )
@@ -117,6 +120,8 @@ def _strip_volatile(out: bytes) -> bytes:
 
 
 def _boundaries(raw: bytes, proto: Protocol | None = None) -> list[int]:
+    if raw[:1] == b"\x00":  # an event stream: after each frame
+        return frame_ends(raw)
     out = []
     i = 0
     if proto is Protocol.BEDROCK_CONVERSE:  # event-stream frames: each says its own length
@@ -176,8 +181,9 @@ def _check_cut(proto, target, t, out: bytes, where: str) -> None:
     _assert_ends_with_native_error(target, out, where=where)
     if target is proto or t.error is None or t.error.kind != "interrupted":
         return
+    written = b"".join(d.encode() for _, d in client_events(target, out)) if target in EVENTSTREAM else out
     for term in _TERMINALS:
-        assert term not in out, f"{where}: {term!r} fabricated"
+        assert term not in written, f"{where}: {term!r} fabricated"
     if target is Protocol.CHAT:
         assert b'"finish_reason":"' not in out, f"{where}: finish_reason fabricated"
     if target is Protocol.GEMINI:
@@ -190,11 +196,13 @@ def _assert_ends_with_native_error(target, out: bytes, where: str):
         assert frames, f"{where}: empty output"
         assert frames[-1].message_type == "exception", where
         return
-    events = sse_events(out)
+    events = client_events(target, out)
     assert events, f"{where}: empty output"
     name, data = events[-1]
     obj = json.loads(data)
-    if target is Protocol.ANTHROPIC:
+    if target in EVENTSTREAM:  # an exception frame
+        assert name == "error" and isinstance(obj["message"], str), where
+    elif target in ANTHROPIC_BODIES:
         assert name == "error" and obj["type"] == "error", where
     elif target is Protocol.CHAT or target is Protocol.GEMINI:
         assert "error" in obj and isinstance(obj["error"], dict), where

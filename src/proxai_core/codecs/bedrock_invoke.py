@@ -90,10 +90,6 @@ def path_for(model: str, stream: bool) -> str:
     return f"/model/{_model_segment(model)}/{'invoke-with-response-stream' if stream else 'invoke'}"
 
 
-def count_path(model: str) -> str:
-    return f"/model/{_model_segment(model)}/count-tokens"
-
-
 # ============================================================================= requests
 def _counted_request(body: dict[str, Any]) -> dict[str, Any] | None:
     """The request a count-tokens body wraps, or None when ``body`` is not one."""
@@ -181,8 +177,13 @@ def _chunk(data: str) -> tuple[str | None, str]:
         return "chunk", data
     if event.startswith('{"type":"'):  # the usual form: the name without parsing the event
         end = event.find('"', 9)
-        return (event[9:end] if end > 0 else None), event
-    return None, event
+        if end > 0:
+            return event[9:end], event
+    try:
+        t = loads(event).get("type")
+    except (JSONDecodeError, AttributeError):
+        t = None
+    return (t if isinstance(t, str) else None), event
 
 
 class StreamReader:
@@ -327,9 +328,14 @@ class StreamEncoder:
 def sniff_request(obj: dict[str, Any]) -> Evidence | None:
     if obj.get("anthropic_version") == VERSION:
         return (SNIFF_DECISIVE, 0)
+    # any other Anthropic Messages body is one too (SDKs also send the API's own version here):
+    # as strong as the Anthropic codec's evidence, which wins the tie for a body of no host
+    inner = _facts.sniff_request(obj)
+    if inner is not None:
+        return inner
     inp = obj.get("input")
-    if isinstance(inp, dict) and "invokeModel" in inp:
-        return (SNIFF_DECISIVE, 0)
+    if isinstance(inp, dict) and "invokeModel" in inp:  # a count-tokens body ("input" is Responses' key too)
+        return (SNIFF_HOST, 0)
     return None
 
 
@@ -386,8 +392,7 @@ _TYPES = {
 _TYPE_OF_KIND = {
     ErrorKind.INVALID_REQUEST: "ValidationException",
     ErrorKind.AUTHENTICATION: "UnrecognizedClientException",
-    # (an exhausted quota: what Bedrock answers when an account's token quota runs out, as Converse)
-    ErrorKind.BILLING: "ThrottlingException",
+    ErrorKind.BILLING: "ServiceQuotaExceededException",
     ErrorKind.PERMISSION: "AccessDeniedException",
     ErrorKind.NOT_FOUND: "ResourceNotFoundException",
     ErrorKind.REQUEST_TOO_LARGE: "ValidationException",

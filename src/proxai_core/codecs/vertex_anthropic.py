@@ -92,6 +92,11 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
 def sniff_request(obj: dict[str, Any]) -> Evidence | None:
     if obj.get("anthropic_version") == VERSION:
         return (SNIFF_DECISIVE, 0)
+    # any other Anthropic Messages body is one too (SDKs also send the API's own version here):
+    # as strong as the Anthropic codec's evidence, which wins the tie for a body of no host
+    inner = _facts.sniff_request(obj)
+    if inner is not None:
+        return inner
     return None
 
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from proxai_core import Protocol
+from proxai_core.codecs import get
 from proxai_mitm.wire.protocols import (
     SHORT,
     TITLES,
@@ -37,13 +38,19 @@ def test_every_protocol_has_names():
 def test_model_list_client_and_token_counting():
     assert model_list_client({"anthropic-version": "2023-06-01"}) is Protocol.ANTHROPIC
     assert model_list_client({"authorization": "Bearer x"}) is None
-    assert [p for p in Protocol if counts_tokens(p)] == [Protocol.ANTHROPIC, Protocol.GEMINI]
+    assert [p for p in Protocol if counts_tokens(p)] == [Protocol.ANTHROPIC, Protocol.GEMINI,
+                                                         Protocol.VERTEX_ANTHROPIC, Protocol.BEDROCK_INVOKE]
     assert model_list_client({"x-goog-api-key": "k"}) is Protocol.GEMINI
 
 
 @pytest.mark.parametrize("proto", list(Protocol))
 def test_fallback_error_frame_is_one_sse_event_naming_the_message(proto):
     frame = fallback_error_frame(proto, "boom")
+    if get(proto).wire.stream_type is not None:  # a protocol with its own stream framing: one frame of it
+        reader = get(proto).stream_reader()
+        events = reader.feed(frame) + reader.close()
+        assert len(events) == 1 and "boom" in events[0][1]
+        return
     events = sse_events(frame)
     assert events and frame.endswith((b"\n\n", b"\r\n\r\n"))  # complete events, the client's own frame
     assert "boom" in json.dumps(json.loads(events[0][1]))
