@@ -90,6 +90,11 @@ def path_for(model: str, stream: bool) -> str:
     return f"/model/{_model_segment(model)}/{'invoke-with-response-stream' if stream else 'invoke'}"
 
 
+def count_path(model: str) -> str:
+    """The token-counting path for ``model``."""
+    return f"/model/{_model_segment(model)}/count-tokens"
+
+
 # ============================================================================= requests
 def _counted_request(body: dict[str, Any]) -> dict[str, Any] | None:
     """The request a count-tokens body wraps, or None when ``body`` is not one."""
