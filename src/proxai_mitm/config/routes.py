@@ -3,6 +3,8 @@
 A route says which recognized LLM requests it takes (``match``: host, path, model globs) and where
 they go (``target``: protocol, base URL, key variable, model mapping). The four ``proxai_*`` options
 make one route named ``"default"``; ``proxai_config`` (a TOML file) makes several. First match wins.
+A route may name ordered ``fallbacks`` (each an upstream like ``target``) tried in turn when an
+upstream fails before the client got a byte (docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from proxai_core import Protocol
 from .smallfile import SmallFileError, nesting_depth, read_small_file
 
 __all__ = [
+    "FAILOVER_STATUSES",
     "ConfigError",
     "ModelMap",
     "Route",
     "RouteSet",
+    "Upstream",
     "parse_base_url",
     "parse_model_map",
     "routes_from_options",
@@ -228,12 +232,67 @@ class TargetSpec(_Strict):
         return v
 
 
+#: statuses after which the next upstream is tried: rate limited, request timeout, conflict,
+#: overloaded (529) and every 5xx (the route's ``retry_on`` adds more)
+FAILOVER_STATUSES = frozenset({408, 409, 429, 529, *range(500, 600)})
+#: ceilings of the numbers a route gives (a typo must not mean an hour of retries)
+MAX_FALLBACKS = 8
+MAX_RETRIES = 5
+MAX_BACKOFF = 30.0
+
+
 class RouteSpec(_Strict):
     name: str
     match: MatchSpec = MatchSpec()
     target: TargetSpec
     #: Chat clients that ignore ``refusal`` (a translated refusal also in ``content``); unset: the option
     refusal_in_content: bool | None = None
+    #: upstreams tried in order after ``target`` fails before the client got a byte
+    fallbacks: list[TargetSpec] = []
+    #: statuses that fail over besides FAILOVER_STATUSES
+    retry_on: list[int] = []
+    #: further tries of the same upstream before the next one
+    retries: int = 0
+    #: seconds before the first retry, doubled for each next one (a reset hint of the upstream wins)
+    backoff: float = 0.5
+    #: seconds an attempt may wait for response headers (unset: proxai_header_timeout)
+    attempt_timeout: float | None = None
+
+    @field_validator("fallbacks")
+    @classmethod
+    def _fallbacks(cls, v: list[TargetSpec]) -> list[TargetSpec]:
+        if len(v) > MAX_FALLBACKS:
+            raise ValueError(f"at most {MAX_FALLBACKS} fallbacks, got {len(v)}")
+        return v
+
+    @field_validator("retry_on")
+    @classmethod
+    def _retry_on(cls, v: list[int]) -> list[int]:
+        bad = [s for s in v if not 400 <= s <= 599]
+        if bad:
+            raise ValueError(f"statuses must be 400 to 599, got {bad}")
+        return v
+
+    @field_validator("retries")
+    @classmethod
+    def _retries(cls, v: int) -> int:
+        if not 0 <= v <= MAX_RETRIES:
+            raise ValueError(f"must be 0 to {MAX_RETRIES}, got {v}")
+        return v
+
+    @field_validator("backoff")
+    @classmethod
+    def _backoff(cls, v: float) -> float:
+        if not 0 <= v <= MAX_BACKOFF:
+            raise ValueError(f"must be 0 to {MAX_BACKOFF:g} seconds, got {v}")
+        return v
+
+    @field_validator("attempt_timeout")
+    @classmethod
+    def _attempt_timeout(cls, v: float | None) -> float | None:
+        if v is not None and not 0 < v <= 3600:
+            raise ValueError(f"must be more than 0 and at most 3600 seconds, got {v}")
+        return v
 
 
 class RoutesFile(_Strict):
@@ -246,6 +305,27 @@ def _glob(pattern: str) -> Callable[[str], re.Match[str] | None]:
     """The matcher of a shell-style pattern, case-sensitive (``fnmatch.fnmatchcase``), compiled once
     per pattern (a route is matched against every request)."""
     return re.compile(fnmatch.translate(pattern)).match
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """One upstream of a route: where a request goes and with which credential (``name`` names it
+    in errors and records: the route's name, ``#1`` ... for its fallbacks)."""
+
+    name: str
+    protocol: Protocol
+    base_url: BaseURL | None = None
+    api_key_env: str | None = None
+    models: ModelMap = field(default_factory=ModelMap)
+    auth: str | None = None
+
+    @property
+    def key_where(self) -> str:
+        """Where the key variable is configured (for the missing-key error)."""
+        route, _, index = self.name.partition("#")
+        if route == "default" and not index:
+            return "proxai_key_env"
+        return f"route {route!r} " + (f"fallbacks[{int(index) - 1}].api_key_env" if index else "target.api_key_env")
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +342,19 @@ class Route:
     refusal_in_content: bool | None = None
     #: the credential source (``AUTH_FORMS``) that signs or authorizes the upstream request
     auth: str | None = None
+    #: upstreams tried in order after this route's own one fails before the client got a byte
+    fallbacks: tuple[Upstream, ...] = ()
+    #: statuses that fail over (FAILOVER_STATUSES and the route's retry_on)
+    failover_statuses: frozenset[int] = FAILOVER_STATUSES
+    retries: int = 0
+    backoff: float = 0.5
+    attempt_timeout: float | None = None
+
+    @property
+    def upstreams(self) -> tuple[Upstream, ...]:
+        """The route's own upstream, then its fallbacks, in the order they are tried."""
+        own = Upstream(self.name, self.protocol, self.base_url, self.api_key_env, self.models, self.auth)
+        return (own, *self.fallbacks)
 
     def matches(self, host: str, path: str, model: str | None, *, alt_paths: tuple[str, ...] = ()) -> bool:
         """``alt_paths``: for auxiliary endpoints (``/models``, ``count_tokens``) the generation paths
@@ -282,7 +375,9 @@ class Route:
         where = f" at {self.base_url}" if self.base_url else ""
         models = f", model {self.models.to_text()}" if self.models else ""
         auth = f", auth {self.auth}" if self.auth else ""
-        return f"route {self.name!r}: → {self.protocol.value}{where}{models}{auth}"
+        then = "".join(f", then {u.protocol.value}" + (f" at {u.base_url}" if u.base_url else "")
+                       for u in self.fallbacks)
+        return f"route {self.name!r}: → {self.protocol.value}{where}{models}{auth}{then}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,6 +481,10 @@ def routes_from_toml(path: str | os.PathLike) -> RouteSet:
             raise ConfigError(f"proxai_config: {p}: {label}: name: duplicate route name {spec.name!r}")
         names.add(spec.name)
         t = spec.target
+        fallbacks = tuple(
+            Upstream(f"{spec.name}#{n}", Protocol(f.protocol), parse_base_url(f.base_url) if f.base_url else None,
+                     f.api_key_env, parse_model_map(f.model), f.auth)
+            for n, f in enumerate(spec.fallbacks, 1))
         routes.append(
             Route(
                 name=spec.name,
@@ -398,6 +497,11 @@ def routes_from_toml(path: str | os.PathLike) -> RouteSet:
                 match_model=spec.match.model,
                 refusal_in_content=spec.refusal_in_content,
                 auth=t.auth,
+                fallbacks=fallbacks,
+                failover_statuses=FAILOVER_STATUSES | frozenset(spec.retry_on),
+                retries=spec.retries,
+                backoff=spec.backoff,
+                attempt_timeout=spec.attempt_timeout,
             )
         )
     return RouteSet(tuple(routes))
