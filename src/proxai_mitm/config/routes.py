@@ -37,6 +37,8 @@ __all__ = [
 
 PROTOCOLS = tuple(p.value for p in Protocol)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: the most keys one upstream's pool may have
+MAX_POOL = 64
 
 
 class ConfigError(ValueError):
@@ -161,7 +163,8 @@ class MatchSpec(_Strict):
 class TargetSpec(_Strict):
     protocol: str
     base_url: str | None = None
-    api_key_env: str | None = None
+    #: one variable, or a list of them: a key pool
+    api_key_env: str | list[str] | None = None
     model: str | dict[str, str] | None = None
 
     @field_validator("protocol")
@@ -183,9 +186,15 @@ class TargetSpec(_Strict):
 
     @field_validator("api_key_env")
     @classmethod
-    def _env(cls, v: str | None) -> str | None:
-        if v and not _ENV_NAME.match(v):
-            raise ValueError(f"must be an environment variable name, got {v!r}")
+    def _env(cls, v: str | list[str] | None) -> str | list[str] | None:
+        for name in v if isinstance(v, list) else [v]:
+            if name and not _ENV_NAME.match(name):
+                raise ValueError(f"must be an environment variable name, got {name!r}")
+        if isinstance(v, list):
+            if not v or len(v) > MAX_POOL:
+                raise ValueError(f"a list of 1 to {MAX_POOL} environment variable names")
+            if len(set(v)) != len(v):
+                raise ValueError("a variable is named twice")
         return v or None
 
     @field_validator("model")
@@ -230,6 +239,13 @@ class Route:
     match_model: str | None = None
     #: a Chat client also gets a refusal's text in ``content`` (None: the proxai_refusal_in_content option)
     refusal_in_content: bool | None = None
+    #: a key pool: every variable, ``api_key_env`` first (empty: one variable or none)
+    key_pool: tuple[str, ...] = ()
+
+    @property
+    def key_envs(self) -> tuple[str, ...]:
+        """The variables holding this route's upstream keys (one, several, or none)."""
+        return self.key_pool or ((self.api_key_env,) if self.api_key_env else ())
 
     def matches(self, host: str, path: str, model: str | None, *, alt_paths: tuple[str, ...] = ()) -> bool:
         """``alt_paths``: for auxiliary endpoints (``/models``, ``count_tokens``) the generation paths
@@ -284,11 +300,16 @@ def routes_from_options(target: str, upstream: str, key_env: str, model: str) ->
     if target not in PROTOCOLS:
         raise ConfigError(f"proxai_target: must be one of {', '.join(PROTOCOLS)} (or empty), got {target!r}")
     base = parse_base_url(upstream, "proxai_upstream") if upstream and upstream.strip() else None
-    key_env_name = (key_env or "").strip() or None
-    if key_env_name and not _ENV_NAME.match(key_env_name):
-        raise ConfigError(f"proxai_key_env: must be an environment variable name, got {key_env_name!r}")
+    names = [n.strip() for n in (key_env or "").split(",") if n.strip()]
+    for name in names:
+        if not _ENV_NAME.match(name):
+            raise ConfigError(f"proxai_key_env: must be an environment variable name (or a comma list "
+                              f"of them), got {name!r}")
+    if len(names) > MAX_POOL or len(set(names)) != len(names):
+        raise ConfigError(f"proxai_key_env: at most {MAX_POOL} different variable names")
     models = parse_model_map(model, "proxai_model")
-    return RouteSet((Route("default", Protocol(target), base, key_env_name, models),))
+    pool = tuple(names) if len(names) > 1 else ()
+    return RouteSet((Route("default", Protocol(target), base, names[0] if names else None, models, key_pool=pool),))
 
 
 def _loc(loc: tuple) -> str:
@@ -355,12 +376,13 @@ def routes_from_toml(path: str | os.PathLike) -> RouteSet:
                 name=spec.name,
                 protocol=Protocol(t.protocol),
                 base_url=parse_base_url(t.base_url) if t.base_url else None,
-                api_key_env=t.api_key_env,
+                api_key_env=t.api_key_env[0] if isinstance(t.api_key_env, list) else t.api_key_env,
                 models=parse_model_map(t.model),
                 match_host=spec.match.host,
                 match_path=spec.match.path,
                 match_model=spec.match.model,
                 refusal_in_content=spec.refusal_in_content,
+                key_pool=tuple(t.api_key_env) if isinstance(t.api_key_env, list) and len(t.api_key_env) > 1 else (),
             )
         )
     return RouteSet(tuple(routes))
