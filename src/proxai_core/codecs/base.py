@@ -22,6 +22,7 @@ from ..context import ClientContext
 from ..errors import client_status
 from ..neutral import Error, ErrorKind, Event, Request, Response
 from ..protocol import Protocol
+from ..ratelimit import RetryAfter, reader
 from ..sse import SSEEvent, SSEReader
 from ..stop import StopKey, StopReason, WireStop
 
@@ -244,6 +245,10 @@ class Wire:
     #: every stream of this protocol is SSE (False: a stream may come in the protocol's own
     #: framing, told by the body, not by the content type; :attr:`Codec.stream_reader` reads both)
     sse_only: bool = True
+    #: (response headers, parsed error body or None) -> seconds until the upstream's rate limit
+    #: resets (bounded), or None when the answer gives no hint; made by
+    #: :func:`proxai_core.ratelimit.reader` from the protocol's own hints
+    retry_after: RetryAfter = reader()
 
 
 @dataclass(slots=True, eq=False)

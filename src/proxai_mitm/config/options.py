@@ -129,8 +129,9 @@ class RouteOptions:
         )
         loader.add_option(
             "proxai_key_env", str, "",
-            "Name of the environment variable holding the upstream API key. Required when "
-            "proxai_upstream is another host than the client addressed (client keys are never forwarded there).",
+            "Name of the environment variable holding the upstream API key (a comma list of names: a key "
+            "pool, taken in turn). Required when proxai_upstream is another host than the client addressed "
+            "(client keys are never forwarded there).",
         )
         loader.add_option(
             "proxai_model", str, "",
@@ -147,6 +148,11 @@ class RouteOptions:
             "Chat Completions clients also get a translated refusal's text in message.content / "
             "delta.content (for clients that show only content, e.g. litellm-based ones); a route's "
             "refusal_in_content overrides it.",
+        )
+        loader.add_option(
+            "proxai_redis", str, "",
+            "A redis:// URL: cooldowns of limited keys and upstreams are shared with every mitmdump using "
+            "the same Redis. Empty: they are kept in this process.",
         )
         loader.add_option(
             "proxai_config", str, "",

@@ -45,6 +45,8 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _AUTH = re.compile(r"^(?:aws(?::[A-Za-z0-9_.+-]+)?(?:@[a-z0-9-]+)?|aws-bearer(?::[A-Za-z_][A-Za-z0-9_]*)?"
                    r"|google|bearer:[A-Za-z_][A-Za-z0-9_]*)$")
 AUTH_FORMS = "aws, aws:<profile>, aws@<region>, aws:<profile>@<region>, aws-bearer[:<ENV>], google, bearer:<ENV>"
+#: the most keys one upstream's pool may have
+MAX_POOL = 64
 
 
 class ConfigError(ValueError):
@@ -179,7 +181,8 @@ class MatchSpec(_Strict):
 class TargetSpec(_Strict):
     protocol: str
     base_url: str | None = None
-    api_key_env: str | None = None
+    #: one variable, or a list of them: a key pool
+    api_key_env: str | list[str] | None = None
     model: str | dict[str, str] | None = None
     #: the credential source signing or authorizing the upstream request (instead of api_key_env)
     auth: str | None = None
@@ -203,9 +206,15 @@ class TargetSpec(_Strict):
 
     @field_validator("api_key_env")
     @classmethod
-    def _env(cls, v: str | None) -> str | None:
-        if v and not _ENV_NAME.match(v):
-            raise ValueError(f"must be an environment variable name, got {v!r}")
+    def _env(cls, v: str | list[str] | None) -> str | list[str] | None:
+        for name in v if isinstance(v, list) else [v]:
+            if name and not _ENV_NAME.match(name):
+                raise ValueError(f"must be an environment variable name, got {name!r}")
+        if isinstance(v, list):
+            if not v or len(v) > MAX_POOL:
+                raise ValueError(f"a list of 1 to {MAX_POOL} environment variable names")
+            if len(set(v)) != len(v):
+                raise ValueError("a variable is named twice")
         return v or None
 
     @field_validator("auth")
@@ -318,6 +327,13 @@ class Upstream:
     api_key_env: str | None = None
     models: ModelMap = field(default_factory=ModelMap)
     auth: str | None = None
+    #: a key pool: every variable, ``api_key_env`` first (empty: one variable or none)
+    key_pool: tuple[str, ...] = ()
+
+    @property
+    def key_envs(self) -> tuple[str, ...]:
+        """The variables holding this upstream's keys (one, several, or none)."""
+        return self.key_pool or ((self.api_key_env,) if self.api_key_env else ())
 
     @property
     def key_where(self) -> str:
@@ -353,8 +369,16 @@ class Route:
     @property
     def upstreams(self) -> tuple[Upstream, ...]:
         """The route's own upstream, then its fallbacks, in the order they are tried."""
-        own = Upstream(self.name, self.protocol, self.base_url, self.api_key_env, self.models, self.auth)
+        own = Upstream(self.name, self.protocol, self.base_url, self.api_key_env, self.models, self.auth,
+                       self.key_pool)
         return (own, *self.fallbacks)
+    #: a key pool: every variable, ``api_key_env`` first (empty: one variable or none)
+    key_pool: tuple[str, ...] = ()
+
+    @property
+    def key_envs(self) -> tuple[str, ...]:
+        """The variables holding this route's upstream keys (one, several, or none)."""
+        return self.key_pool or ((self.api_key_env,) if self.api_key_env else ())
 
     def matches(self, host: str, path: str, model: str | None, *, alt_paths: tuple[str, ...] = ()) -> bool:
         """``alt_paths``: for auxiliary endpoints (``/models``, ``count_tokens``) the generation paths
@@ -412,14 +436,20 @@ def routes_from_options(target: str, upstream: str, key_env: str, model: str, au
     if target not in PROTOCOLS:
         raise ConfigError(f"proxai_target: must be one of {', '.join(PROTOCOLS)} (or empty), got {target!r}")
     base = parse_base_url(upstream, "proxai_upstream") if upstream and upstream.strip() else None
-    key_env_name = (key_env or "").strip() or None
-    if key_env_name and not _ENV_NAME.match(key_env_name):
-        raise ConfigError(f"proxai_key_env: must be an environment variable name, got {key_env_name!r}")
+    names = [n.strip() for n in (key_env or "").split(",") if n.strip()]
+    for name in names:
+        if not _ENV_NAME.match(name):
+            raise ConfigError(f"proxai_key_env: must be an environment variable name (or a comma list "
+                              f"of them), got {name!r}")
+    if len(names) > MAX_POOL or len(set(names)) != len(names):
+        raise ConfigError(f"proxai_key_env: at most {MAX_POOL} different variable names")
     models = parse_model_map(model, "proxai_model")
     auth_source = parse_auth(auth, "proxai_auth")
-    if auth_source and key_env_name:
+    if auth_source and names:
         raise ConfigError("proxai_auth: give either proxai_key_env or proxai_auth, not both")
-    return RouteSet((Route("default", Protocol(target), base, key_env_name, models, auth=auth_source),))
+    pool = tuple(names) if len(names) > 1 else ()
+    return RouteSet((Route("default", Protocol(target), base, names[0] if names else None, models, auth=auth_source,
+                           key_pool=pool),))
 
 
 def _loc(loc: tuple) -> str:
@@ -483,14 +513,16 @@ def routes_from_toml(path: str | os.PathLike) -> RouteSet:
         t = spec.target
         fallbacks = tuple(
             Upstream(f"{spec.name}#{n}", Protocol(f.protocol), parse_base_url(f.base_url) if f.base_url else None,
-                     f.api_key_env, parse_model_map(f.model), f.auth)
+                     f.api_key_env[0] if isinstance(f.api_key_env, list) else f.api_key_env,
+                     parse_model_map(f.model), f.auth,
+                     tuple(f.api_key_env) if isinstance(f.api_key_env, list) and len(f.api_key_env) > 1 else ())
             for n, f in enumerate(spec.fallbacks, 1))
         routes.append(
             Route(
                 name=spec.name,
                 protocol=Protocol(t.protocol),
                 base_url=parse_base_url(t.base_url) if t.base_url else None,
-                api_key_env=t.api_key_env,
+                api_key_env=t.api_key_env[0] if isinstance(t.api_key_env, list) else t.api_key_env,
                 models=parse_model_map(t.model),
                 match_host=spec.match.host,
                 match_path=spec.match.path,
@@ -502,6 +534,7 @@ def routes_from_toml(path: str | os.PathLike) -> RouteSet:
                 retries=spec.retries,
                 backoff=spec.backoff,
                 attempt_timeout=spec.attempt_timeout,
+                key_pool=tuple(t.api_key_env) if isinstance(t.api_key_env, list) and len(t.api_key_env) > 1 else (),
             )
         )
     return RouteSet(tuple(routes))
