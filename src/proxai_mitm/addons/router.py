@@ -9,6 +9,7 @@ Offline flows (``mitmdump -nr``) are never rewritten.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable
@@ -21,7 +22,10 @@ from proxai_core import Plan, TranslationError, dumps, error_response, error_sto
 from proxai_core.codecs import get
 
 from ..config.options import RouteOptions
-from ..config.routes import Route
+from ..config.routes import Route, Upstream
+from ..failover.plan import HOP_BY_HOP, FailoverPlan, Prepared
+from ..limits.pools import pick_key
+from ..limits.store import ProcessStore, key_name
 from ..flow.errorhints import KEY_FROM, key_origin
 from ..flow.modellist import estimate_tokens
 from ..flow.record import LIMIT_OPTIONS, safe_body_limit
@@ -40,7 +44,7 @@ from ..wire.protocols import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["REPLAY_PLACEHOLDER_KEY", "Router", "retarget"]
+__all__ = ["FAILOVER", "REPLAY_PLACEHOLDER_KEY", "Router", "retarget"]
 
 #: the upstream key sent to the replay server when none is configured (nothing leaves the machine)
 REPLAY_PLACEHOLDER_KEY = "proxai-replay-no-key"
@@ -48,6 +52,27 @@ REPLAY_PLACEHOLDER_KEY = "proxai-replay-no-key"
 #: decoded and parsed in a worker thread
 THREAD_BYTES = 1 << 20
 _INVALID = object()
+#: the ``state.extra`` keys of a flow's FailoverPlan (a route with fallbacks) and of the cooldown
+#: name of the pooled key it was sent with
+FAILOVER = "failover"
+POOL_KEY = "pool_key"
+#: the cooling keys of key pools when no failover addon shares its store
+_LOCAL_KEYS = ProcessStore()
+
+
+def _local_keys() -> ProcessStore:
+    return _LOCAL_KEYS
+
+
+class KeysCooling(str):
+    """Every key of a pool is cooling down: the text says so, ``wait`` is the seconds left."""
+
+    wait: float
+
+    def __new__(cls, text: str, wait: float) -> KeysCooling:
+        self = super().__new__(cls, text)
+        self.wait = wait
+        return self
 
 
 def _text(data: bytes | None) -> str | None:
@@ -55,7 +80,10 @@ def _text(data: bytes | None) -> str | None:
 
 
 def retarget(flow: http.HTTPFlow, scheme: str, host: str, port: int, path: str) -> None:
-    req = flow.request
+    set_url(flow.request, scheme, host, port, path)
+
+
+def set_url(req: http.Request, scheme: str, host: str, port: int, path: str) -> None:
     if (scheme, host, port) != (req.scheme, req.host, req.port):
         default = 443 if scheme == "https" else 80
         authority = host if port == default else f"{host}:{port}"
@@ -69,8 +97,11 @@ def retarget(flow: http.HTTPFlow, scheme: str, host: str, port: int, path: str) 
 class Router:
     """Routes recognized LLM requests (see the module docstring)."""
 
-    def __init__(self, options: RouteOptions, replay_only: Callable[[], bool] = lambda: False) -> None:
+    def __init__(self, options: RouteOptions, replay_only: Callable[[], bool] = lambda: False,
+                 keys: Callable[[], ProcessStore] | None = None) -> None:
         self.options = options
+        #: where the cooling keys of key pools are read (synchronously: routing never waits)
+        self.keys = keys if keys is not None else _local_keys
         #: replay answers every upstream request: no key is needed (nothing leaves the machine)
         self.replay_only = replay_only
         self.body_limit = DEFAULT_LIMIT
@@ -185,25 +216,21 @@ class Router:
 
         def payload() -> bytes | None:
             try:
-                up = open_exchange(state).request_for(route.protocol)
+                up, state.upstream_model = upstream_body(state, route, body, model)
             except Exception as exc:
                 if not isinstance(exc, (TranslationError, ValueError, TypeError, KeyError, AttributeError)):
                     logger.exception("proxai: translate_request failed")
                 status, native = error_response(exc, client)
                 reply_body(flow, state, status, native)
                 return None
-            if up is body:
-                up = dict(body)
-            in_url = get(route.protocol).wire.endpoints.path_for is not None
-            if in_url:
-                up.pop(get(route.protocol).wire.fields.model, None)  # the model travels in the URL
-            mapped = route.models.map(request_model(up) or model)
-            if mapped and not in_url:
-                set_request_model(up, mapped, route.protocol)
-            state.upstream_model = (mapped or model) if in_url else request_model(up)
             return encode_body(flow, state, up)
 
-        self.forward(flow, state, ep, route, payload, upstream_stream=state.client_stream)
+        def fallback_payload(up: Upstream) -> tuple[bytes, str | None]:
+            out, up_model = upstream_body(state, up, body, model)
+            return dumps(out), up_model
+
+        self.forward(flow, state, ep, route, payload, upstream_stream=state.client_stream,
+                     fallback_payload=fallback_payload)
 
     def _count_tokens(self, flow: http.HTTPFlow, ep: routing.Endpoint, parsed: Body) -> None:
         req = flow.request
@@ -265,10 +292,14 @@ class Router:
     # ------------------------------------------------------------------------- the retarget sequence
     def forward(self, flow: http.HTTPFlow, state: FlowState, ep: routing.Endpoint, route: Route,
                 payload: Callable[[], bytes | None] | None, *, model_id: str | None = None,
-                upstream_stream: bool = False) -> None:
+                upstream_stream: bool = False,
+                fallback_payload: Callable[[Upstream], tuple[bytes, str | None]] | None = None) -> None:
         """Send a routed request to its upstream: target URL, credential (or a native 401), body
-        (``payload`` returns the bytes, or None after answering the client), headers."""
+        (``payload`` returns the bytes, or None after answering the client), headers. A route with
+        fallbacks also gets its :class:`FailoverPlan` (``fallback_payload``: the body and model for
+        a fallback; the failover addon sends the flow to the attempt server)."""
         req = flow.request
+        original = req.copy() if route.fallbacks and fallback_payload is not None else None
         content = None
         if payload is not None:
             content = payload()  # sets the upstream model
@@ -279,27 +310,78 @@ class Router:
             model_id=model_id or state.upstream_model, stream=upstream_stream)
         same_host = host.lower() == req.host.lower() and port == req.port
         key, kerr = self._key(route, same_host, req.headers, host, req.path)
-        if kerr:
+        failover = route.fallbacks and fallback_payload is not None and not self.replay_only()
+        if kerr and not (failover and isinstance(kerr, KeysCooling)):
+            if isinstance(kerr, KeysCooling):
+                return reply(flow, state, 429, "rate_limit", kerr,
+                             extra_headers={"retry-after": str(max(1, round(kerr.wait + 0.499)))})
             return reply(flow, state, 401, "authentication", kerr)
         if route.api_key_env and key != REPLAY_PLACEHOLDER_KEY:
             state.extra[KEY_FROM] = key_origin(route)  # named if the upstream refuses the key
+        if route.key_pool and key:
+            state.extra[POOL_KEY] = key_name(key)
         retarget(flow, scheme, host, port, up_path)
         routing.rewrite_headers(req.headers, client=state.client_protocol, target=route.protocol,
                                 same_host=same_host, key=key, upstream_host=host, body=content is not None)
         if content is not None:
             req.content = content
+        if failover and original is not None and fallback_payload is not None:
+            first = Prepared(req.method, scheme, host, port, up_path, [], b"", state.upstream_model,
+                             cool=(key_name(key),) if route.key_pool and key else (),
+                             skip=kerr or None, wait=kerr.wait if isinstance(kerr, KeysCooling) else None)
+            state.extra[FAILOVER] = FailoverPlan(
+                route, first, functools.partial(self._prepare, state, ep, original, fallback_payload,
+                                                upstream_stream),
+                client_protocol=state.client_protocol)
         return None
 
-    def _key(self, route: Route, same_host: bool, headers: Any, host: str,
+    def _prepare(self, state: FlowState, ep: routing.Endpoint, original: http.Request,
+                 payload: Callable[[Upstream], tuple[bytes, str | None]], upstream_stream: bool,
+                 up: Upstream) -> Prepared | str:
+        """The request for fallback ``up``, made from the client's request as :meth:`forward` makes
+        the first one; or why it cannot be sent."""
+        req = original.copy()
+        try:
+            content, up_model = payload(up)
+        except Exception as exc:  # noqa: BLE001 - this upstream is skipped, the reason recorded
+            return f"the request cannot be sent as {up.protocol.value}: {exc}"
+        scheme, host, port, up_path = routing.upstream_target(
+            ep, up.protocol, up.base_url, scheme=req.scheme, host=req.host, port=req.port,
+            model_id=up_model, stream=upstream_stream)
+        same_host = host.lower() == req.host.lower() and port == req.port
+        key, kerr = self._key(up, same_host, req.headers, host, req.path)
+        if isinstance(kerr, KeysCooling):
+            return Prepared(req.method, scheme, host, port, up_path, [], b"", up_model, skip=kerr, wait=kerr.wait)
+        if kerr:
+            return kerr
+        set_url(req, scheme, host, port, up_path)
+        routing.rewrite_headers(req.headers, client=state.client_protocol, target=up.protocol,
+                                same_host=same_host, key=key, upstream_host=host, body=True)
+        req.content = content
+        headers = [(k.lower().encode("latin-1"), v.encode("latin-1", "replace"))
+                   for k, v in req.headers.items(multi=True) if k.lower().encode("latin-1") not in HOP_BY_HOP]
+        return Prepared(req.method, scheme, host, port, up_path, headers, content, up_model, req,
+                        cool=(key_name(key),) if up.key_pool and key else ())
+
+    def _key(self, route: Route | Upstream, same_host: bool, headers: Any, host: str,
              path: str = "") -> tuple[str | None, str | None]:
-        """The credential to send upstream, or an error text (401) naming the variable."""
+        """The credential to send upstream, or an error text (401) naming the variable (a key pool
+        whose keys are all cooling: :class:`KeysCooling`)."""
+        if route.key_pool:
+            pick = pick_key(route.name, route.key_envs, self.keys())
+            if pick.key:
+                return pick.key, None
+            if pick.wait is not None:
+                return None, KeysCooling(f"proxai: every key of {route.name!r} is rate limited; retry in "
+                                         f"{pick.wait:.0f} s", pick.wait)
         if route.api_key_env:
             value = os.environ.get(route.api_key_env)
             if value:
                 return value.strip(), None
             if self.replay_only():
                 return REPLAY_PLACEHOLDER_KEY, None
-            where = "proxai_key_env" if route.name == "default" else f"route {route.name!r} target.api_key_env"
+            where = route.key_where if isinstance(route, Upstream) else \
+                "proxai_key_env" if route.name == "default" else f"route {route.name!r} target.api_key_env"
             return None, (f"proxai: the upstream key is missing: environment variable {route.api_key_env} "
                           f"({where}) is not set in mitmproxy's environment")
         if same_host:
@@ -324,6 +406,22 @@ def bad_body(flow: http.HTTPFlow, ep: routing.Endpoint, exc: BodyError) -> None:
     state.stop = error_stop_info(flow.response.status_code, flow.response.content or b"")
 
 
+def upstream_body(state: FlowState, up: Route | Upstream, body: dict[str, Any], model: str | None
+                  ) -> tuple[dict[str, Any], str | None]:
+    """The client's request translated for upstream ``up`` (its protocol and model mapping), and the
+    model the upstream is asked for; raises when the request cannot be translated."""
+    out = open_exchange(state).request_for(up.protocol)
+    if out is body:
+        out = dict(body)
+    in_url = get(up.protocol).wire.endpoints.path_for is not None
+    if in_url:
+        out.pop(get(up.protocol).wire.fields.model, None)  # the model travels in the URL
+    mapped = up.models.map(request_model(out) or model)
+    if mapped and not in_url:
+        set_request_model(out, mapped, up.protocol)
+    return out, (mapped or model) if in_url else request_model(out)
+
+
 def encode_body(flow: http.HTTPFlow, state: FlowState, up: dict[str, Any]) -> bytes | None:
     try:
         return dumps(up)  # falls back to the stdlib past orjson's 254 levels
@@ -343,6 +441,11 @@ def own_secrets(headers: Any, route: Route | None, path: str = "") -> tuple[str,
         v = os.environ.get(route.api_key_env, "").strip()
         if len(v) >= 8:
             out.append(v)
+    if route is not None and (route.fallbacks or route.key_pool):
+        for env in (*route.key_pool, *(e for up in route.fallbacks for e in up.key_envs)):  # every key it may send
+            v = os.environ.get(env, "").strip()
+            if len(v) >= 8 and v not in out:
+                out.append(v)
     return tuple(out)
 
 

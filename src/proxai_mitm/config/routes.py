@@ -423,6 +423,12 @@ class RouteSet:
                 return r
         return None
 
+    def find_name(self, name: str) -> Route | None:
+        for r in self.routes:
+            if r.name == name:
+                return r
+        return None
+
     @property
     def retargets(self) -> bool:
         return any(r.base_url is not None for r in self.routes)

@@ -29,10 +29,10 @@ from ..wire.bodies import DEFAULT_LIMIT, BodyError, body_limit, decode
 logger = logging.getLogger(__name__)
 
 __all__ = ["LIMIT_OPTIONS", "METADATA_KEY", "read_body", "safe_body_limit", "SCHEMA_VERSION", "FlowRecord",
-           "MetricsRecord", "ReplayRecord", "StopRecord", "Truncation", "UsageRecord"]
+           "MetricsRecord", "ReplayRecord", "AttemptRecord", "StopRecord", "Truncation", "UsageRecord"]
 
 METADATA_KEY = "proxai"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _CACHE_ATTR = "_proxai_record"
 
 class _Plain(BaseModel):
@@ -114,8 +114,20 @@ class MetricsRecord(_Plain):
     cost_note: str | None = None  # why the cost is unknown
 
 
+class AttemptRecord(_Plain):
+    """One try of one upstream of a route with fallbacks (in the order they were made)."""
+
+    upstream: str  # the route's name, ``name#1`` ... for its fallbacks
+    protocol: str | None = None
+    host: str | None = None
+    status: int | None = None  # None: no response head (refused, TLS, timeout, skipped)
+    reason: str = ""
+    duration_ms: float | None = None
+    retry_after: float | None = None  # seconds the upstream asked to wait, or a cooldown's remaining time
+
+
 class FlowRecord(_Plain):
-    """Schema version 2 (docs/flow-record.md)."""
+    """Schema version 3 (docs/flow-record.md)."""
 
     version: int = SCHEMA_VERSION
     #: ``generate`` | ``count_tokens`` | ``models`` | ``model`` | ``websocket``
@@ -147,6 +159,8 @@ class FlowRecord(_Plain):
     replay: ReplayRecord | None = None
     truncated: list[Truncation] = []
     metrics: MetricsRecord | None = None
+    #: a route with fallbacks: every attempt, the last one being the answer the client got
+    attempts: list[AttemptRecord] | None = None
 
     @field_validator("client_protocol", "upstream_protocol", mode="before")
     @classmethod

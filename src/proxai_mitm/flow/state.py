@@ -157,4 +157,6 @@ def record_dict(state: FlowState) -> dict[str, Any]:
         if state.replay else None,
         "truncated": [{"part": p, "kept": k, "total": t} for p, k, t in state.truncated],
         "metrics": state.metrics,  # timings and cost (measure.py)
+        "attempts": [{**a, "reason": scrub(a["reason"], sec) or ""} for a in state.extra["attempts"]]
+        if "attempts" in state.extra else None,
     }
