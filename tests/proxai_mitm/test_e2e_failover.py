@@ -26,11 +26,13 @@ pytestmark = pytest.mark.e2e
 KEY_A, KEY_A_VALUE = "PROXAI_FO_KEY_A", "sk-primary-key-must-not-leak-0001"
 KEY_B, KEY_B_VALUE = "PROXAI_FO_KEY_B", "sk-fallback-key-must-not-leak-0002"
 KEY_C, KEY_C_VALUE = "PROXAI_FO_KEY_C", "sk-pool-second-key-no-leak-0003"
-#: statuses that cool the upstream down get routes of their own (a cooldown is per upstream and key
-#: variable): one test's cooldown does not skip the next test's primary
-COOLING = (429, 503, 529)
-ENV = {KEY_A: KEY_A_VALUE, KEY_B: KEY_B_VALUE, KEY_C: KEY_C_VALUE,
-       **{f"{KEY_A}_{n}": KEY_A_VALUE for n in (*COOLING, "cool", "all")}}
+#: every failure class, for each path: through the attempt server ("s", an upstream not known to
+#: answer) and direct ("d", attempt 1 on mitmproxy's own connection, the stream taken over)
+STATUSES = (429, 408, 409, 500, 502, 503, 529, 402)
+#: each gets routes of its own (cooldowns and "known to answer" are per upstream and key variable):
+#: one test's cooldown does not skip the next test's primary
+OWN = (*(f"{s}{p}{j}" for s in STATUSES for p in "sd" for j in "jt"), "cool", "all", "cut")
+ENV = {KEY_A: KEY_A_VALUE, KEY_B: KEY_B_VALUE, KEY_C: KEY_C_VALUE, **{f"{KEY_A}_{n}": KEY_A_VALUE for n in OWN}}
 
 
 def _target(proto: str, base: str, key: str = KEY_A) -> str:
@@ -124,10 +126,10 @@ def proxy(prim, back, silent, untrusted, tmp_path_factory):
         for q in (CHAT, RESP, ANTH):
             routes.append(_route(f"fo-{SHORT[p]}-{SHORT[q]}", _target(p, prim.url), _fallback(q, back.url),
                                  extra='retry_on = [402]\nattempt_timeout = 2\n'))
-    for n in (*COOLING, "cool", "all"):
-        for p in (CHAT, RESP, ANTH):
+    for n in OWN:
+        for p in (CHAT, RESP, ANTH) if n in ("cool", "all", "cut") else (ANTH,):
             routes.append(_route(f"own{n}-{SHORT[p]}", _target(p, prim.url, f"{KEY_A}_{n}"),
-                                 _fallback(p, back.url, f"{KEY_B}")))
+                                 _fallback(p, back.url, f"{KEY_B}"), extra="retry_on = [402]\n"))
     routes.append(_route("refused", _target(ANTH, f"http://127.0.0.1:{dead}"), _fallback(RESP, back.url)))
     routes.append(_route("tlsbad", _target(CHAT, f"https://127.0.0.1:{untrusted}"), _fallback(ANTH, back.url)))
     routes.append(_route("silent", _target(ANTH, f"http://127.0.0.1:{silent}"), _fallback(CHAT, back.url),
@@ -183,19 +185,29 @@ def fail_primary(prim: FakeUpstream, proto: str, status: int, headers: list[tupl
 
 
 # ----------------------------------------------------------------------------- failure classes
-@pytest.mark.parametrize("status", [429, 408, 409, 500, 502, 503, 529, 402])
-def test_each_failover_status_falls_back(proxy, ups, clients, status):
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+@pytest.mark.parametrize("path", ["s", "d"], ids=["attempt-server", "direct"])
+@pytest.mark.parametrize("status", STATUSES)
+def test_each_failover_status_falls_back(proxy, ups, clients, status, path, stream):
     prim, back = ups
+    route = f"own{status}{path}{'t' if stream else 'j'}-anthropic"
+    if path == "d":  # the route's own upstream answers once: known, so attempt 1 goes direct
+        check(call(clients, ANTH, f"{route}-warm", "text", stream), ANTH, "text")
+        prim.reset()
     fail_primary(prim, ANTH, status)
-    route = f"own{status}-anthropic" if status in COOLING else "fo-anthropic-anthropic"
     n = count(proxy)
-    s = call(clients, ANTH, f"{route}-x", "text", False)
+    s = call(clients, ANTH, f"{route}-x", "text", stream)
     check(s, ANTH, "text")
     assert [r.path for r in back.requests] == [UPSTREAM_PATH[ANTH]]
     assert back.requests[0].header("x-api-key") == KEY_B_VALUE
+    assert len(prim.requests) == 1
     rec = last_record(proxy, n)
     assert [(a.upstream, a.status) for a in rec.attempts] == [(route, status), (f"{route}#1", 200)]
-    assert f"primary says {status}" in rec.attempts[0].reason
+    # through the attempt server the failed body is read (its message kept); direct, the head decides
+    # (its message is kept when the body had arrived with the head)
+    assert rec.attempts[0].reason in (f"HTTP {status}: primary says {status}", f"HTTP {status}")
+    if path == "s":
+        assert rec.attempts[0].reason == f"HTTP {status}: primary says {status}"
     assert rec.stop is not None and rec.stop.detail.get("fallback") == f"{route}#1 (anthropic_messages)"
 
 

@@ -22,6 +22,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import h11
@@ -32,12 +33,12 @@ from proxai_core.codecs import get
 from ..config.routes import Upstream
 from ..flow.replies import native_error
 from ..limits.store import CooldownStore
-from .client import ERROR_BODY, Pool, UpstreamError
+from .client import ERROR_BODY, Connection, Pool, UpstreamError
 from .plan import HOP_BY_HOP, Attempt, FailoverPlan, Prepared
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["IDLE_TIMEOUT", "MAX_CONNECTIONS", "MAX_PLANS", "TOKEN_HEADER", "AttemptServer", "reset_hint"]
+__all__ = ["IDLE_TIMEOUT", "MAX_CONNECTIONS", "MAX_PLANS", "TOKEN_HEADER", "AttemptServer", "Outcome", "attempt", "cool", "cool_name", "reset_hint"]
 
 #: the private request header naming a flow's plan (removed before anything is sent upstream)
 TOKEN_HEADER = "x-proxai-attempt"
@@ -59,7 +60,7 @@ _READ = 65536
 _TOKEN = TOKEN_HEADER.encode()
 
 
-def _reason(status: int, body: bytes) -> str:
+def reason_of(status: int, body: bytes) -> str:
     """A short reason from an error body (its message, when the body says one)."""
     try:
         doc = orjson.loads(body)
@@ -199,82 +200,16 @@ class AttemptServer:
     async def run(self, plan: FailoverPlan, conn: h11.Connection, writer: asyncio.StreamWriter) -> bool:
         """Try the plan's upstreams in order; relay the first good answer. False: the connection
         to mitmproxy is unusable afterwards."""
-        route = plan.route
-        timeout = route.attempt_timeout or self.header_timeout
-        last: tuple[int, h11.Response, bytes, Prepared] | None = None
-        soonest: float | None = None
-        store = self.cooldowns()
-        upstreams = plan.upstreams
-        untils = await store.untils([cool_name(up) for up in upstreams])
-        for index, up in enumerate(upstreams):
-            until = untils[index]
-            left = max(until - time.time(), 0.0) if until is not None else None
-            if left:
-                soonest = left if soonest is None else min(soonest, left)
-                plan.attempts.append(Attempt(up.name, up.protocol.value, _host(up, plan.first), None,
-                                             f"cooling down ({left:.1f} s left)", 0.0, left))
-                continue
-            prep = plan.first if index == 0 else plan.prepare(up)
-            if isinstance(prep, str) or prep.skip:
-                why = prep if isinstance(prep, str) else prep.skip
-                plan.attempts.append(Attempt(up.name, up.protocol.value, _host(up, plan.first), None, why, 0.0,
-                                             None if isinstance(prep, str) else prep.wait))
-                if not isinstance(prep, str) and prep.wait is not None:  # every key of its pool is cooling
-                    soonest = prep.wait if soonest is None else min(soonest, prep.wait)
-                continue
-            for n in range(route.retries + 1):
-                started = time.monotonic()
-                try:
-                    upstream, head = await self.pool.request(prep.scheme, prep.host, prep.port, prep.method,
-                                                             prep.target, prep.headers, prep.body, timeout)
-                except UpstreamError as e:
-                    plan.attempts.append(Attempt(up.name, up.protocol.value, prep.host, None, f"{e.kind}: {e}",
-                                                 (time.monotonic() - started) * 1000))
-                    if n < route.retries:
-                        await asyncio.sleep(min(route.backoff * 2 ** n, MAX_RETRY_WAIT))
-                    continue
-                if head.status_code not in route.failover_statuses:
-                    plan.attempts.append(Attempt(up.name, up.protocol.value, prep.host, head.status_code,
-                                                 "answered", (time.monotonic() - started) * 1000))
-                    plan.answered, plan.prepared = index, prep
-                    return await self._relay(conn, writer, head, upstream)
-                try:
-                    data = await upstream.read_body(ERROR_BODY, timeout)
-                except (TimeoutError, ConnectionError, OSError, h11.ProtocolError):
-                    data = b""
-                self.pool.release(upstream)
-                hint = reset_hint(up, head.headers, data)
-                plan.attempts.append(Attempt(up.name, up.protocol.value, prep.host, head.status_code,
-                                             _reason(head.status_code, data), (time.monotonic() - started) * 1000,
-                                             hint))
-                last = (index, head, data, prep)
-                if head.status_code in COOLING:
-                    wait = hint if hint is not None else DEFAULT_COOLDOWN
-                    for name in prep.cool or (cool_name(up),):  # a pooled key, else the upstream
-                        await store.cool(name, time.time() + wait)
-                    soonest = wait if soonest is None else min(soonest, wait)
-                    break  # cooled: the next upstream, not another try of this one
-                if n < route.retries:
-                    await asyncio.sleep(min(hint if hint is not None else route.backoff * 2 ** n, MAX_RETRY_WAIT))
-        if last is not None and soonest is None:
-            # every upstream failed: the last answer, translated from its upstream's protocol
-            index, head, data, prep = last
-            plan.answered, plan.prepared = index, prep
-            await _write(conn, writer, head.status_code, _forwardable(head.headers), data)
+        out = await attempt(plan, self.pool, self.cooldowns(), self.header_timeout)
+        if out.upstream is not None:
+            assert out.head is not None
+            return await self._relay(conn, writer, out.head, out.upstream)
+        if out.head is not None:  # every upstream failed: the last answer, from its upstream's protocol
+            await _write(conn, writer, out.head.status_code, _forwardable(out.head.headers), out.data)
             return True
-        if soonest is not None:
-            plan.native = native_error(429, "rate_limit",
-                                       f"proxai: every upstream of route {route.name!r} is rate limited or "
-                                       f"overloaded; retry in {soonest:.0f} s", plan.client_protocol)
-            extra = [(b"retry-after", str(max(1, round(soonest + 0.499))).encode())]
-        else:
-            tried = "; ".join(f"{a.upstream}: {a.reason}" for a in plan.attempts)
-            plan.native = native_error(502, "api_error",
-                                       f"proxai: no upstream of route {route.name!r} answered ({tried})",
-                                       plan.client_protocol)
-            extra = []
+        assert plan.native is not None
         status, doc = plan.native
-        await _write(conn, writer, status, [(b"content-type", b"application/json"), *extra], orjson.dumps(doc))
+        await _write(conn, writer, status, [(b"content-type", b"application/json"), *out.extra], orjson.dumps(doc))
         return True
 
     async def _relay(self, conn: h11.Connection, writer: asyncio.StreamWriter, head: h11.Response,
@@ -295,6 +230,101 @@ class AttemptServer:
         self.pool.release(upstream)
         await asyncio.wait_for(writer.drain(), BODY_IDLE)
         return True
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What the attempts came to: a good answer (``upstream``: its connection, the body still to
+    read), the last failed answer (``head`` and ``data``), or none (the plan's ``native`` answer,
+    with ``extra`` headers)."""
+
+    head: h11.Response | None = None
+    upstream: Connection | None = None
+    data: bytes = b""
+    extra: list[tuple[bytes, bytes]] = field(default_factory=list)
+
+
+async def attempt(plan: FailoverPlan, pool: Pool, store: CooldownStore, header_timeout: float, *,
+                  start: int = 0, tried: int = 0, soonest: float | None = None,
+                  last: tuple[int, h11.Response | None, bytes, Prepared] | None = None) -> Outcome:
+    """Try the plan's upstreams from ``start`` (``tried``: tries of that one already made), noting
+    each attempt and cooling limited upstreams and keys; sets ``plan.answered`` / ``plan.prepared``
+    or ``plan.native``."""
+    route = plan.route
+    timeout = route.attempt_timeout or header_timeout
+    upstreams = plan.upstreams
+    untils = await store.untils([cool_name(up) for up in upstreams[start:]])
+    for index in range(start, len(upstreams)):
+        up = upstreams[index]
+        until = untils[index - start] if not (index == start and tried) else None
+        left = max(until - time.time(), 0.0) if until is not None else None
+        if left:
+            soonest = left if soonest is None else min(soonest, left)
+            plan.attempts.append(Attempt(up.name, up.protocol.value, _host(up, plan.first), None,
+                                         f"cooling down ({left:.1f} s left)", 0.0, left))
+            continue
+        prep = plan.first if index == 0 else plan.prepare(up)
+        if isinstance(prep, str) or prep.skip:
+            why = prep if isinstance(prep, str) else prep.skip
+            plan.attempts.append(Attempt(up.name, up.protocol.value, _host(up, plan.first), None, why, 0.0,
+                                         None if isinstance(prep, str) else prep.wait))
+            if not isinstance(prep, str) and prep.wait is not None:  # every key of its pool is cooling
+                soonest = prep.wait if soonest is None else min(soonest, prep.wait)
+            continue
+        hint: float | None = None
+        for n in range(tried if index == start else 0, route.retries + 1):
+            if n:  # the upstream's own reset hint, else the route's backoff, doubled each time
+                await asyncio.sleep(min(hint if hint is not None else route.backoff * 2 ** (n - 1), MAX_RETRY_WAIT))
+                hint = None
+            started = time.monotonic()
+            try:
+                conn, head = await pool.request(prep.scheme, prep.host, prep.port, prep.method, prep.target,
+                                                prep.headers, prep.body, timeout)
+            except UpstreamError as e:
+                plan.attempts.append(Attempt(up.name, up.protocol.value, prep.host, None, f"{e.kind}: {e}",
+                                             (time.monotonic() - started) * 1000))
+                continue
+            if head.status_code not in route.failover_statuses:
+                plan.attempts.append(Attempt(up.name, up.protocol.value, prep.host, head.status_code,
+                                             "answered", (time.monotonic() - started) * 1000))
+                plan.answered, plan.prepared = index, prep
+                return Outcome(head, conn)
+            try:
+                data = await conn.read_body(ERROR_BODY, timeout)
+            except (TimeoutError, ConnectionError, OSError, h11.ProtocolError):
+                data = b""
+            pool.release(conn)
+            hint = reset_hint(up, head.headers, data)
+            plan.attempts.append(Attempt(up.name, up.protocol.value, prep.host, head.status_code,
+                                         reason_of(head.status_code, data), (time.monotonic() - started) * 1000,
+                                         hint))
+            last = (index, head, data, prep)
+            if head.status_code in COOLING:
+                wait = await cool(store, up, prep, hint)
+                soonest = wait if soonest is None else min(soonest, wait)
+                break  # cooled: the next upstream, not another try of this one
+    if last is not None and soonest is None:  # (head None: the first upstream's own answer, already there)
+        index, head, data, prep = last
+        plan.answered, plan.prepared = index, prep
+        return Outcome(head, None, data)
+    if soonest is not None:
+        plan.native = native_error(429, "rate_limit",
+                                   f"proxai: every upstream of route {route.name!r} is rate limited or "
+                                   f"overloaded; retry in {soonest:.0f} s", plan.client_protocol)
+        return Outcome(extra=[(b"retry-after", str(max(1, round(soonest + 0.499))).encode())])
+    tried_all = "; ".join(f"{a.upstream}: {a.reason}" for a in plan.attempts)
+    plan.native = native_error(502, "api_error", f"proxai: no upstream of route {route.name!r} answered "
+                               f"({tried_all})", plan.client_protocol)
+    return Outcome()
+
+
+async def cool(store: CooldownStore, up: Upstream, prep: Prepared, hint: float | None) -> float:
+    """Cool the pooled key the request carried, else the upstream, for its reset hint (or the
+    default); the seconds it cools."""
+    wait = hint if hint is not None else DEFAULT_COOLDOWN
+    for name in prep.cool or (cool_name(up),):
+        await store.cool(name, time.time() + wait)
+    return wait
 
 
 def cool_name(up: Upstream) -> str:
