@@ -198,6 +198,8 @@ def _conversation(ex: dict[str, Any] | None, row: dict[str, Any]) -> str:
     if row.get("route"):
         meta.append(f"route {row['route']}")
     out.append(f'<div class="meta">{h(" · ".join(meta))} · flow {h(fid)}</div>')
+    if len(row.get("attempts") or ()) > 1:
+        out.append(f'<div class="meta">attempts: {h(c["attempts"])}</div>')
     if row.get("message"):
         out.append(f'<div class="msg {"refusal" if row.get("reason") == "refusal" else "error"}">'
                    f"{h(row['message'])}</div>")

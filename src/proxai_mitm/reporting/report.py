@@ -125,6 +125,7 @@ def _summary(flow: Any, *, full: bool) -> dict[str, Any] | None:
         "usage": usage,
         "warnings": warnings,
         "annotation": "metadata" if rec is not None and rec.stop is not None else "derived",
+        "attempts": [a.model_dump() for a in rec.attempts] if rec is not None and rec.attempts else None,
     }
     if getattr(flow, "error", None) is not None:
         out["error"] = str(flow.error.msg)
@@ -232,6 +233,8 @@ def rows(flows: Iterable[Any]) -> list[dict[str, Any]]:
             "route": s.get("route"),
             "path": s.get("path"),
             "id": s.get("id"),
+            "attempts": s.get("attempts"),
+            "fallback": (stop.get("detail") or {}).get("fallback"),
             **measures,
         })
     out.sort(key=lambda r: r.get("timestamp") or 0.0)  # by time, whatever the file order
