@@ -23,6 +23,8 @@ from .e2e_util import ANTH, CHAT, RESP, SHORT, UPSTREAM_MODEL, UPSTREAM_PATH, ca
 
 pytestmark = pytest.mark.e2e
 
+GEM = "gemini_generate_content"
+
 KEY_A, KEY_A_VALUE = "PROXAI_FO_KEY_A", "sk-primary-key-must-not-leak-0001"
 KEY_B, KEY_B_VALUE = "PROXAI_FO_KEY_B", "sk-fallback-key-must-not-leak-0002"
 KEY_C, KEY_C_VALUE = "PROXAI_FO_KEY_C", "sk-pool-second-key-no-leak-0003"
@@ -31,7 +33,7 @@ KEY_C, KEY_C_VALUE = "PROXAI_FO_KEY_C", "sk-pool-second-key-no-leak-0003"
 STATUSES = (429, 408, 409, 500, 502, 503, 529, 402)
 #: each gets routes of its own (cooldowns and "known to answer" are per upstream and key variable):
 #: one test's cooldown does not skip the next test's primary
-OWN = (*(f"{s}{p}{j}" for s in STATUSES for p in "sd" for j in "jt"), "cool", "all", "cut")
+OWN = (*(f"{s}{p}{j}" for s in STATUSES for p in "sd" for j in "jt"), "cool", "all", "cut", "gem")
 ENV = {KEY_A: KEY_A_VALUE, KEY_B: KEY_B_VALUE, KEY_C: KEY_C_VALUE, **{f"{KEY_A}_{n}": KEY_A_VALUE for n in OWN}}
 
 
@@ -130,6 +132,9 @@ def proxy(prim, back, silent, untrusted, tmp_path_factory):
         for p in (CHAT, RESP, ANTH) if n in ("cool", "all", "cut") else (ANTH,):
             routes.append(_route(f"own{n}-{SHORT[p]}", _target(p, prim.url, f"{KEY_A}_{n}"),
                                  _fallback(p, back.url, f"{KEY_B}"), extra="retry_on = [402]\n"))
+    routes.append(f'[[routes]]\nname = "gem"\nmatch = {{ model = "gem*" }}\n'
+                  f'target = {{ protocol = "{GEM}", base_url = "{prim.url}", api_key_env = "{KEY_A}_gem", '
+                  f'model = "gemini-2.5-flash" }}\n[[routes.fallbacks]]\n{_fallback(CHAT, back.url)}\n')
     routes.append(_route("refused", _target(ANTH, f"http://127.0.0.1:{dead}"), _fallback(RESP, back.url)))
     routes.append(_route("tlsbad", _target(CHAT, f"https://127.0.0.1:{untrusted}"), _fallback(ANTH, back.url)))
     routes.append(_route("silent", _target(ANTH, f"http://127.0.0.1:{silent}"), _fallback(CHAT, back.url),
@@ -310,6 +315,32 @@ def test_a_clean_early_end_after_the_first_byte_is_interrupted_not_retried(proxy
         call(clients, ANTH, "fo-chat-anthropic-x", "text", True)
     assert "interrupt" in str(e.value).lower() or "ended" in str(e.value).lower()
     assert back.requests == []
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_gemini_client_falls_back_to_chat(proxy, ups, stream):
+    from google import genai
+    from google.genai import types
+
+    prim, back = ups
+    time.sleep(0.3)  # the other parameter's cooldown (0.2 s) is over
+    body = json.dumps({"error": {"code": 429, "message": "Resource exhausted", "status": "RESOURCE_EXHAUSTED",
+                                 "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo",
+                                              "retryDelay": "0.2s"}]}}).encode()
+    method = "streamGenerateContent" if stream else "generateContent"
+    prim.on(f"/v1beta/models/gemini-2.5-flash:{method}", Reply.error(429, body))
+    g = genai.Client(api_key="client-key-x", http_options=types.HttpOptions(base_url=proxy.url, timeout=30_000))
+    n = count(proxy)
+    if stream:
+        text = "".join(c.text or "" for c in g.models.generate_content_stream(model=f"gem-{'s' if stream else 'j'}",
+                                                                              contents="hi"))
+    else:
+        text = g.models.generate_content(model="gem-j", contents="hi").text
+    assert text == "Hello! The weather is sunny."
+    assert back.last().path == UPSTREAM_PATH[CHAT]
+    rec = last_record(proxy, n)
+    assert [(a.status, a.retry_after) for a in rec.attempts] == [(429, 0.2), (200, None)]
+    assert rec.upstream_protocol.value == CHAT and rec.client_protocol.value == GEM
 
 
 # ----------------------------------------------------------------------------- retries and cooldowns

@@ -369,9 +369,7 @@ class Route:
     @property
     def upstreams(self) -> tuple[Upstream, ...]:
         """The route's own upstream, then its fallbacks, in the order they are tried."""
-        own = Upstream(self.name, self.protocol, self.base_url, self.api_key_env, self.models, self.auth,
-                       self.key_pool)
-        return (own, *self.fallbacks)
+        return _upstreams(self)
     #: a key pool: every variable, ``api_key_env`` first (empty: one variable or none)
     key_pool: tuple[str, ...] = ()
 
@@ -402,6 +400,13 @@ class Route:
         then = "".join(f", then {u.protocol.value}" + (f" at {u.base_url}" if u.base_url else "")
                        for u in self.fallbacks)
         return f"route {self.name!r}: → {self.protocol.value}{where}{models}{auth}{then}"
+
+
+@functools.lru_cache(maxsize=1024)
+def _upstreams(route: Route) -> tuple[Upstream, ...]:
+    own = Upstream(route.name, route.protocol, route.base_url, route.api_key_env, route.models, route.auth,
+                   route.key_pool)
+    return (own, *route.fallbacks)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import secrets
 import time
@@ -327,6 +328,7 @@ async def cool(store: CooldownStore, up: Upstream, prep: Prepared, hint: float |
     return wait
 
 
+@functools.lru_cache(maxsize=1024)
 def cool_name(up: Upstream) -> str:
     """An upstream's name in the cooldown store: where it is and which credential variable (never a
     key); the same in every mitmdump sharing the store."""
