@@ -124,7 +124,8 @@ class Failover:
                 self.__dict__.pop(name, None)
             else:
                 setattr(self, name, None)  # mitmproxy skips a hook that is None
-        if on and not self._warned_mode and str(getattr(opts, "mode", [""])[0]).startswith("upstream"):
+        modes = list(getattr(opts, "mode", None) or [])
+        if on and not self._warned_mode and any(str(m).startswith("upstream") for m in modes):
             self._warned_mode = True
             logger.warning("proxai: fallback routes connect to their upstreams directly, not through the "
                            "upstream proxy of mitmproxy's upstream mode")
