@@ -18,6 +18,7 @@ from .addons.commands import Commands
 from .addons.consolesummary import ConsoleSummary
 from .addons.cutanswer import CutAnswer
 from .addons.idle import HeaderTimeout
+from .addons.limits import Limits
 from .addons.listenguard import ListenGuard
 from .addons.probe import Probe
 from .addons.readdir import ReadDir
@@ -51,7 +52,8 @@ def make_addons() -> list[Any]:
         RecordLimit(),  # proxai_record_limit: bytes of a stream kept per recording copy
         ListenGuard(options),  # key injected + listening beyond loopback without proxyauth: warn, refuse remote
         Recorder(),  # proxai_redact: stored flows are redacted
-        Router(options, replayer.replay_only),  # recognize, route, rewrite the request, or answer natively
+        limits := Limits(options),  # key pools: shared cooldowns read before routing; limited keys cooled
+        Router(options, replayer.replay_only, limits),  # recognize, route, rewrite the request, or answer natively
         replayer,  # proxai_replay: upstream requests go to the loopback replay server
         Probe(options, replayer.active),  # unreachable upstreams: native 502
         Translator(options),  # decide and run the response translation (streams, bodies, errors)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -37,6 +38,7 @@ from ..wire.protocols import (
     request_stream,
     set_request_model,
 )
+from .limits import Limits
 
 logger = logging.getLogger(__name__)
 
@@ -69,8 +71,11 @@ def retarget(flow: http.HTTPFlow, scheme: str, host: str, port: int, path: str) 
 class Router:
     """Routes recognized LLM requests (see the module docstring)."""
 
-    def __init__(self, options: RouteOptions, replay_only: Callable[[], bool] = lambda: False) -> None:
+    def __init__(self, options: RouteOptions, replay_only: Callable[[], bool] = lambda: False,
+                 limits: Limits | None = None) -> None:
         self.options = options
+        #: key pools and their cooldowns
+        self.limits = limits if limits is not None else Limits(options)
         #: replay answers every upstream request: no key is needed (nothing leaves the machine)
         self.replay_only = replay_only
         self.body_limit = DEFAULT_LIMIT
@@ -278,11 +283,16 @@ class Router:
             ep, route.protocol, route.base_url, scheme=req.scheme, host=req.host, port=req.port,
             model_id=model_id or state.upstream_model, stream=upstream_stream)
         same_host = host.lower() == req.host.lower() and port == req.port
-        key, kerr = self._key(route, same_host, req.headers, host, req.path)
+        pick = self.limits.pick(route, state) if route.key_pool else None
+        if pick is not None and pick.wait is not None:
+            return self.limits.all_cooling(flow, state, route, pick.wait)
+        key, kerr = (pick.key, None) if pick is not None and pick.key is not None \
+            else self._key(route, same_host, req.headers, host, req.path)
         if kerr:
             return reply(flow, state, 401, "authentication", kerr)
         if route.api_key_env and key != REPLAY_PLACEHOLDER_KEY:
-            state.extra[KEY_FROM] = key_origin(route)  # named if the upstream refuses the key
+            origin = replace(route, api_key_env=pick.env) if pick is not None and pick.env else route
+            state.extra[KEY_FROM] = key_origin(origin)  # named if the upstream refuses the key
         retarget(flow, scheme, host, port, up_path)
         routing.rewrite_headers(req.headers, client=state.client_protocol, target=route.protocol,
                                 same_host=same_host, key=key, upstream_host=host, body=content is not None)
@@ -300,7 +310,7 @@ class Router:
             if self.replay_only():
                 return REPLAY_PLACEHOLDER_KEY, None
             where = "proxai_key_env" if route.name == "default" else f"route {route.name!r} target.api_key_env"
-            return None, (f"proxai: the upstream key is missing: environment variable {route.api_key_env} "
+            return None, (f"proxai: the upstream key is missing: environment variable {', '.join(route.key_envs)} "
                           f"({where}) is not set in mitmproxy's environment")
         if same_host:
             return routing.client_credential(headers, path.partition("?")[2]), None
@@ -339,8 +349,8 @@ def own_secrets(headers: Any, route: Route | None, path: str = "") -> tuple[str,
     """The flow's own secrets: the client's credential (header or query) and the key injected for
     the route."""
     out = [c for c in routing.client_credentials(headers, path.partition("?")[2]) if len(c) >= 8]
-    if route is not None and route.api_key_env:
-        v = os.environ.get(route.api_key_env, "").strip()
+    for env in route.key_envs if route is not None else ():
+        v = os.environ.get(env, "").strip()
         if len(v) >= 8:
             out.append(v)
     return tuple(out)
