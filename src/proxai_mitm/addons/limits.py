@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 from mitmproxy import ctx, http
 
+from proxai_core import Protocol
 from proxai_core.codecs import get
 from proxai_core.errors import parse_error
 from proxai_core.neutral import ErrorKind
@@ -38,7 +39,7 @@ from ..wire.bodies import BodyError, decode
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_COOL", "POOL_KEY", "Limits"]
+__all__ = ["DEFAULT_COOL", "POOL_KEY", "Limits", "limited_wait"]
 
 #: how long a key cools after a 429 or an overloaded answer that gives no reset hint (seconds)
 DEFAULT_COOL = 5.0
@@ -108,6 +109,17 @@ class Limits:
             state.extra[POOL_KEY] = key_name(pick.key)
         return pick
 
+    def until(self, name: str) -> float | None:
+        """When ``name``'s cooldown ends (as this process knows it now), or None."""
+        return self.local.view(name)
+
+    def cool(self, name: str, wait: float) -> Any:
+        """``name`` cools for ``wait`` seconds; with Redis, the awaitable that tells Redis (bounded by
+        the store's timeout), else None."""
+        until = time.time() + wait
+        self.local.put(name, until)
+        return self.store.cool(name, until) if self.store is not self.local else None
+
     @staticmethod
     def all_cooling(flow: http.HTTPFlow, state: FlowState, route: Route, wait: float) -> None:
         """Every key of the pool is cooling: the client's native 429, with the soonest reset."""
@@ -136,21 +148,24 @@ class Limits:
         name = state.extra.get(POOL_KEY) if state is not None else None
         if name is None or resp is None or state is None or state.synthetic:
             return None
-        if resp.status_code not in (429, 503, 529):
+        wait = limited_wait(resp, state.upstream_protocol)
+        if wait is None:
             return None
-        body = _error_body(resp)
-        if resp.status_code != 429 and parse_error(resp.status_code, body).kind is not ErrorKind.OVERLOADED:
-            return None
-        protocol = state.upstream_protocol
-        wait = get(protocol).wire.retry_after(resp.headers, body) if protocol is not None else None
-        wait = DEFAULT_COOL if wait is None else wait
-        until = time.time() + wait
-        self.local.put(name, until)
         logger.info("proxai: a key of route %r is limited (HTTP %d); skipped for %.1f s",
                     state.route, resp.status_code, wait)
-        if self.store is not self.local:
-            return self.store.cool(name, until)  # this flow waits for Redis to know (bounded)
+        return self.cool(name, wait)  # with Redis this flow waits for it to know (bounded)
+
+
+def limited_wait(resp: http.Response, protocol: Protocol | None) -> float | None:
+    """An upstream answer that says "limited" (429, or overloaded: 529, 503): how long to cool what
+    it limited (the protocol's reset hint, else :data:`DEFAULT_COOL`); None for any other answer."""
+    if resp.status_code not in (429, 503, 529):
         return None
+    body = _error_body(resp)
+    if resp.status_code != 429 and parse_error(resp.status_code, body).kind is not ErrorKind.OVERLOADED:
+        return None
+    wait = get(protocol).wire.retry_after(resp.headers, body) if protocol is not None else None
+    return DEFAULT_COOL if wait is None else wait
 
 
 def _error_body(resp: http.Response) -> dict[str, Any] | None:
