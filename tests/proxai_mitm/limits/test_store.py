@@ -183,3 +183,21 @@ def test_an_unreachable_redis_never_fails(caplog) -> None:
 
     until, turn = run(go())
     assert until is not None and turn == 0
+
+
+def test_many_concurrent_flows_share_a_bounded_pool(redis_server) -> None:
+    from proxai_mitm.limits.store import MAX_CONNECTIONS
+
+    async def go():
+        s = RedisStore(redis_server.url)
+        try:
+            await s.cool("key:busy", time.time() + 30)
+            got = await asyncio.gather(*(s.until("key:busy") for _ in range(MAX_CONNECTIONS * 8)))
+            info = redis_server.command("INFO", "clients").decode()
+            return got, s.down, int(info.split("connected_clients:")[1].split()[0]) - 1  # not INFO's own
+        finally:
+            await s.close()
+
+    got, down, opened = run(go())
+    assert all(u is not None for u in got) and not down
+    assert opened <= MAX_CONNECTIONS
