@@ -48,6 +48,7 @@ for p in (ROOT, ROOT / "src"):
 
 from benchmarks._common import write_section  # noqa: E402
 from tests.proxai_mitm_faults.echo_upstream import (  # noqa: E402
+    PATHS,
     SHORT,
     Rig,
     client_path,
@@ -65,6 +66,14 @@ TARGET_TRANSLATED, TARGET_PASS = 1.20, 1.10
 #: how a cell's request goes: translated or passed through by ProxAI (this checkout or the compared
 #: one), or through the reference mitmdump
 TRANSLATED, PASSED, REF, CMP_TRANSLATED, CMP_PASSED = "translated", "passed", "ref", "cmp-translated", "cmp-passed"
+#: translated on a route with a fallback whose own upstream answers (the fallback is never asked)
+FALLBACK = "fallback"
+#: routes ``/fb-<protocol>/...``: the same translation as ``/to-<protocol>/...`` with a fallback
+FALLBACK_ROUTES = "".join(
+    f'[[routes]]\nname = "fb-{s}"\nmatch = {{ path = "/fb-{s}/*" }}\n'
+    f'target = {{ protocol = "{p}", base_url = "{{UP}}", api_key_env = "PROXAI_BENCH_FALLBACK_KEY" }}\n'
+    f'[[routes.fallbacks]]\nprotocol = "{p}"\nbase_url = "{{UP}}"\napi_key_env = "PROXAI_BENCH_FALLBACK_KEY"\n\n'
+    for p, s in SHORT.items())
 #: the reference: mitmdump streaming event-stream answers, nothing else
 SSE_ONLY_SCRIPT = """
 class StreamEventStreams:
@@ -106,6 +115,8 @@ class Proxies:
 
 def path(cell) -> str:
     client, how, _ = cell
+    if how == FALLBACK:
+        return f"/fb-{SHORT[TRANSLATE_TO[client]]}{PATHS[client]}"
     return client_path(client, TRANSLATE_TO[client] if how in (TRANSLATED, CMP_TRANSLATED) else None)
 
 
@@ -137,7 +148,8 @@ def check(tok, r, n_deltas) -> str | None:
 def cell_name(cell) -> str:
     client, how, stream = cell
     what = {TRANSLATED: f"→ {SHORT[TRANSLATE_TO[client]]} (translated)", PASSED: "pass-through",
-            REF: "reference mitmdump", CMP_TRANSLATED: f"→ {SHORT[TRANSLATE_TO[client]]} (translated, compared)",
+            REF: "reference mitmdump", FALLBACK: f"→ {SHORT[TRANSLATE_TO[client]]} (translated, route with a fallback)",
+            CMP_TRANSLATED: f"→ {SHORT[TRANSLATE_TO[client]]} (translated, compared)",
             CMP_PASSED: "pass-through, compared"}[how]
     return f"{SHORT[client]} client, {'stream' if stream else 'complete'}, {what}"
 
@@ -157,11 +169,12 @@ def main() -> None:
     if args.quick:
         args.rounds, args.batch, args.latency_n = 2, 20, 10
     concs = [int(c) for c in args.conc.split(",")]
-    hows = [TRANSLATED, PASSED, REF] + ([CMP_TRANSLATED, CMP_PASSED] if args.compare else [])
+    hows = [TRANSLATED, PASSED, REF, FALLBACK] + ([CMP_TRANSLATED, CMP_PASSED] if args.compare else [])
     all_cells = [(c, how, s) for c in CLIENTS for s in (True, False) for how in hows]
     from tests.mitm_harness import Mitmdump
 
-    rig = Rig(save=False, n_deltas=args.deltas, keep_requests=False)
+    rig = Rig(save=False, n_deltas=args.deltas, keep_requests=False, extra_routes=FALLBACK_ROUTES,
+              env={"PROXAI_BENCH_FALLBACK_KEY": "sk-bench-fallback-key"})
     cmp_rig = (Rig(save=False, n_deltas=args.deltas, keep_requests=False,
                    env={"PYTHONPATH": str(args.compare.resolve() / "src")}) if args.compare else None)
     tmp = tempfile.TemporaryDirectory(prefix="proxai-bench-")
@@ -278,6 +291,14 @@ def main() -> None:
             line += (f"; compared checkout: translated streams {total(k, CMP_TRANSLATED, True) / rs:.2f}, "
                      f"passed-through streams {total(k, CMP_PASSED, True) / rs:.2f}")
         summary.append(line + ".")
+        fb = (f"{k} client{'s' if k > 1 else ''}: a route with a fallback whose own upstream answers ÷ the same "
+              f"translation without one: streams **{total(k, FALLBACK, True) / total(k, TRANSLATED, True):.2f}**, "
+              f"complete answers **{total(k, FALLBACK, False) / total(k, TRANSLATED, False):.2f}**")
+        if args.compare:
+            fb += (f"; ÷ the compared checkout's translation: streams "
+                   f"**{total(k, FALLBACK, True) / total(k, CMP_TRANSLATED, True):.2f}**, complete answers "
+                   f"**{total(k, FALLBACK, False) / total(k, CMP_TRANSLATED, False):.2f}**")
+        summary.append(fb + ".")
     lines += [""] + [f"- {s}" for s in summary]
     stream_lat = [v for c in all_cells if c[1] == TRANSLATED and c[2] for v in lat[c]]
     lat_of = {how: [v for c in all_cells if c[1] == how and c[2] for v in lat[c]] for how in (PASSED, REF)}

@@ -17,7 +17,9 @@ from .addons.annotate import Annotator
 from .addons.commands import Commands
 from .addons.consolesummary import ConsoleSummary
 from .addons.cutanswer import CutAnswer
+from .addons.failover import Failover, FallbackMark
 from .addons.idle import HeaderTimeout
+from .addons.limits import Limits
 from .addons.listenguard import ListenGuard
 from .addons.probe import Probe
 from .addons.readdir import ReadDir
@@ -45,6 +47,8 @@ Hook = Callable[[Any], Any]
 def make_addons() -> list[Any]:
     options = RouteOptions()
     replayer = Replayer()
+    limits = Limits(options)
+    failover = Failover(options, replayer.active, limits)
     return [
         HarExport(),  # keeps the client's request before any rewrite; HAR export redacted and annotated
         options,  # routing options -> routes
@@ -52,14 +56,17 @@ def make_addons() -> list[Any]:
         RecordLimit(),  # proxai_record_limit: bytes of a stream kept per recording copy
         ListenGuard(options),  # key injected + listening beyond loopback without proxyauth: warn, refuse remote
         Recorder(),  # proxai_redact: stored flows are redacted
-        Router(options, replayer.replay_only),  # recognize, route, rewrite the request, or answer natively
+        limits,  # key pools: shared cooldowns read before routing; limited keys cooled
+        Router(options, replayer.replay_only, limits),  # recognize, route, rewrite the request, or answer natively
         replayer,  # proxai_replay: upstream requests go to the loopback replay server
+        failover,  # routes with fallbacks: the loopback attempt server tries their upstreams in order
         Probe(options, replayer.active),  # unreachable upstreams: native 502
         Signer(options),  # routes with auth: SigV4 / bearer on the final request (after every rewrite)
         Translator(options),  # decide and run the response translation (streams, bodies, errors)
         HeaderTimeout(),  # proxai_header_timeout: no response headers in time -> native 504
         CutAnswer(),  # upstream broke off before the client got a byte: native 502, not mitmproxy's page
         Measure(),  # timings and cost of the flow (TTFT, duration, tokens/s, USD), for the record
+        FallbackMark(),  # an answer from a fallback: said in its StopInfo
         Annotator(),  # record, comment, marker, log line (flows read from a file: from record or bodies)
         Summary(),  # the comment becomes 'stop · in→out tok · TTFT · cost · model'
         OTelExport(),  # proxai_otel_endpoint: one span per LLM flow (OTLP/HTTP), sent from worker threads

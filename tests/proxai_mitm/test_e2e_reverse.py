@@ -11,7 +11,7 @@ import httpx2
 import openai
 import pytest
 
-from proxai_mitm.flow.record import FlowRecord
+from proxai_mitm.flow.record import SCHEMA_VERSION, FlowRecord
 from tests.fake_upstream import RECORDED, Reply
 
 from .e2e_util import (
@@ -66,7 +66,7 @@ def test_saved_flow_holds_metadata(proxy, up, clients):
     flows = wait_flows(proxy, n0 + 1)
     f = flows[-1]
     m = f.metadata["proxai"]
-    assert set(m) == set(FlowRecord.model_fields) and m["version"] == 3  # the one typed record
+    assert set(m) == set(FlowRecord.model_fields) and m["version"] == SCHEMA_VERSION  # the one typed record
     assert m["translation"] == "stream" and m["upstream_cut"] is None and m["replay"] is None
     assert sum(nb for _, nb in m["upstream_chunks"]) == len(m["upstream_response"].encode())
     assert f.response.content.startswith(b"event: message_start")  # the body the client received

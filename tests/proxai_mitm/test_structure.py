@@ -10,7 +10,7 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[2] / "src" / "proxai_mitm"
 
 #: the rooms, lowest first: a module may import its own room and the rooms listed before it
-ROOMS = ["config", "wire", "redaction", "flow", "replay", "reporting", "addons"]
+ROOMS = ["config", "limits", "wire", "redaction", "flow", "replay", "failover", "reporting", "addons"]
 #: the package's top level (the loader, the CLI) may import every room
 TOP = "."
 

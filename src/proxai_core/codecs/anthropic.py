@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 from orjson import JSONDecodeError, loads
 
+from .. import ratelimit
 from .. import reasoning as rz
 from ..errors import parse_error
 from ..jsonscan import JsonObjectScanner
@@ -1020,6 +1021,8 @@ CODEC = Codec(
         model_entry=_facts.model_entry,
         model_list=_facts.model_list,
         counter=_facts.COUNTER,
+        retry_after=ratelimit.reader("anthropic-ratelimit-{limit}-{what}",
+                                     ("requests", "tokens", "input-tokens", "output-tokens"), ratelimit.instant),
     ),
     errors=_facts.ERRORS,
     capabilities=replace(_facts.CAPABILITIES, parses_streamed_arguments=True),

@@ -23,6 +23,7 @@ from ..context import ClientContext
 from ..errors import client_status
 from ..neutral import Error, ErrorKind, Event, Request, Response
 from ..protocol import Protocol
+from ..ratelimit import RetryAfter, reader
 from ..sse import SSEEvent, SSEReader
 from ..stop import StopKey, StopReason, WireStop
 
@@ -274,6 +275,10 @@ class Wire:
     #: the content type of a stream in the protocol's own framing where it has one of its own
     #: (Bedrock: ``application/vnd.amazon.eventstream``); None: JSON
     stream_type: str | None = None
+    #: (response headers, parsed error body or None) -> seconds until the upstream's rate limit
+    #: resets (bounded), or None when the answer gives no hint; made by
+    #: :func:`proxai_core.ratelimit.reader` from the protocol's own hints
+    retry_after: RetryAfter = reader()
 
 
 @dataclass(slots=True, eq=False)

@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from .. import ratelimit
 from .. import reasoning as rz
 from ..context import ClientContext
 from ..errors import parse_error
@@ -1081,6 +1082,7 @@ CODEC = Codec(
         credentials=_facts.CREDENTIALS,
         model_entry=_models.model_entry,
         model_list=_models.model_list,
+        retry_after=ratelimit.reader("x-ratelimit-{what}-{limit}", ("requests", "tokens"), ratelimit.go_duration),
     ),
     errors=_facts.ERRORS,
     capabilities=_facts.CAPABILITIES,

@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from .. import ratelimit
 from ..errors import parse_error
 from ..jsonutil import dumps
 from ..neutral import (
@@ -1166,6 +1167,7 @@ CODEC = Codec(
         model_list=_facts.model_list,
         counter=_facts.COUNTER,
         sse_only=False,
+        retry_after=ratelimit.reader(body=ratelimit.rpc_retry_info),
     ),
     errors=_facts.ERRORS,
     capabilities=_facts.CAPABILITIES,

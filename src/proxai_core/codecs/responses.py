@@ -24,6 +24,7 @@ from typing import Any, cast
 
 import orjson
 
+from .. import ratelimit
 from .. import reasoning as rz
 from ..context import ClientContext
 from ..errors import TranslationError, parse_error
@@ -1485,6 +1486,7 @@ CODEC = Codec(
         credentials=_facts.CREDENTIALS,
         model_entry=_models.model_entry,
         model_list=_models.model_list,
+        retry_after=ratelimit.reader("x-ratelimit-{what}-{limit}", ("requests", "tokens"), ratelimit.go_duration),
     ),
     errors=_facts.ERRORS,
     capabilities=_facts.CAPABILITIES,

@@ -9,9 +9,11 @@ Offline flows (``mitmdump -nr``) are never rewritten.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -21,13 +23,16 @@ from proxai_core import Plan, TranslationError, dumps, error_response, error_sto
 from proxai_core.codecs import get
 
 from ..config.options import RouteOptions
-from ..config.routes import Route
+from ..config.routes import Route, Upstream
+from ..failover.plan import HOP_BY_HOP, FailoverPlan, Prepared
 from ..flow.errorhints import KEY_FROM, key_origin
 from ..flow.modellist import estimate_tokens
 from ..flow.record import LIMIT_OPTIONS, safe_body_limit
 from ..flow.replies import reply, reply_body
 from ..flow.session import header_session
 from ..flow.state import FlowState, flow_state, open_exchange, set_flow_state
+from ..limits.pools import pick_key
+from ..limits.store import key_name
 from ..wire import routing
 from ..wire.bodies import DEFAULT_LIMIT, BodyError, codings, decode, offload, too_large_reply
 from ..wire.credentials import seen_secrets
@@ -39,10 +44,11 @@ from ..wire.protocols import (
     request_stream,
     set_request_model,
 )
+from .limits import POOL_KEY, Limits
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["REPLAY_PLACEHOLDER_KEY", "Router", "retarget"]
+__all__ = ["FAILOVER", "REPLAY_PLACEHOLDER_KEY", "Router", "retarget"]
 
 #: the upstream key sent to the replay server when none is configured (nothing leaves the machine)
 REPLAY_PLACEHOLDER_KEY = "proxai-replay-no-key"
@@ -50,6 +56,19 @@ REPLAY_PLACEHOLDER_KEY = "proxai-replay-no-key"
 #: decoded and parsed in a worker thread
 THREAD_BYTES = 1 << 20
 _INVALID = object()
+#: the ``state.extra`` key of a flow's FailoverPlan (a route with fallbacks)
+FAILOVER = "failover"
+
+
+class KeysCooling(str):
+    """Every key of a pool is cooling down: the text says so, ``wait`` is the seconds left."""
+
+    wait: float
+
+    def __new__(cls, text: str, wait: float) -> KeysCooling:
+        self = super().__new__(cls, text)
+        self.wait = wait
+        return self
 
 
 def _text(data: bytes | None) -> str | None:
@@ -57,7 +76,10 @@ def _text(data: bytes | None) -> str | None:
 
 
 def retarget(flow: http.HTTPFlow, scheme: str, host: str, port: int, path: str) -> None:
-    req = flow.request
+    set_url(flow.request, scheme, host, port, path)
+
+
+def set_url(req: http.Request, scheme: str, host: str, port: int, path: str) -> None:
     if (scheme, host, port) != (req.scheme, req.host, req.port):
         default = 443 if scheme == "https" else 80
         authority = host if port == default else f"{host}:{port}"
@@ -71,8 +93,11 @@ def retarget(flow: http.HTTPFlow, scheme: str, host: str, port: int, path: str) 
 class Router:
     """Routes recognized LLM requests (see the module docstring)."""
 
-    def __init__(self, options: RouteOptions, replay_only: Callable[[], bool] = lambda: False) -> None:
+    def __init__(self, options: RouteOptions, replay_only: Callable[[], bool] = lambda: False,
+                 limits: Limits | None = None) -> None:
         self.options = options
+        #: key pools and their cooldowns
+        self.limits = limits if limits is not None else Limits(options)
         #: replay answers every upstream request: no key is needed (nothing leaves the machine)
         self.replay_only = replay_only
         self.body_limit = DEFAULT_LIMIT
@@ -187,27 +212,25 @@ class Router:
 
         def payload() -> bytes | None:
             try:
-                up = open_exchange(state).request_for(route.protocol)
+                up, state.upstream_model = upstream_body(state, route, body, model)
             except Exception as exc:
                 if not isinstance(exc, (TranslationError, ValueError, TypeError, KeyError, AttributeError)):
                     logger.exception("proxai: translate_request failed")
                 status, native = error_response(exc, client)
                 reply_body(flow, state, status, native)
                 return None
-            if up is body:
-                up = dict(body)
-            in_url = get(route.protocol).wire.endpoints.path_for is not None
-            if in_url:
-                up.pop(get(route.protocol).wire.fields.model, None)  # the model travels in the URL
-            mapped = route.models.map(request_model(up) or model)
-            if mapped and not in_url:
-                set_request_model(up, mapped, route.protocol)
-            state.upstream_model = (mapped or model) if in_url else request_model(up)
             if route.cache_hints is not False:
-                add_cache_hints(flow, state, route, up)
+                add_cache_hints(flow, state, route, route, up, state.upstream_model)
             return encode_body(flow, state, up)
 
-        self.forward(flow, state, ep, route, payload, upstream_stream=state.client_stream)
+        def fallback_payload(up: Upstream) -> tuple[bytes, str | None]:
+            out, up_model = upstream_body(state, up, body, model)
+            if route.cache_hints is not False:
+                add_cache_hints(flow, state, route, up, out, up_model)
+            return dumps(out), up_model
+
+        self.forward(flow, state, ep, route, payload, upstream_stream=state.client_stream,
+                     fallback_payload=fallback_payload)
 
     def _count_tokens(self, flow: http.HTTPFlow, ep: routing.Endpoint, parsed: Body) -> None:
         req = flow.request
@@ -281,10 +304,14 @@ class Router:
     # ------------------------------------------------------------------------- the retarget sequence
     def forward(self, flow: http.HTTPFlow, state: FlowState, ep: routing.Endpoint, route: Route,
                 payload: Callable[[], bytes | None] | None, *, model_id: str | None = None,
-                upstream_stream: bool = False) -> None:
+                upstream_stream: bool = False,
+                fallback_payload: Callable[[Upstream], tuple[bytes, str | None]] | None = None) -> None:
         """Send a routed request to its upstream: target URL, credential (or a native 401), body
-        (``payload`` returns the bytes, or None after answering the client), headers."""
+        (``payload`` returns the bytes, or None after answering the client), headers. A route with
+        fallbacks also gets its :class:`FailoverPlan` (``fallback_payload``: the body and model for
+        a fallback; the failover addon sends the flow to the attempt server)."""
         req = flow.request
+        original = req.copy() if route.fallbacks and fallback_payload is not None else None
         content = None
         if payload is not None:
             content = payload()  # sets the upstream model
@@ -294,31 +321,84 @@ class Router:
             ep, route.protocol, route.base_url, scheme=req.scheme, host=req.host, port=req.port,
             model_id=model_id or state.upstream_model, stream=upstream_stream)
         same_host = host.lower() == req.host.lower() and port == req.port
-        key, kerr = self._key(route, same_host, req.headers, host, req.path)
-        if kerr:
+        failover = route.fallbacks and fallback_payload is not None and not self.replay_only()
+        pick = self.limits.pick(route, state) if route.key_pool else None
+        if pick is not None and pick.wait is not None and not failover:
+            return self.limits.all_cooling(flow, state, route, pick.wait)
+        key, kerr = (pick.key, None) if pick is not None and pick.key is not None \
+            else self._key(route, same_host, req.headers, host, req.path)
+        if pick is not None and pick.wait is not None:  # a failover route: its fallbacks are tried
+            kerr = KeysCooling(f"every key of {route.name!r} is cooling down", pick.wait)
+        elif kerr:
             return reply(flow, state, 401, "authentication", kerr)
         if route.api_key_env and key != REPLAY_PLACEHOLDER_KEY:
-            state.extra[KEY_FROM] = key_origin(route)  # named if the upstream refuses the key
+            origin = replace(route, api_key_env=pick.env) if pick is not None and pick.env else route
+            state.extra[KEY_FROM] = key_origin(origin)  # named if the upstream refuses the key
         retarget(flow, scheme, host, port, up_path)
         routing.rewrite_headers(req.headers, client=state.client_protocol, target=route.protocol,
                                 same_host=same_host, key=key, upstream_host=host, body=content is not None)
         if content is not None:
             req.content = content
+        if failover and original is not None and fallback_payload is not None:
+            first = Prepared(req.method, scheme, host, port, up_path, [], b"", state.upstream_model,
+                             cool=(state.extra[POOL_KEY],) if POOL_KEY in state.extra else (),
+                             skip=kerr or None, wait=kerr.wait if isinstance(kerr, KeysCooling) else None)
+            state.extra[FAILOVER] = FailoverPlan(
+                route, first, functools.partial(self._prepare, state, ep, original, fallback_payload,
+                                                upstream_stream),
+                client_protocol=state.client_protocol)
         return None
 
-    def _key(self, route: Route, same_host: bool, headers: Any, host: str,
+    def _prepare(self, state: FlowState, ep: routing.Endpoint, original: http.Request,
+                 payload: Callable[[Upstream], tuple[bytes, str | None]], upstream_stream: bool,
+                 up: Upstream) -> Prepared | str:
+        """The request for fallback ``up``, made from the client's request as :meth:`forward` makes
+        the first one; or why it cannot be sent."""
+        req = original.copy()
+        try:
+            content, up_model = payload(up)
+        except Exception as exc:  # noqa: BLE001 - this upstream is skipped, the reason recorded
+            return f"the request cannot be sent as {up.protocol.value}: {exc}"
+        scheme, host, port, up_path = routing.upstream_target(
+            ep, up.protocol, up.base_url, scheme=req.scheme, host=req.host, port=req.port,
+            model_id=up_model, stream=upstream_stream)
+        same_host = host.lower() == req.host.lower() and port == req.port
+        key, kerr = self._key(up, same_host, req.headers, host, req.path)
+        if isinstance(kerr, KeysCooling):
+            return Prepared(req.method, scheme, host, port, up_path, [], b"", up_model, skip=kerr, wait=kerr.wait)
+        if kerr:
+            return kerr
+        set_url(req, scheme, host, port, up_path)
+        routing.rewrite_headers(req.headers, client=state.client_protocol, target=up.protocol,
+                                same_host=same_host, key=key, upstream_host=host, body=True)
+        req.content = content
+        headers = [(k.lower().encode("latin-1"), v.encode("latin-1", "replace"))
+                   for k, v in req.headers.items(multi=True) if k.lower().encode("latin-1") not in HOP_BY_HOP]
+        return Prepared(req.method, scheme, host, port, up_path, headers, content, up_model, req,
+                        cool=(key_name(key),) if up.key_pool and key else ())
+
+    def _key(self, route: Route | Upstream, same_host: bool, headers: Any, host: str,
              path: str = "") -> tuple[str | None, str | None]:
-        """The credential to send upstream, or an error text (401) naming the variable."""
+        """The credential to send upstream, or an error text (401) naming the variable (a key pool
+        whose keys are all cooling: :class:`KeysCooling`)."""
         if route.auth:
             return None, None  # the signer authorizes the final request (addons/signer.py)
+        if route.key_pool:  # a fallback's pool (the route's own is picked by the limits addon)
+            pick = pick_key(route.name, route.key_envs, self.limits.local)
+            if pick.key:
+                return pick.key, None
+            if pick.wait is not None:
+                return None, KeysCooling(f"proxai: every key of {route.name!r} is rate limited; retry in "
+                                         f"{pick.wait:.0f} s", pick.wait)
         if route.api_key_env:
             value = os.environ.get(route.api_key_env)
             if value:
                 return value.strip(), None
             if self.replay_only():
                 return REPLAY_PLACEHOLDER_KEY, None
-            where = "proxai_key_env" if route.name == "default" else f"route {route.name!r} target.api_key_env"
-            return None, (f"proxai: the upstream key is missing: environment variable {route.api_key_env} "
+            where = route.key_where if isinstance(route, Upstream) else \
+                "proxai_key_env" if route.name == "default" else f"route {route.name!r} target.api_key_env"
+            return None, (f"proxai: the upstream key is missing: environment variable {', '.join(route.key_envs)} "
                           f"({where}) is not set in mitmproxy's environment")
         if same_host:
             return routing.client_credential(headers, path.partition("?")[2]), None
@@ -331,16 +411,18 @@ class Router:
 
 
 
-def add_cache_hints(flow: http.HTTPFlow, state: FlowState, route: Route, up: dict[str, Any]) -> None:
-    """The target's prompt-caching hints on a translated body, keyed by the client's own session id
-    where it sends one (else the conversation's stable prefix)."""
+def add_cache_hints(flow: http.HTTPFlow, state: FlowState, route: Route, target: Route | Upstream,
+                    up: dict[str, Any], model: str | None) -> None:
+    """The target's prompt-caching hints on a body translated for ``target`` (the route's upstream or
+    one of its fallbacks), keyed by the client's own session id where it sends one (else the
+    conversation's stable prefix)."""
     req = flow.request
     ex = open_exchange(state)
     found = header_session(req.headers.fields)
     if found is not None:
         ex.cache_key = f"proxai-{found[1]}"
-    host = route.base_url.host if route.base_url is not None else req.host
-    ex.add_cache_hints(route.protocol, up, model=state.upstream_model, host=host, explicit=route.cache_hints is True)
+    host = target.base_url.host if target.base_url is not None else req.host
+    ex.add_cache_hints(target.protocol, up, model=model, host=host, explicit=route.cache_hints is True)
 
 
 def bad_body(flow: http.HTTPFlow, ep: routing.Endpoint, exc: BodyError) -> None:
@@ -352,6 +434,22 @@ def bad_body(flow: http.HTTPFlow, ep: routing.Endpoint, exc: BodyError) -> None:
     state.synthetic = True
     state.translation = Plan.SYNTHETIC
     state.stop = error_stop_info(flow.response.status_code, flow.response.content or b"")
+
+
+def upstream_body(state: FlowState, up: Route | Upstream, body: dict[str, Any], model: str | None
+                  ) -> tuple[dict[str, Any], str | None]:
+    """The client's request translated for upstream ``up`` (its protocol and model mapping), and the
+    model the upstream is asked for; raises when the request cannot be translated."""
+    out = open_exchange(state).request_for(up.protocol)
+    if out is body:
+        out = dict(body)
+    in_url = get(up.protocol).wire.endpoints.path_for is not None
+    if in_url:
+        out.pop(get(up.protocol).wire.fields.model, None)  # the model travels in the URL
+    mapped = up.models.map(request_model(out) or model)
+    if mapped and not in_url:
+        set_request_model(out, mapped, up.protocol)
+    return out, (mapped or model) if in_url else request_model(out)
 
 
 def encode_body(flow: http.HTTPFlow, state: FlowState, up: dict[str, Any]) -> bytes | None:
@@ -370,10 +468,15 @@ def own_secrets(headers: Any, route: Route | None, path: str = "") -> tuple[str,
     the route."""
     out = [c for c in routing.client_credentials(headers, path.partition("?")[2]) if len(c) >= 8]
     out += [c for c in seen_secrets(headers) if len(c) >= 8 and c not in out]
-    if route is not None and route.api_key_env:
-        v = os.environ.get(route.api_key_env, "").strip()
+    for env in route.key_envs if route is not None else ():
+        v = os.environ.get(env, "").strip()
         if len(v) >= 8:
             out.append(v)
+    if route is not None and route.fallbacks:
+        for env in (e for up in route.fallbacks for e in up.key_envs):  # every key a fallback may send
+            v = os.environ.get(env, "").strip()
+            if len(v) >= 8 and v not in out:
+                out.append(v)
     return tuple(out)
 
 

@@ -129,8 +129,9 @@ class RouteOptions:
         )
         loader.add_option(
             "proxai_key_env", str, "",
-            "Name of the environment variable holding the upstream API key. Required when "
-            "proxai_upstream is another host than the client addressed (client keys are never forwarded there).",
+            "Name of the environment variable holding the upstream API key (a comma list of names: a key "
+            "pool, taken in turn). Required when proxai_upstream is another host than the client addressed "
+            "(client keys are never forwarded there).",
         )
         loader.add_option(
             "proxai_model", str, "",
@@ -147,6 +148,11 @@ class RouteOptions:
             "Chat Completions clients also get a translated refusal's text in message.content / "
             "delta.content (for clients that show only content, e.g. litellm-based ones); a route's "
             "refusal_in_content overrides it.",
+        )
+        loader.add_option(
+            "proxai_redis", str, "",
+            "A redis:// URL: cooldowns of limited keys and upstreams are shared with every mitmdump using "
+            "the same Redis. Empty: they are kept in this process.",
         )
         loader.add_option(
             "proxai_config", str, "",
@@ -185,9 +191,13 @@ class RouteOptions:
     def _describe(routes: RouteSet) -> None:
         for r in routes:
             logger.info("proxai: %s", r.describe())
-            if r.api_key_env and not os.environ.get(r.api_key_env):
+            unset = [e for e in r.key_envs if not os.environ.get(e)]
+            if unset and len(unset) == len(r.key_envs):
                 logger.warning("proxai: route %r: environment variable %s is not set; its requests will get 401",
-                               r.name, r.api_key_env)
+                               r.name, ", ".join(unset))
+            elif unset:
+                logger.warning("proxai: route %r: key pool variable(s) %s not set; the pool goes without them",
+                               r.name, ", ".join(unset))
         if not routes:
             logger.info("proxai: no routes; LLM flows pass through and are annotated")
 

@@ -3,6 +3,8 @@
 A route says which recognized LLM requests it takes (``match``: host, path, model globs) and where
 they go (``target``: protocol, base URL, key variable, model mapping). The four ``proxai_*`` options
 make one route named ``"default"``; ``proxai_config`` (a TOML file) makes several. First match wins.
+A route may name ordered ``fallbacks`` (each an upstream like ``target``) tried in turn when an
+upstream fails before the client got a byte (docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from proxai_core import Protocol
 from .smallfile import SmallFileError, nesting_depth, read_small_file
 
 __all__ = [
+    "FAILOVER_STATUSES",
     "ConfigError",
     "ModelMap",
     "Route",
     "RouteSet",
+    "Upstream",
     "parse_base_url",
     "parse_model_map",
     "routes_from_options",
@@ -41,6 +45,8 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _AUTH = re.compile(r"^(?:aws(?::[A-Za-z0-9_.+-]+)?(?:@[a-z0-9-]+)?|aws-bearer(?::[A-Za-z_][A-Za-z0-9_]*)?"
                    r"|google|bearer:[A-Za-z_][A-Za-z0-9_]*)$")
 AUTH_FORMS = "aws, aws:<profile>, aws@<region>, aws:<profile>@<region>, aws-bearer[:<ENV>], google, bearer:<ENV>"
+#: the most keys one upstream's pool may have
+MAX_POOL = 64
 
 
 class ConfigError(ValueError):
@@ -175,7 +181,8 @@ class MatchSpec(_Strict):
 class TargetSpec(_Strict):
     protocol: str
     base_url: str | None = None
-    api_key_env: str | None = None
+    #: one variable, or a list of them: a key pool
+    api_key_env: str | list[str] | None = None
     model: str | dict[str, str] | None = None
     #: the credential source signing or authorizing the upstream request (instead of api_key_env)
     auth: str | None = None
@@ -199,9 +206,15 @@ class TargetSpec(_Strict):
 
     @field_validator("api_key_env")
     @classmethod
-    def _env(cls, v: str | None) -> str | None:
-        if v and not _ENV_NAME.match(v):
-            raise ValueError(f"must be an environment variable name, got {v!r}")
+    def _env(cls, v: str | list[str] | None) -> str | list[str] | None:
+        for name in v if isinstance(v, list) else [v]:
+            if name and not _ENV_NAME.match(name):
+                raise ValueError(f"must be an environment variable name, got {name!r}")
+        if isinstance(v, list):
+            if not v or len(v) > MAX_POOL:
+                raise ValueError(f"a list of 1 to {MAX_POOL} environment variable names")
+            if len(set(v)) != len(v):
+                raise ValueError("a variable is named twice")
         return v or None
 
     @field_validator("auth")
@@ -228,6 +241,15 @@ class TargetSpec(_Strict):
         return v
 
 
+#: statuses after which the next upstream is tried: rate limited, request timeout, conflict,
+#: overloaded (529) and every 5xx (the route's ``retry_on`` adds more)
+FAILOVER_STATUSES = frozenset({408, 409, 429, 529, *range(500, 600)})
+#: ceilings of the numbers a route gives (a typo must not mean an hour of retries)
+MAX_FALLBACKS = 8
+MAX_RETRIES = 5
+MAX_BACKOFF = 30.0
+
+
 class RouteSpec(_Strict):
     name: str
     match: MatchSpec = MatchSpec()
@@ -237,6 +259,52 @@ class RouteSpec(_Strict):
     #: the target's prompt-caching hints on translated requests; unset: wherever the target is known
     #: to take them (all but a Chat server that is not OpenAI's)
     cache_hints: bool | None = None
+    #: upstreams tried in order after ``target`` fails before the client got a byte
+    fallbacks: list[TargetSpec] = []
+    #: statuses that fail over besides FAILOVER_STATUSES
+    retry_on: list[int] = []
+    #: further tries of the same upstream before the next one
+    retries: int = 0
+    #: seconds before the first retry, doubled for each next one (a reset hint of the upstream wins)
+    backoff: float = 0.5
+    #: seconds an attempt may wait for response headers (unset: proxai_header_timeout)
+    attempt_timeout: float | None = None
+
+    @field_validator("fallbacks")
+    @classmethod
+    def _fallbacks(cls, v: list[TargetSpec]) -> list[TargetSpec]:
+        if len(v) > MAX_FALLBACKS:
+            raise ValueError(f"at most {MAX_FALLBACKS} fallbacks, got {len(v)}")
+        return v
+
+    @field_validator("retry_on")
+    @classmethod
+    def _retry_on(cls, v: list[int]) -> list[int]:
+        bad = [s for s in v if not 400 <= s <= 599]
+        if bad:
+            raise ValueError(f"statuses must be 400 to 599, got {bad}")
+        return v
+
+    @field_validator("retries")
+    @classmethod
+    def _retries(cls, v: int) -> int:
+        if not 0 <= v <= MAX_RETRIES:
+            raise ValueError(f"must be 0 to {MAX_RETRIES}, got {v}")
+        return v
+
+    @field_validator("backoff")
+    @classmethod
+    def _backoff(cls, v: float) -> float:
+        if not 0 <= v <= MAX_BACKOFF:
+            raise ValueError(f"must be 0 to {MAX_BACKOFF:g} seconds, got {v}")
+        return v
+
+    @field_validator("attempt_timeout")
+    @classmethod
+    def _attempt_timeout(cls, v: float | None) -> float | None:
+        if v is not None and not 0 < v <= 3600:
+            raise ValueError(f"must be more than 0 and at most 3600 seconds, got {v}")
+        return v
 
 
 class RoutesFile(_Strict):
@@ -249,6 +317,34 @@ def _glob(pattern: str) -> Callable[[str], re.Match[str] | None]:
     """The matcher of a shell-style pattern, case-sensitive (``fnmatch.fnmatchcase``), compiled once
     per pattern (a route is matched against every request)."""
     return re.compile(fnmatch.translate(pattern)).match
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """One upstream of a route: where a request goes and with which credential (``name`` names it
+    in errors and records: the route's name, ``#1`` ... for its fallbacks)."""
+
+    name: str
+    protocol: Protocol
+    base_url: BaseURL | None = None
+    api_key_env: str | None = None
+    models: ModelMap = field(default_factory=ModelMap)
+    auth: str | None = None
+    #: a key pool: every variable, ``api_key_env`` first (empty: one variable or none)
+    key_pool: tuple[str, ...] = ()
+
+    @property
+    def key_envs(self) -> tuple[str, ...]:
+        """The variables holding this upstream's keys (one, several, or none)."""
+        return self.key_pool or ((self.api_key_env,) if self.api_key_env else ())
+
+    @property
+    def key_where(self) -> str:
+        """Where the key variable is configured (for the missing-key error)."""
+        route, _, index = self.name.partition("#")
+        if route == "default" and not index:
+            return "proxai_key_env"
+        return f"route {route!r} " + (f"fallbacks[{int(index) - 1}].api_key_env" if index else "target.api_key_env")
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,6 +363,25 @@ class Route:
     cache_hints: bool | None = None
     #: the credential source (``AUTH_FORMS``) that signs or authorizes the upstream request
     auth: str | None = None
+    #: upstreams tried in order after this route's own one fails before the client got a byte
+    fallbacks: tuple[Upstream, ...] = ()
+    #: statuses that fail over (FAILOVER_STATUSES and the route's retry_on)
+    failover_statuses: frozenset[int] = FAILOVER_STATUSES
+    retries: int = 0
+    backoff: float = 0.5
+    attempt_timeout: float | None = None
+
+    @property
+    def upstreams(self) -> tuple[Upstream, ...]:
+        """The route's own upstream, then its fallbacks, in the order they are tried."""
+        return _upstreams(self)
+    #: a key pool: every variable, ``api_key_env`` first (empty: one variable or none)
+    key_pool: tuple[str, ...] = ()
+
+    @property
+    def key_envs(self) -> tuple[str, ...]:
+        """The variables holding this route's upstream keys (one, several, or none)."""
+        return self.key_pool or ((self.api_key_env,) if self.api_key_env else ())
 
     def matches(self, host: str, path: str, model: str | None, *, alt_paths: tuple[str, ...] = ()) -> bool:
         """``alt_paths``: for auxiliary endpoints (``/models``, ``count_tokens``) the generation paths
@@ -287,7 +402,16 @@ class Route:
         where = f" at {self.base_url}" if self.base_url else ""
         models = f", model {self.models.to_text()}" if self.models else ""
         auth = f", auth {self.auth}" if self.auth else ""
-        return f"route {self.name!r}: → {self.protocol.value}{where}{models}{auth}"
+        then = "".join(f", then {u.protocol.value}" + (f" at {u.base_url}" if u.base_url else "")
+                       for u in self.fallbacks)
+        return f"route {self.name!r}: → {self.protocol.value}{where}{models}{auth}{then}"
+
+
+@functools.lru_cache(maxsize=1024)
+def _upstreams(route: Route) -> tuple[Upstream, ...]:
+    own = Upstream(route.name, route.protocol, route.base_url, route.api_key_env, route.models, route.auth,
+                   route.key_pool)
+    return (own, *route.fallbacks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +433,12 @@ class RouteSet:
                 return r
         return None
 
+    def find_name(self, name: str) -> Route | None:
+        for r in self.routes:
+            if r.name == name:
+                return r
+        return None
+
     @property
     def retargets(self) -> bool:
         return any(r.base_url is not None for r in self.routes)
@@ -322,14 +452,20 @@ def routes_from_options(target: str, upstream: str, key_env: str, model: str, au
     if target not in PROTOCOLS:
         raise ConfigError(f"proxai_target: must be one of {', '.join(PROTOCOLS)} (or empty), got {target!r}")
     base = parse_base_url(upstream, "proxai_upstream") if upstream and upstream.strip() else None
-    key_env_name = (key_env or "").strip() or None
-    if key_env_name and not _ENV_NAME.match(key_env_name):
-        raise ConfigError(f"proxai_key_env: must be an environment variable name, got {key_env_name!r}")
+    names = [n.strip() for n in (key_env or "").split(",") if n.strip()]
+    for name in names:
+        if not _ENV_NAME.match(name):
+            raise ConfigError(f"proxai_key_env: must be an environment variable name (or a comma list "
+                              f"of them), got {name!r}")
+    if len(names) > MAX_POOL or len(set(names)) != len(names):
+        raise ConfigError(f"proxai_key_env: at most {MAX_POOL} different variable names")
     models = parse_model_map(model, "proxai_model")
     auth_source = parse_auth(auth, "proxai_auth")
-    if auth_source and key_env_name:
+    if auth_source and names:
         raise ConfigError("proxai_auth: give either proxai_key_env or proxai_auth, not both")
-    return RouteSet((Route("default", Protocol(target), base, key_env_name, models, auth=auth_source),))
+    pool = tuple(names) if len(names) > 1 else ()
+    return RouteSet((Route("default", Protocol(target), base, names[0] if names else None, models, auth=auth_source,
+                           key_pool=pool),))
 
 
 def _loc(loc: tuple) -> str:
@@ -391,12 +527,18 @@ def routes_from_toml(path: str | os.PathLike) -> RouteSet:
             raise ConfigError(f"proxai_config: {p}: {label}: name: duplicate route name {spec.name!r}")
         names.add(spec.name)
         t = spec.target
+        fallbacks = tuple(
+            Upstream(f"{spec.name}#{n}", Protocol(f.protocol), parse_base_url(f.base_url) if f.base_url else None,
+                     f.api_key_env[0] if isinstance(f.api_key_env, list) else f.api_key_env,
+                     parse_model_map(f.model), f.auth,
+                     tuple(f.api_key_env) if isinstance(f.api_key_env, list) and len(f.api_key_env) > 1 else ())
+            for n, f in enumerate(spec.fallbacks, 1))
         routes.append(
             Route(
                 name=spec.name,
                 protocol=Protocol(t.protocol),
                 base_url=parse_base_url(t.base_url) if t.base_url else None,
-                api_key_env=t.api_key_env,
+                api_key_env=t.api_key_env[0] if isinstance(t.api_key_env, list) else t.api_key_env,
                 models=parse_model_map(t.model),
                 match_host=spec.match.host,
                 match_path=spec.match.path,
@@ -404,6 +546,12 @@ def routes_from_toml(path: str | os.PathLike) -> RouteSet:
                 refusal_in_content=spec.refusal_in_content,
                 cache_hints=spec.cache_hints,
                 auth=t.auth,
+                fallbacks=fallbacks,
+                failover_statuses=FAILOVER_STATUSES | frozenset(spec.retry_on),
+                retries=spec.retries,
+                backoff=spec.backoff,
+                attempt_timeout=spec.attempt_timeout,
+                key_pool=tuple(t.api_key_env) if isinstance(t.api_key_env, list) and len(t.api_key_env) > 1 else (),
             )
         )
     return RouteSet(tuple(routes))

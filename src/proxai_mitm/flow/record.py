@@ -29,7 +29,8 @@ from ..wire.bodies import DEFAULT_LIMIT, BodyError, body_limit, decode
 logger = logging.getLogger(__name__)
 
 __all__ = ["LIMIT_OPTIONS", "METADATA_KEY", "read_body", "safe_body_limit", "SCHEMA_VERSION", "FlowRecord",
-           "MetricsRecord", "PrefixRecord", "ReplayRecord", "SessionRecord", "StopRecord", "Truncation", "UsageRecord"]
+           "MetricsRecord", "PrefixRecord", "ReplayRecord", "SessionRecord", "AttemptRecord", "StopRecord",
+           "Truncation", "UsageRecord"]
 
 METADATA_KEY = "proxai"
 SCHEMA_VERSION = 3
@@ -142,6 +143,18 @@ class SessionRecord(_Plain):
     prefix: PrefixRecord | None = None
 
 
+class AttemptRecord(_Plain):
+    """One try of one upstream of a route with fallbacks (in the order they were made)."""
+
+    upstream: str  # the route's name, ``name#1`` ... for its fallbacks
+    protocol: str | None = None
+    host: str | None = None
+    status: int | None = None  # None: no response head (refused, TLS, timeout, skipped)
+    reason: str = ""
+    duration_ms: float | None = None
+    retry_after: float | None = None  # seconds the upstream asked to wait, or a cooldown's remaining time
+
+
 class FlowRecord(_Plain):
     """Schema version 3 (docs/flow-record.md)."""
 
@@ -179,6 +192,8 @@ class FlowRecord(_Plain):
     count: CountRecord | None = None
     #: generations: the session (version 3; readers derive it for older records)
     session: SessionRecord | None = None
+    #: a route with fallbacks: every attempt, the last one being the answer the client got
+    attempts: list[AttemptRecord] | None = None
 
     @field_validator("client_protocol", "upstream_protocol", mode="before")
     @classmethod

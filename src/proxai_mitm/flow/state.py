@@ -166,4 +166,6 @@ def record_dict(state: FlowState) -> dict[str, Any]:
         "count": {"total": state.count_tokens, "estimate": state.estimate}
         if state.kind == "count_tokens" else None,
         "session": dict(state.session, id=scrub(state.session["id"], sec)) if state.session and sec else state.session,
+        "attempts": [{**a, "reason": scrub(a["reason"], sec) or ""} for a in state.extra["attempts"]]
+        if "attempts" in state.extra else None,
     }

@@ -233,6 +233,8 @@ def _conversation(ex: dict[str, Any] | None, row: dict[str, Any], drop: dict[str
         meta.append(f"session {row['session']}")
     out.append(f'<div class="meta">{h(" · ".join(meta))} · flow {h(fid)}</div>')
     out.append(_drop_note(drop))
+    if len(row.get("attempts") or ()) > 1:
+        out.append(f'<div class="meta">attempts: {h(c["attempts"])}</div>')
     if row.get("message"):
         out.append(f'<div class="msg {"refusal" if row.get("reason") == "refusal" else "error"}">'
                    f"{h(row['message'])}</div>")

@@ -85,6 +85,7 @@ def span_facts(flow: Any, rec: FlowRecord) -> dict[str, Any]:
         "cost_provider": m.cost_provider if m else None,
         "stream": rec.stream,
         "session": rec.session.id if rec.session is not None else None,
+        "attempts": [a.model_dump() for a in rec.attempts] if rec.attempts else None,
         # the flow's own secrets (credential headers and query keys, the client's key a route
         # replaced, the injected key): what recordings redact, read here while the flow is whole
         "secrets": flow_secrets(flow, st.secrets if (st := flow_state(flow)) is not None else ()),
@@ -131,6 +132,13 @@ def attributes(f: dict[str, Any]) -> dict[str, Any]:
                       ("cost_usd", "proxai.cost_usd"), ("stream", "proxai.stream")):
         if f[key] is not None:
             a[name] = f[key]
+    if f.get("attempts"):  # a route with fallbacks: every try, in order
+        tries = f["attempts"]
+        a["proxai.attempt.upstreams"] = [str(t["upstream"]) for t in tries]
+        a["proxai.attempt.statuses"] = [int(t["status"] or 0) for t in tries]
+        a["proxai.attempt.reasons"] = [str(t["reason"]) for t in tries]
+        if stop.get("detail", {}).get("fallback"):
+            a["proxai.fallback"] = stop["detail"]["fallback"]
     return a
 
 

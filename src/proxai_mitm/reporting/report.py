@@ -131,6 +131,7 @@ def _summary(flow: Any, *, full: bool) -> dict[str, Any] | None:
         "session": rec.session.model_dump() if rec is not None and rec.session is not None
         else None if rec is not None and rec.kind != "generate"
         else session_of_body(client, client_obj, req.path, req.headers),
+        "attempts": [a.model_dump() for a in rec.attempts] if rec is not None and rec.attempts else None,
     }
     if getattr(flow, "error", None) is not None:
         out["error"] = str(flow.error.msg)
@@ -241,6 +242,8 @@ def rows(flows: Iterable[Any]) -> list[dict[str, Any]]:
             "route": s.get("route"),
             "path": s.get("path"),
             "id": s.get("id"),
+            "attempts": s.get("attempts"),
+            "fallback": (stop.get("detail") or {}).get("fallback"),
             **measures,
             "session": sess.get("id"),
             "session_source": sess.get("source"),

@@ -151,6 +151,8 @@ def cells(r: dict[str, Any], *, compact: bool = False) -> dict[str, str]:
     stop = r.get("reason") or "?"
     if r.get("category") and r["category"] != r.get("reason"):
         stop += f" ({r['category']})"
+    if r.get("fallback"):
+        stop += f" via {r['fallback']}"
     tokens = f"{_tok(r.get('input_tokens'))}→{_tok(r.get('output_tokens'))}"
     if r.get("cache_read_tokens") and not compact:
         tokens += f" (cached {r['cache_read_tokens']})"
@@ -167,6 +169,8 @@ def cells(r: dict[str, Any], *, compact: bool = False) -> dict[str, str]:
         "ttft": fmt_ms(r.get("ttft_ms")),
         "duration": fmt_ms(r.get("duration_ms")),
         "cost": "unknown" if r.get("cost_usd") is None else fmt_usd(r["cost_usd"]),
+        "attempts": " → ".join(f"{a.get('upstream')} {a.get('status') or a.get('reason')}"
+                               for a in r.get("attempts") or ()),
     }
 
 

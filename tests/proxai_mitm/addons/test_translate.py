@@ -11,7 +11,7 @@ import pytest
 from mitmproxy import http
 from mitmproxy.test import tutils
 
-from proxai_mitm.flow.record import FlowRecord
+from proxai_mitm.flow.record import SCHEMA_VERSION, FlowRecord
 from proxai_mitm.flow.state import flow_state
 from proxai_mitm.wire.streaming import StreamHandler
 from tests.fake_upstream import RECORDED, _enc_event
@@ -48,7 +48,7 @@ def test_passthrough_json_is_annotated_not_rewritten(addon, caplog):
     rec = FlowRecord.of(f)
     assert json.loads(rec.client_body(f)) == BODIES[ANTH]
     assert json.loads(rec.upstream_body(f))["stop_reason"] == "refusal"
-    assert m["usage"]["output"] == 9 and m["version"] == 3 and m["translation"] == "observe"
+    assert m["usage"]["output"] == 9 and m["version"] == SCHEMA_VERSION and m["translation"] == "observe"
     assert f.comment.startswith("refusal (cyber)") and f.marked == ":no_entry:"
     assert json.loads(f.response.content)["stop_reason"] == "refusal"  # untouched
     assert "anthropic_messages → anthropic_messages (pass-through), claude-x → claude-sonnet-4-5-20250929, 200: " \

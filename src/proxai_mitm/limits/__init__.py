@@ -1,0 +1,1 @@
+"""Rate limits: cooldowns (in the process, or shared through Redis) and key pools."""
