@@ -28,8 +28,18 @@ from ..neutral import (
     ToolCall,
     ToolChoice,
     ToolResult,
+    WebSearchCall,
+    WebSearchResults,
 )
-from ._anthropic_common import PROTOCOL, citation_from_neutral, citation_to_neutral, warn_once
+from ._anthropic_common import (
+    PROTOCOL,
+    citation_from_neutral,
+    citation_to_neutral,
+    warn_once,
+    web_search_from_block,
+    web_search_tool,
+    web_search_tool_wire,
+)
 from ._request_common import (
     expected,
     fail,
@@ -43,6 +53,7 @@ from ._request_common import (
     req_list,
     req_obj,
     req_str,
+    web_search_as_opaque,
     where,
 )
 
@@ -302,7 +313,7 @@ def _block(b: Any, warnings: list[str], i: int, j: int) -> Any:
         return _search_result_text(b, warnings, "messages", i, "content", j)
     if isinstance(t, str) and _BLOCK_TYPE.match(t):
         # server tool blocks, MCP blocks, container uploads, compaction, future block types
-        return Opaque(PROTOCOL, b, t)
+        return web_search_from_block(b) or Opaque(PROTOCOL, b, t)
     fail(f"unknown content block type {t!r}", "messages", i, "content", j, "type")
 
 
@@ -347,6 +358,9 @@ def _tools(v: Any, req: Request) -> None:
         elif isinstance(tt, str):
             opt_str(t.get("name"), "tools", k, "name")
             server.append(t)
+            ws = web_search_tool(t)
+            if ws is not None:
+                req.web_search = ws
         else:
             raise expected("a string", tt, "tools", k, "type")
     if server:
@@ -661,8 +675,12 @@ def _part_block(p: Any, role: str, i: int, parts: list[Any], warnings: list[str]
             b = None
         else:
             b = _enc_document(p, f"messages[{i}].content[{_index(parts, p)}]")
-    elif isinstance(p, Opaque):
-        if p.protocol == PROTOCOL:
+    elif isinstance(p, (Opaque, WebSearchCall, WebSearchResults)):
+        if not isinstance(p, Opaque):
+            p = web_search_as_opaque(p)
+        if p is None:
+            b = None
+        elif p.protocol == PROTOCOL:
             b = p.raw
         else:
             warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} was dropped: "
@@ -828,12 +846,19 @@ def _enc_tools(req: Request, warnings: list[str]) -> list[dict[str, Any]]:
 
 def _enc_server_tools(req: Request, warnings: list[str]) -> list[dict[str, Any]]:
     out = []
+    ws = req.web_search
+    native_ws = False
     for t in req.extra.get("server_tools") or ():
         tt = t.get("type") if isinstance(t, dict) else None
         if isinstance(tt, str) and (_ANTHROPIC_TOOL_TYPE.match(tt) or tt == "mcp_toolset"):
             out.append(t)
+            native_ws = native_ws or (ws is not None and t is ws.raw)
+        elif ws is not None and t is ws.raw:
+            continue  # another provider's web search: Anthropic's own is added below
         else:
             warn_once(warnings, f"server tool {tt!r} from another protocol was ignored (Anthropic has no such tool)")
+    if ws is not None and not native_ws:
+        out.append(web_search_tool_wire(ws, warnings))
     return out
 
 
@@ -958,7 +983,7 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
 
     # ---- tools (helpers only for what is there)
     tools = _enc_tools(req, warnings) if req.tools else []
-    server = _enc_server_tools(req, warnings) if req.extra else []
+    server = _enc_server_tools(req, warnings) if req.extra or req.web_search else []
     tc = _enc_tool_choice(req, tools, warnings) \
         if req.tool_choice is not None or req.parallel_tool_calls is False else None
     all_tools = tools + server if server else tools

@@ -50,6 +50,8 @@ from ..neutral import (
     ToolKind,
     Usage,
     UsageEvent,
+    WebSearchCall,
+    WebSearchResults,
 )
 from ..protocol import Protocol
 from ..sse import frame
@@ -72,6 +74,8 @@ from ._responses_common import (
     stop_from_status,
     terminal_status,
     tool_item_id,
+    web_search_from_item,
+    web_search_item,
 )
 from ._responses_request import decode_request, encode_request
 from .base import Codec, Wire
@@ -172,7 +176,11 @@ def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
         elif t == "reasoning":
             resp.parts.append(_reasoning_from_item(item))
         elif isinstance(t, str):
-            resp.parts.append(Opaque(PROTOCOL, item, t))
+            ws = web_search_from_item(item)
+            if ws is not None:
+                resp.parts += ws
+            else:
+                resp.parts.append(Opaque(PROTOCOL, item, t))
             produced = True
         else:
             w.append(f"output[{i}]: item without a type ignored")
@@ -310,6 +318,11 @@ def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> 
     msg: dict[str, Any] | None = None
     dropped: list[str] = []
     for p in parts:
+        if isinstance(p, (WebSearchCall, WebSearchResults)):
+            op = web_search_item(p)
+            if op is None:
+                continue
+            p = op
         if isinstance(p, (Text, Refusal)):
             if msg is None:
                 msg = {"id": f"msg_{base}_{len(output)}", "type": "message", "role": "assistant",
@@ -852,8 +865,14 @@ class StreamDecoder:
         else:
             st.index = self._alloc()
             t = item.get("type")
-            op = Opaque(PROTOCOL, item, t if isinstance(t, str) else "")
             self._produced = True
+            ws = web_search_from_item(item)
+            if ws is not None:
+                out += [BlockStart(st.index, ws[0]), BlockEnd(st.index, ws[0])]
+                n = self._alloc()
+                out += [BlockStart(n, ws[1]), BlockEnd(n, ws[1])]
+                return out
+            op = Opaque(PROTOCOL, item, t if isinstance(t, str) else "")
             out.append(BlockStart(st.index, op))
             out.append(BlockEnd(st.index, op))
         return out
@@ -1153,6 +1172,8 @@ class StreamEncoder(OneOpenBlockEncoder):
     def _close_block(self, index: int, final: Part | None, out: list[bytes]) -> None:
         b = self._blocks.pop(index, None)
         if b is not None and b is not _SKIP:
+            if isinstance(final, (WebSearchCall, WebSearchResults)):
+                final = web_search_item(final)
             self._finish_block(b, final, out)
 
     # ------------------------------------------------------------------ items
@@ -1179,6 +1200,13 @@ class StreamEncoder(OneOpenBlockEncoder):
 
     def _open_block(self, ev: BlockStart, out: list[bytes]) -> None:
         index, part = ev.index, ev.part
+        if isinstance(part, (WebSearchCall, WebSearchResults)):
+            op = web_search_item(part)
+            if op is None:  # results: inside the call item for a Responses client
+                self._blocks[index] = _SKIP
+                self._active = -1
+                return
+            part = op
         if isinstance(part, (Text, Refusal)):
             self._open_part(index, isinstance(part, Text), out)
             return
