@@ -677,7 +677,7 @@ def _part_block(p: Any, role: str, i: int, parts: list[Any], warnings: list[str]
             b = _enc_document(p, f"messages[{i}].content[{_index(parts, p)}]")
     elif isinstance(p, (Opaque, WebSearchCall, WebSearchResults)):
         if not isinstance(p, Opaque):
-            p = web_search_as_opaque(p)
+            p = web_search_as_opaque(p, PROTOCOL)
         if p is None:
             b = None
         elif p.protocol == PROTOCOL:

@@ -165,15 +165,16 @@ def namespaced_tool_name(namespace: str, name: str) -> str:
     return namespace + name if namespace.endswith("__") else f"{namespace}__{name}"
 
 
-def web_search_as_opaque(p: WebSearchCall | WebSearchResults) -> Opaque | None:
+def web_search_as_opaque(p: WebSearchCall | WebSearchResults, target: str) -> Opaque | None:
     """A previous turn's web search part as its issuer's opaque part: request encoders send it back
     only to its issuer (the others drop it with a warning naming it); another provider's search
-    carries no payload the target could verify. None: results kept inside their call's object."""
+    carries no payload the target could verify. None: nothing of its own to send back to its issuer
+    (Responses results live in their call item, Gemini grounding is not conversation content)."""
     op = p.opaque
     raw = op.get("raw") if op else None
     proto = op.get("protocol") if op else None
     if isinstance(raw, dict) and isinstance(proto, str):
         return Opaque(proto, raw, p.type)
-    if isinstance(p, WebSearchResults) and isinstance(proto, str):
+    if proto == target:
         return None
     return Opaque(proto if isinstance(proto, str) else "", {}, p.type)

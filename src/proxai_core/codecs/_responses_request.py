@@ -587,7 +587,7 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
             buf: list[dict[str, Any]] | None = None  # the input parts of the user message being built
             for p in parts:
                 if isinstance(p, (WebSearchCall, WebSearchResults)):
-                    p = web_search_as_opaque(p)
+                    p = web_search_as_opaque(p, PROTOCOL)
                     if p is None:
                         continue
                 if isinstance(p, ToolResult) or isinstance(p, Opaque):  # an item of its own: the message so far goes first
@@ -624,7 +624,7 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
             reasoned = False
             for p in parts:
                 if isinstance(p, (WebSearchCall, WebSearchResults)):
-                    p = web_search_as_opaque(p)
+                    p = web_search_as_opaque(p, PROTOCOL)
                     if p is None:
                         continue
                 if isinstance(p, Text):

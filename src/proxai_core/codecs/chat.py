@@ -48,6 +48,8 @@ from ..neutral import (
     ToolKind,
     Usage,
     UsageEvent,
+    WebSearchCall,
+    WebSearchResults,
 )
 from ..protocol import Protocol
 from ..sse import DONE_FRAME, frame
@@ -993,6 +995,9 @@ class StreamEncoder:
         if isinstance(p, Opaque):
             self.warnings.append(f"{p.label or p.raw.get('type') or 'provider'} part from {p.protocol} dropped "
                                  "(Chat Completions cannot carry it)")
+        elif isinstance(p, (WebSearchCall, WebSearchResults)):
+            self.warnings.append(f"{p.type} part dropped (Chat Completions has no web search items; "
+                                 "its citations stay as annotations)")
         return b""
 
     def _block_end(self, ev: BlockEnd) -> bytes:
