@@ -855,7 +855,7 @@ def test_decoder_unknown_events_and_deltas_warn_once() -> None:
 def test_decoder_tool_use_and_server_tool_blocks() -> None:
     objs = [_TEXT_STREAM[0],
             {"type": "content_block_start", "index": 0,
-             "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}},
+             "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "code_execution", "input": {}}},
             {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"q"'}},
             {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": ':"x"}'}},
             {"type": "content_block_stop", "index": 0},

@@ -36,7 +36,6 @@ from ._anthropic_common import (
     citation_from_neutral,
     citation_to_neutral,
     warn_once,
-    web_search_from_block,
     web_search_tool,
     web_search_tool_wire,
 )
@@ -313,7 +312,7 @@ def _block(b: Any, warnings: list[str], i: int, j: int) -> Any:
         return _search_result_text(b, warnings, "messages", i, "content", j)
     if isinstance(t, str) and _BLOCK_TYPE.match(t):
         # server tool blocks, MCP blocks, container uploads, compaction, future block types
-        return web_search_from_block(b) or Opaque(PROTOCOL, b, t)
+        return Opaque(PROTOCOL, b, t)
     fail(f"unknown content block type {t!r}", "messages", i, "content", j, "type")
 
 
