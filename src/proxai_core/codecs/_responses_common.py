@@ -159,6 +159,18 @@ def web_search_from_item(item: dict[str, Any]) -> tuple[WebSearchCall, WebSearch
     return call, res
 
 
+def add_cited_pages(res: WebSearchResults, cits: list[dict[str, Any]] | None) -> None:
+    """Without ``sources`` (the client did not ask for them) a search's pages are the ones its answer
+    cites: they become its results for clients whose search results list pages."""
+    seen = {r.url for r in res.results}
+    for c in cits or ():
+        url = c.get("url")
+        if c.get("type") == "url" and isinstance(url, str) and url not in seen:
+            seen.add(url)
+            title = c.get("title")
+            res.results.append(WebSearchResult(url, title if isinstance(title, str) else None))
+
+
 def web_search_item(p: WebSearchCall | WebSearchResults) -> Opaque | None:
     """A Responses item for a neutral web search part; None for results (a Responses client gets
     sources only inside the call, and only when it asked for them)."""

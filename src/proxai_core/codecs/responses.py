@@ -62,6 +62,7 @@ from . import _responses_common as _facts
 from ._blocks import OneOpenBlockEncoder
 from ._responses_common import (
     PROTOCOL,
+    add_cited_pages,
     annotations_to_citations,
     citations_to_annotations,
     decode_usage,
@@ -124,6 +125,16 @@ def _tool_from_item(item: dict[str, Any]) -> ToolCall:
     )
 
 
+def _cited_results(parts: list[Any]) -> None:
+    """Searches without sources get the pages the text after them cites (up to the next search)."""
+    res: WebSearchResults | None = None
+    for p in parts:
+        if isinstance(p, WebSearchResults):
+            res = p if not p.results and not p.error else None
+        elif isinstance(p, Text) and res is not None:
+            add_cited_pages(res, p.citations)
+
+
 def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
     if not isinstance(body, dict):
         raise TranslationError("response body must be a JSON object", field="body")
@@ -184,6 +195,7 @@ def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
             produced = True
         else:
             w.append(f"output[{i}]: item without a type ignored")
+    _cited_results(resp.parts)
     status = body.get("status")
     resp.stop = stop_from_status(status, body.get("incomplete_details"), body.get("error"),
                                  has_tools=has_tools, refusal="\n".join(refusal) if refusal else None,
@@ -443,7 +455,7 @@ _MAX_PART_GAP = 8
 class StreamDecoder:
     """Responses SSE events -> neutral events."""
 
-    __slots__ = ("_by_id", "_has_tools", "_items", "_next", "_open", "_produced", "_refusal", "_started",
+    __slots__ = ("_by_id", "_has_tools", "_items", "_next", "_open", "_produced", "_refusal", "_started", "_ws_wait",
                  "_stopped", "_unknown", "done", "warnings")
 
     def __init__(self, warnings: list[str]):
@@ -459,6 +471,8 @@ class StreamDecoder:
         self._refusal: list[str] | None = None
         self._produced = False
         self._unknown: set[str] | None = None
+        #: results of searches without sources: sent at the end with the pages the text cites
+        self._ws_wait: list[WebSearchResults] | None = None
 
     # ------------------------------------------------------------------ plumbing
     def feed(self, event: str | None, data: str) -> list[Event]:
@@ -722,7 +736,10 @@ class StreamDecoder:
             if not mp.has_delta and text:
                 self._produced = True
                 out.append(Delta(mp.index, "text", text))
-            out.append(BlockEnd(mp.index, Text(text or "", citations=annotations_to_citations(anns))))
+            cits = annotations_to_citations(anns)
+            if self._ws_wait and cits:
+                add_cited_pages(self._ws_wait[-1], cits)
+            out.append(BlockEnd(mp.index, Text(text or "", citations=cits)))
         else:
             text = part.get("refusal") if isinstance(part, dict) else None
             if not isinstance(text, str):
@@ -869,6 +886,9 @@ class StreamDecoder:
             ws = web_search_from_item(item)
             if ws is not None:
                 out += [BlockStart(st.index, ws[0]), BlockEnd(st.index, ws[0])]
+                if not ws[1].results and not ws[1].error:
+                    self._ws_wait = (self._ws_wait or []) + [ws[1]]
+                    return out
                 n = self._alloc()
                 out += [BlockStart(n, ws[1]), BlockEnd(n, ws[1])]
                 return out
@@ -901,6 +921,10 @@ class StreamDecoder:
         if not self._started:
             self._start(out, resp)
         self._close_all(out)
+        for res in self._ws_wait or ():
+            n = self._alloc()
+            out += [BlockStart(n, res), BlockEnd(n, res)]
+        self._ws_wait = None
         status = resp.get("status")
         if not isinstance(status, str):
             status = "incomplete" if obj.get("type") == "response.incomplete" else "completed"
