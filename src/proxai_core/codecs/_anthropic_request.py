@@ -912,8 +912,9 @@ def _extras(req: Request, out: dict[str, Any], warnings: list[str]) -> None:
             out["service_tier"] = st
         else:
             warnings.append(f"service_tier {st!r} has no Anthropic equivalent and was not sent")
+    ws_raw = req.web_search.raw if req.web_search is not None else None  # (translated: not ignored)
     ignored = sorted(k for k in ex if k not in OWN_EXTRA and k not in PASSTHROUGH_EXTRA
-                     and k not in ("n", "modalities") and ex[k] is not None)
+                     and k not in ("n", "modalities") and ex[k] is not None and ex[k] is not ws_raw)
     if ignored:
         warnings.append(f"request fields without an Anthropic equivalent were not sent: {', '.join(ignored)}")
 

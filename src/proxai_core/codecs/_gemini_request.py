@@ -968,7 +968,8 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
             out["cachedContent"] = ex["cached_content"]
         if ex.get("labels") is not None:
             out["labels"] = ex["labels"]
-        ignored = sorted(k for k in ex if k not in _DROPPED_EXTRA_OK and ex[k] is not None
+        ws_raw = req.web_search.raw if req.web_search is not None else None  # (translated: not ignored)
+        ignored = sorted(k for k in ex if k not in _DROPPED_EXTRA_OK and ex[k] is not None and ex[k] is not ws_raw
                          and k not in ("previous_response_id", "conversation", "audio", "modalities"))
         if ignored:
             warnings.append(f"request fields without a Gemini equivalent were not sent: {', '.join(ignored)}")
