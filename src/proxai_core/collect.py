@@ -20,6 +20,8 @@ from .neutral import (
     Text,
     ToolCall,
     UsageEvent,
+    WebSearchCall,
+    WebSearchResults,
 )
 from .stop import StopReason, classify_stop
 
@@ -83,7 +85,7 @@ class Collector:
                 elif isinstance(final, Refusal) and isinstance(cur, Refusal):
                     if final.text and not cur.text:
                         cur.text = final.text
-                elif isinstance(final, Opaque):
+                elif isinstance(final, (Opaque, WebSearchCall, WebSearchResults)):
                     self._open[ev.index] = final
         elif isinstance(ev, Start):
             r.id = ev.id

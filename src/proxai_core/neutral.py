@@ -126,7 +126,43 @@ class Opaque:
     type: ClassVar[Literal["opaque"]] = "opaque"
 
 
-Part = Text | Image | Document | ToolCall | ToolResult | Reasoning | Refusal | Opaque
+@dataclass(slots=True)
+class WebSearchCall:
+    """A search the provider ran itself (Anthropic ``server_tool_use`` web_search, Responses
+    ``web_search_call``, one Gemini grounding query). Its results follow as WebSearchResults.
+
+    ``opaque`` is {"protocol": issuer, "raw": the wire object}: only the issuer's encoders emit
+    ``raw``; the others build their own form from the neutral fields."""
+
+    id: str
+    query: str | None = None
+    #: "completed" | "in_progress" | "failed"
+    status: str | None = None
+    opaque: dict[str, Any] | None = None
+    type: ClassVar[Literal["web_search_call"]] = "web_search_call"
+
+
+@dataclass(slots=True)
+class WebSearchResult:
+    url: str
+    title: str | None = None
+    page_age: str | None = None
+
+
+@dataclass(slots=True)
+class WebSearchResults:
+    """What a web search returned: pages, or an error code. ``opaque`` as in WebSearchCall (it keeps
+    Anthropic's ``encrypted_content``, which only Anthropic can read back); raw None means the
+    results are inside the issuer's call object (Responses ``action.sources``)."""
+
+    call_id: str
+    results: list[WebSearchResult] = field(default_factory=list)
+    error: str | None = None
+    opaque: dict[str, Any] | None = None
+    type: ClassVar[Literal["web_search_results"]] = "web_search_results"
+
+
+Part = Text | Image | Document | ToolCall | ToolResult | Reasoning | Refusal | Opaque | WebSearchCall | WebSearchResults
 
 
 @dataclass(slots=True)
@@ -154,6 +190,23 @@ class Tool:
     #: (namespace, name) of a tool flattened out of a Responses ``namespace`` tool (``name`` is then
     #: the flat name): how its calls are named back for the client
     namespace: tuple[str, str] | None = None
+
+
+@dataclass(slots=True)
+class WebSearchTool:
+    """The provider-run web search tool, with the options some providers take.
+
+    ``raw`` is the client's own tool object when its decoder also kept it in
+    ``Request.extra["server_tools"]`` (its own encoder sends that one; others skip it by identity)."""
+
+    max_uses: int | None = None
+    allowed_domains: list[str] | None = None
+    blocked_domains: list[str] | None = None
+    #: approximate location: "city", "region", "country", "timezone"
+    user_location: dict[str, str] | None = None
+    #: Responses / Chat search_context_size: "low" | "medium" | "high"
+    context_size: str | None = None
+    raw: dict[str, Any] | None = None
 
 
 #: "auto" | "none" | "required" | "tool" (one named tool) | "allowed" (subset, with mode)
@@ -205,6 +258,8 @@ class Request:
     messages: list[Message] = field(default_factory=list)
     tools: list[Tool] = field(default_factory=list)
     tool_choice: ToolChoice | None = None
+    #: the client asked for the provider's own web search
+    web_search: WebSearchTool | None = None
     parallel_tool_calls: bool | None = None
     max_output_tokens: int | None = None
     temperature: float | None = None
@@ -317,7 +372,8 @@ class Start:
 @dataclass(slots=True)
 class BlockStart:
     """A part begins. ``part`` carries the fixed fields: Text(""), Refusal(""), Reasoning(),
-    ToolCall(id, name, "" , kind), or an Opaque part (complete)."""
+    ToolCall(id, name, "" , kind), or an Opaque, WebSearchCall or WebSearchResults part (complete,
+    repeated final in BlockEnd)."""
 
     index: int
     part: Part

@@ -46,6 +46,7 @@ from proxai_core.neutral import (
     ToolResult,
     Usage,
     UsageEvent,
+    WebSearchCall,
 )
 from proxai_core.neutral import (
     Message as NMessage,
@@ -821,7 +822,9 @@ def test_decoder_each_event_type_decision() -> None:
     assert dec.feed(None, '{"type":"content_block_delta","index":true,"delta":{"type":"text_delta","text":"x"}}') == []
     assert "unknown block" in w[-1]
     [end] = dec.feed(None, '{"type":"content_block_stop","index":1}')
-    assert isinstance(end, BlockEnd) and isinstance(end.part, Opaque) and end.part.raw["input"] == {"q": "a"}
+    # (a web search call: its neutral part keeps the whole block for Anthropic clients)
+    assert isinstance(end, BlockEnd) and isinstance(end.part, WebSearchCall)
+    assert end.part.opaque is not None and end.part.opaque["raw"]["input"] == {"q": "a"}
 
 
 def test_decoder_refusal_stop_details() -> None:
@@ -852,7 +855,7 @@ def test_decoder_unknown_events_and_deltas_warn_once() -> None:
 def test_decoder_tool_use_and_server_tool_blocks() -> None:
     objs = [_TEXT_STREAM[0],
             {"type": "content_block_start", "index": 0,
-             "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}},
+             "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "code_execution", "input": {}}},
             {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"q"'}},
             {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": ':"x"}'}},
             {"type": "content_block_stop", "index": 0},

@@ -46,6 +46,8 @@ from proxai_core.neutral import (
     ToolResult,
     Usage,
     UsageEvent,
+    WebSearchCall,
+    WebSearchResults,
 )
 from proxai_core.protocol import Protocol
 from proxai_core.stop import GENERIC_CONTENT_FILTER_REFUSAL, StopInfo, StopReason, classify_stop
@@ -1243,8 +1245,10 @@ def test_decode_response_keeps_citations_and_hosted_items():
           "action": {"type": "search", "query": "q"}}
     body = _body([ws, _msg({"type": "output_text", "text": "abc", "annotations": [ann]})])
     resp = R.decode_response(body, [])
-    assert isinstance(resp.parts[0], Opaque) and resp.parts[0].label == "web_search_call"
-    assert resp.parts[1].citations[0]["url"] == "https://a.test"
+    # the search is a neutral web search call keeping its item; its pages are the ones the text cites
+    assert isinstance(resp.parts[0], WebSearchCall) and resp.parts[0].query == "q"
+    assert isinstance(resp.parts[1], WebSearchResults) and resp.parts[1].results[0].url == "https://a.test"
+    assert resp.parts[2].citations[0]["url"] == "https://a.test"
     out = _enc(resp)
     assert out["output"][0] == ws and out["output"][1]["content"][0]["annotations"] == [ann]
 

@@ -266,6 +266,6 @@ def _sdk_judges(target, proto, src_resp, check) -> bool:
         check()
         return True
     except (pydantic.ValidationError, StreamError, AssertionError):
-        if target is proto and any(isinstance(p, n.Opaque) for p in src_resp.parts):
+        if target is proto and any(isinstance(p, (n.Opaque, n.WebSearchCall)) for p in src_resp.parts):
             return False
         raise

@@ -7,7 +7,16 @@ import uuid
 from typing import Any
 
 from ..errors import client_status
-from ..neutral import Error, ErrorKind, Usage
+from ..neutral import (
+    Error,
+    ErrorKind,
+    Opaque,
+    Usage,
+    WebSearchCall,
+    WebSearchResult,
+    WebSearchResults,
+    WebSearchTool,
+)
 from ..stop import StopInfo, StopKey, StopReason, WireStop, check_stop_table, classify_stop, map_stop
 from ._request_common import count, token_count
 from .base import (
@@ -296,6 +305,94 @@ STOP_TABLE = check_stop_table({
     StopKey.REJECTED: WireStop("end_turn", exact=False),
     StopKey.OTHER: WireStop("end_turn", exact=False),
 }, "Anthropic Messages")
+
+# ----------------------------------------------------------------------------- web search
+WEB_SEARCH_TOOL = "web_search_20250305"
+_SRV_ID = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def web_search_tool(t: dict[str, Any]) -> WebSearchTool | None:
+    """The neutral web search tool for an Anthropic ``web_search_*`` server tool."""
+    tt = t.get("type")
+    if not (isinstance(tt, str) and tt.startswith("web_search_")):
+        return None
+    loc = t.get("user_location")
+    mu = t.get("max_uses")
+    ad, bd = t.get("allowed_domains"), t.get("blocked_domains")
+    return WebSearchTool(
+        max_uses=mu if isinstance(mu, int) and not isinstance(mu, bool) else None,
+        allowed_domains=[d for d in ad if isinstance(d, str)] if isinstance(ad, list) else None,
+        blocked_domains=[d for d in bd if isinstance(d, str)] if isinstance(bd, list) else None,
+        user_location={k: v for k, v in loc.items() if k != "type" and isinstance(v, str)}
+        if isinstance(loc, dict) else None,
+        raw=t)
+
+
+def web_search_tool_wire(ws: WebSearchTool, warnings: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": WEB_SEARCH_TOOL, "name": "web_search"}
+    if ws.max_uses is not None:
+        out["max_uses"] = ws.max_uses
+    if ws.allowed_domains:
+        out["allowed_domains"] = ws.allowed_domains
+    elif ws.blocked_domains:  # (Anthropic takes one of the two)
+        out["blocked_domains"] = ws.blocked_domains
+    if ws.user_location:
+        out["user_location"] = {"type": "approximate", **{
+            k: v for k, v in ws.user_location.items() if k in ("city", "region", "country", "timezone")}}
+    if ws.context_size:
+        warn_once(warnings, "web search search_context_size dropped: Anthropic's web search has no such option")
+    return out
+
+
+def web_search_from_block(b: dict[str, Any]) -> WebSearchCall | WebSearchResults | None:
+    """The neutral part for a ``server_tool_use`` web_search or ``web_search_tool_result`` block."""
+    t = b.get("type")
+    if t == "server_tool_use" and b.get("name") == "web_search":
+        inp = b.get("input")
+        q = inp.get("query") if isinstance(inp, dict) else None
+        return WebSearchCall(str(b.get("id") or ""), q if isinstance(q, str) else None, "completed",
+                             {"protocol": PROTOCOL, "raw": b})
+    if t == "web_search_tool_result":
+        c = b.get("content")
+        res = WebSearchResults(str(b.get("tool_use_id") or ""), opaque={"protocol": PROTOCOL, "raw": b})
+        if isinstance(c, list):
+            for r in c:
+                if isinstance(r, dict) and isinstance(r.get("url"), str):
+                    title, age = r.get("title"), r.get("page_age")
+                    res.results.append(WebSearchResult(r["url"], title if isinstance(title, str) else None,
+                                                       age if isinstance(age, str) else None))
+        elif isinstance(c, dict):
+            code = c.get("error_code")
+            res.error = code if isinstance(code, str) else "unavailable"
+        return res
+    return None
+
+
+def srv_tool_id(tid: str) -> str:
+    return tid if tid.startswith("srvtoolu_") else "srvtoolu_" + _SRV_ID.sub("_", tid)
+
+
+def web_search_block(p: WebSearchCall | WebSearchResults) -> Opaque:
+    """An Anthropic block for a neutral web search part (the issuer's own block when it is ours).
+    Results of another provider carry no ``encrypted_content``: a client may show them, but
+    Anthropic would not accept them back (request encoders drop them)."""
+    op = p.opaque
+    if op is not None and op.get("protocol") == PROTOCOL and isinstance(op.get("raw"), dict):
+        return Opaque(PROTOCOL, op["raw"], p.type)
+    if isinstance(p, WebSearchCall):
+        return Opaque(PROTOCOL, {"type": "server_tool_use", "id": srv_tool_id(p.id), "name": "web_search",
+                                 "input": {"query": p.query or ""}}, p.type)
+    content: Any
+    if p.error:
+        content = {"type": "web_search_tool_result_error", "error_code": p.error if p.error in (
+            "invalid_tool_input", "unavailable", "max_uses_exceeded", "too_many_requests", "query_too_long")
+            else "unavailable"}
+    else:
+        content = [{"type": "web_search_result", "url": r.url, "title": r.title or r.url, "encrypted_content": "",
+                    "page_age": r.page_age} for r in p.results]
+    return Opaque(PROTOCOL, {"type": "web_search_tool_result", "tool_use_id": srv_tool_id(p.call_id),
+                             "content": content}, p.type)
+
 
 #: stop_reason values -> reason (what this protocol writes, read back)
 STOP_VALUES = {

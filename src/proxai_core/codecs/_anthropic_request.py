@@ -28,8 +28,17 @@ from ..neutral import (
     ToolCall,
     ToolChoice,
     ToolResult,
+    WebSearchCall,
+    WebSearchResults,
 )
-from ._anthropic_common import PROTOCOL, citation_from_neutral, citation_to_neutral, warn_once
+from ._anthropic_common import (
+    PROTOCOL,
+    citation_from_neutral,
+    citation_to_neutral,
+    warn_once,
+    web_search_tool,
+    web_search_tool_wire,
+)
 from ._request_common import (
     expected,
     fail,
@@ -43,6 +52,7 @@ from ._request_common import (
     req_list,
     req_obj,
     req_str,
+    web_search_as_opaque,
     where,
 )
 
@@ -347,6 +357,9 @@ def _tools(v: Any, req: Request) -> None:
         elif isinstance(tt, str):
             opt_str(t.get("name"), "tools", k, "name")
             server.append(t)
+            ws = web_search_tool(t)
+            if ws is not None:
+                req.web_search = ws
         else:
             raise expected("a string", tt, "tools", k, "type")
     if server:
@@ -661,8 +674,12 @@ def _part_block(p: Any, role: str, i: int, parts: list[Any], warnings: list[str]
             b = None
         else:
             b = _enc_document(p, f"messages[{i}].content[{_index(parts, p)}]")
-    elif isinstance(p, Opaque):
-        if p.protocol == PROTOCOL:
+    elif isinstance(p, (Opaque, WebSearchCall, WebSearchResults)):
+        if not isinstance(p, Opaque):
+            p = web_search_as_opaque(p, PROTOCOL)
+        if p is None:
+            b = None
+        elif p.protocol == PROTOCOL:
             b = p.raw
         else:
             warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} was dropped: "
@@ -828,12 +845,19 @@ def _enc_tools(req: Request, warnings: list[str]) -> list[dict[str, Any]]:
 
 def _enc_server_tools(req: Request, warnings: list[str]) -> list[dict[str, Any]]:
     out = []
+    ws = req.web_search
+    native_ws = False
     for t in req.extra.get("server_tools") or ():
         tt = t.get("type") if isinstance(t, dict) else None
         if isinstance(tt, str) and (_ANTHROPIC_TOOL_TYPE.match(tt) or tt == "mcp_toolset"):
             out.append(t)
+            native_ws = native_ws or (ws is not None and t is ws.raw)
+        elif ws is not None and t is ws.raw:
+            continue  # another provider's web search: Anthropic's own is added below
         else:
             warn_once(warnings, f"server tool {tt!r} from another protocol was ignored (Anthropic has no such tool)")
+    if ws is not None and not native_ws:
+        out.append(web_search_tool_wire(ws, warnings))
     return out
 
 
@@ -888,8 +912,9 @@ def _extras(req: Request, out: dict[str, Any], warnings: list[str]) -> None:
             out["service_tier"] = st
         else:
             warnings.append(f"service_tier {st!r} has no Anthropic equivalent and was not sent")
+    ws_raw = req.web_search.raw if req.web_search is not None else None  # (translated: not ignored)
     ignored = sorted(k for k in ex if k not in OWN_EXTRA and k not in PASSTHROUGH_EXTRA
-                     and k not in ("n", "modalities") and ex[k] is not None)
+                     and k not in ("n", "modalities") and ex[k] is not None and ex[k] is not ws_raw)
     if ignored:
         warnings.append(f"request fields without an Anthropic equivalent were not sent: {', '.join(ignored)}")
 
@@ -958,7 +983,7 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
 
     # ---- tools (helpers only for what is there)
     tools = _enc_tools(req, warnings) if req.tools else []
-    server = _enc_server_tools(req, warnings) if req.extra else []
+    server = _enc_server_tools(req, warnings) if req.extra or req.web_search else []
     tc = _enc_tool_choice(req, tools, warnings) \
         if req.tool_choice is not None or req.parallel_tool_calls is False else None
     all_tools = tools + server if server else tools

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from .. import reasoning as rz
-from ..neutral import Reasoning, Usage
+from ..neutral import Reasoning, Usage, WebSearchTool
 from ..stop import (
     GENERIC_CONTENT_FILTER_REFUSAL,
     StopInfo,
@@ -42,6 +42,40 @@ _REASONING_META = ("text", "summary", "redacted")
 # ----------------------------------------------------------------------------- ids / time
 #: other protocols' id prefixes, stripped from an upstream id
 _FOREIGN_IDS = ("msg_", "resp_", "gen-")
+
+
+_LOCATION_KEYS = ("city", "region", "country", "timezone")
+
+
+def web_search_tool(o: dict[str, Any]) -> WebSearchTool:
+    """The neutral web search tool for ``web_search_options`` (search models)."""
+    loc = o.get("user_location")
+    approx = loc.get("approximate") if isinstance(loc, dict) else None
+    size = o.get("search_context_size")
+    return WebSearchTool(
+        user_location={k: approx[k] for k in _LOCATION_KEYS if isinstance(approx.get(k), str)}
+        if isinstance(approx, dict) else None,
+        context_size=size if isinstance(size, str) else None, raw=o)
+
+
+def web_search_options(ws: WebSearchTool, model: str | None, warnings: list[str]) -> dict[str, Any] | None:
+    """``web_search_options`` for another protocol's web search tool. Chat runs web search only on
+    its search models (e.g. gpt-4o-search-preview); any other model answers 400 to the field."""
+    if "search" not in (model or ""):
+        warnings.append("tools: web search dropped: on Chat Completions only search models (…-search-…) "
+                        "search the web")
+        return None
+    out: dict[str, Any] = {}
+    if ws.context_size in ("low", "medium", "high"):
+        out["search_context_size"] = ws.context_size
+    if ws.user_location:
+        out["user_location"] = {"type": "approximate", "approximate": {
+            k: v for k, v in ws.user_location.items() if k in _LOCATION_KEYS}}
+    dropped = [k for k, v in (("max_uses", ws.max_uses), ("allowed_domains", ws.allowed_domains),
+                              ("blocked_domains", ws.blocked_domains)) if v]
+    if dropped:
+        warnings.append(f"web search {', '.join(dropped)} dropped: Chat web_search_options has no such option")
+    return out
 
 
 def chat_id(src: str | None) -> str:

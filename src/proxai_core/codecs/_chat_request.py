@@ -35,8 +35,9 @@ from ..neutral import (
     ToolChoiceMode,
     ToolKind,
     ToolResult,
+    WebSearchTool,
 )
-from ._chat_common import PROTOCOL, reasoning_parts, thinking_text
+from ._chat_common import PROTOCOL, reasoning_parts, thinking_text, web_search_options, web_search_tool
 from ._openai_common import EFFORTS, effort_for_budget
 from ._request_common import (
     Tail,
@@ -541,6 +542,9 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
     if rare:
         _decode_rare(body, req)
     read_tail(body, req, warnings, _TAIL)
+    wso = req.extra.get("web_search_options") if req.extra else None
+    if isinstance(wso, dict):
+        req.web_search = web_search_tool(wso)
     return req
 
 
@@ -818,9 +822,11 @@ def _system_message(role: str, texts: list[Text]) -> dict[str, Any]:
     return {"role": role, "content": texts[0].text if len(texts) == 1 else "\n\n".join([t.text for t in texts])}
 
 
-def _extra_checks(ex: dict[str, Any], warnings: list[str]) -> list[dict[str, Any]]:
+def _extra_checks(ex: dict[str, Any], warnings: list[str], ws: WebSearchTool | None) -> list[dict[str, Any]]:
     """Reject or warn about other protocols' server-side features; the Chat gateway tools to keep."""
     st = ex.get("server_tools")
+    if isinstance(st, list) and ws is not None:
+        st = [t for t in st if t is not ws.raw]  # (translated to web_search_options)
     chat_server_tools: list[dict[str, Any]] = []
     if isinstance(st, list):
         # gateway tools of Chat upstreams (openrouter:web_search) stay; other providers' go
@@ -847,7 +853,7 @@ def _extra_checks(ex: dict[str, Any], warnings: list[str]) -> list[dict[str, Any
 
 def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
     ex = req.extra
-    chat_server_tools = _extra_checks(ex, warnings) if ex else []
+    chat_server_tools = _extra_checks(ex, warnings, req.web_search) if ex else []
     body: dict[str, Any] = {}
     if req.model is not None:
         body["model"] = req.model
@@ -936,6 +942,10 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
             v = ex.get(k)
             if v is not None:
                 body[k] = v
+    if req.web_search is not None and "web_search_options" not in body:
+        wso = web_search_options(req.web_search, req.model, warnings)
+        if wso is not None:
+            body["web_search_options"] = wso
     if req.stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}

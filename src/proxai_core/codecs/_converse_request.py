@@ -527,6 +527,8 @@ def _thinking_fields(req: Request, warnings: list[str]) -> dict[str, Any]:
 
 def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
     body: dict[str, Any] = {}
+    if req.web_search is not None:
+        warnings.append("web_search tool dropped: Bedrock Converse has no web search tool")
     system: list[dict[str, Any]] = []
     for st in req.system:
         if st.text:

@@ -20,7 +20,7 @@ import orjson
 
 from ..errors import client_status, kind_for_status
 from ..jsonutil import dumps
-from ..neutral import Error, ErrorKind, Usage
+from ..neutral import Error, ErrorKind, Usage, WebSearchCall, WebSearchResult, WebSearchResults, WebSearchTool
 from ..sse import SSEReader
 from ..stop import (
     GENERIC_REFUSAL,
@@ -55,6 +55,84 @@ MINTED_PREFIX = "gcall_"
 #: Google documents this value for function calls in a history that Gemini did not produce
 #: (Gemini 3 rejects a model turn whose first function call has no thought signature).
 SKIP_SIGNATURE = "skip_thought_signature_validator"
+
+
+# ----------------------------------------------------------------------------- web search
+def web_search_tool(t: dict[str, Any]) -> WebSearchTool | None:
+    """The neutral web search tool for a ``googleSearch`` tool (Gemini takes no options we map)."""
+    if "googleSearch" in t or "google_search" in t:
+        return WebSearchTool(raw=t)
+    return None
+
+
+def web_search_tool_wire(ws: WebSearchTool, warnings: list[str]) -> dict[str, Any]:
+    dropped = [k for k, v in (("max_uses", ws.max_uses), ("allowed_domains", ws.allowed_domains),
+                              ("blocked_domains", ws.blocked_domains), ("user_location", ws.user_location),
+                              ("search_context_size", ws.context_size)) if v]
+    if dropped:
+        warn_once(warnings, f"web search {', '.join(dropped)} dropped: Gemini's googleSearch takes no such options")
+    return {"googleSearch": {}}
+
+
+def web_search_from_grounding(gm: dict[str, Any], scope: str) -> list[WebSearchCall | WebSearchResults]:
+    """Search parts for a candidate's groundingMetadata: one call per query, each followed by its
+    results (Gemini does not say which query found which page: all pages go with the first)."""
+    qs = gm.get("webSearchQueries")
+    queries = [q for q in qs if isinstance(q, str)] if isinstance(qs, list) else []
+    pages: list[WebSearchResult] = []
+    for ch in gm.get("groundingChunks") or ():
+        web = ch.get("web") if isinstance(ch, dict) else None
+        if isinstance(web, dict) and isinstance(web.get("uri"), str):
+            title = web.get("title")
+            pages.append(WebSearchResult(web["uri"], title if isinstance(title, str) else None))
+    if not queries and not pages:
+        return []
+    out: list[WebSearchCall | WebSearchResults] = []
+    own = {"protocol": PROTOCOL, "raw": None}  # (grounding is not content: nothing to send back)
+    for i, q in enumerate(queries or [None]):
+        cid = f"gs_{scope}_{i}"
+        out.append(WebSearchCall(cid, q, "completed", own))
+        out.append(WebSearchResults(cid, pages if i == 0 else [], opaque=own))
+    return out
+
+
+def grounding_metadata(parts: list[Any], cits: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """groundingMetadata for a turn's search parts and the URL citations of its text (as supports)."""
+    queries: list[str] = []
+    chunks: list[dict[str, Any]] = []
+    where: dict[str, int] = {}
+    for p in parts:
+        if isinstance(p, WebSearchCall) and p.query:
+            queries.append(p.query)
+        elif isinstance(p, WebSearchResults):
+            for r in p.results:
+                if r.url not in where:
+                    where[r.url] = len(chunks)
+                    chunks.append({"web": {"uri": r.url, "title": r.title or r.url}})
+    if not queries and not chunks:
+        return None
+    gm: dict[str, Any] = {}
+    if queries:
+        gm["webSearchQueries"] = queries
+    supports: list[dict[str, Any]] = []
+    for c in cits or ():
+        url = c.get("url")
+        if c.get("type") != "url" or not isinstance(url, str):
+            continue
+        if url not in where:
+            where[url] = len(chunks)
+            title = c.get("title")
+            chunks.append({"web": {"uri": url, "title": title if isinstance(title, str) else url}})
+        seg: dict[str, Any] = {}
+        for k, wk in (("start", "startIndex"), ("end", "endIndex"), ("cited_text", "text")):
+            if c.get(k) is not None:
+                seg[wk] = c[k]
+        supports.append({"segment": seg, "groundingChunkIndices": [where[url]]})
+    if chunks:
+        gm["groundingChunks"] = chunks
+    if supports:
+        gm["groundingSupports"] = supports
+    return gm
 
 
 def warn_once(warnings: list[str], message: str) -> None:

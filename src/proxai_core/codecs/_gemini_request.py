@@ -31,6 +31,8 @@ from ..neutral import (
     ToolCall,
     ToolChoice,
     ToolResult,
+    WebSearchCall,
+    WebSearchResults,
 )
 from ._gemini_common import (
     MINTED_PREFIX,
@@ -41,7 +43,10 @@ from ._gemini_common import (
     mint_call_id,
     unpack_signature,
     warn_once,
+    web_search_tool,
+    web_search_tool_wire,
 )
+from ._request_common import web_search_as_opaque
 
 _KNOWN = frozenset({"contents", "systemInstruction", "tools", "toolConfig",
                     "generationConfig", "safetySettings", "cachedContent", "labels", "model"})
@@ -441,6 +446,9 @@ def _tools(v: Any, req: Request, warnings: list[str]) -> None:
             rest = {x: y for x, y in t.items() if x != "functionDeclarations"}
             if rest:
                 other.append(rest)
+                ws = web_search_tool(rest)
+                if ws is not None:
+                    req.web_search = ws
     if other:
         req.extra["gemini_tools"] = other
 
@@ -773,7 +781,11 @@ def _contents(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                 elif isinstance(p, Image) or isinstance(p, Document):
                     path = f"messages[{_index(req.messages, m)}].parts[{_index(m.parts, p)}]"
                     parts.append(_enc_media(p, path, warnings))
-                elif isinstance(p, Opaque):
+                elif isinstance(p, (Opaque, WebSearchCall, WebSearchResults)):
+                    if not isinstance(p, Opaque):
+                        p = web_search_as_opaque(p, PROTOCOL)
+                    if p is None:
+                        continue
                     if p.protocol == PROTOCOL:
                         parts.append(p.raw)
                     else:
@@ -810,10 +822,16 @@ def _enc_tools(req: Request, warnings: list[str]) -> list[dict[str, Any]]:
                 d["parametersJsonSchema"] = t.parameters
         decls.append(d)
     out: list[dict[str, Any]] = [{"functionDeclarations": decls}] if decls else []
+    ws = req.web_search
+    native_ws = False
     for t in req.extra.get("gemini_tools") or ():
         out.append(t)
-    if req.extra.get("server_tools"):
+        native_ws = native_ws or (ws is not None and t is ws.raw)
+    st = req.extra.get("server_tools")
+    if st and any(t is not (ws.raw if ws else None) for t in st):
         warn_once(warnings, "server tools of another protocol were not sent (Gemini has no such tools)")
+    if ws is not None and not native_ws:
+        out.append(web_search_tool_wire(ws, warnings))
     return out
 
 
@@ -902,7 +920,7 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"contents": contents}
     if system:
         out["systemInstruction"] = {"parts": [{"text": t.text} for t in system]}
-    if req.tools or ex:
+    if req.tools or ex or req.web_search:
         tools = _enc_tools(req, warnings)
         if tools:
             out["tools"] = tools
@@ -950,7 +968,8 @@ def encode_request(req: Request, warnings: list[str]) -> dict[str, Any]:
             out["cachedContent"] = ex["cached_content"]
         if ex.get("labels") is not None:
             out["labels"] = ex["labels"]
-        ignored = sorted(k for k in ex if k not in _DROPPED_EXTRA_OK and ex[k] is not None
+        ws_raw = req.web_search.raw if req.web_search is not None else None  # (translated: not ignored)
+        ignored = sorted(k for k in ex if k not in _DROPPED_EXTRA_OK and ex[k] is not None and ex[k] is not ws_raw
                          and k not in ("previous_response_id", "conversation", "audio", "modalities"))
         if ignored:
             warnings.append(f"request fields without a Gemini equivalent were not sent: {', '.join(ignored)}")

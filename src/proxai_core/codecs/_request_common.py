@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, NoReturn, TypeGuard
 
 from ..errors import TranslationError
-from ..neutral import Request
+from ..neutral import Opaque, Request, WebSearchCall, WebSearchResults
 
 _JSON_TYPES = {type(None): "null", bool: "boolean", int: "integer", float: "number", str: "string",
                list: "array", dict: "object"}
@@ -163,3 +163,18 @@ def namespaced_tool_name(namespace: str, name: str) -> str:
     as is). Encoders still pass it through ``short_tool_name``; the way back is looked up in the
     client's own tool list (``ClientContext.namespaces``), never parsed."""
     return namespace + name if namespace.endswith("__") else f"{namespace}__{name}"
+
+
+def web_search_as_opaque(p: WebSearchCall | WebSearchResults, target: str) -> Opaque | None:
+    """A previous turn's web search part as its issuer's opaque part: request encoders send it back
+    only to its issuer (the others drop it with a warning naming it); another provider's search
+    carries no payload the target could verify. None: nothing of its own to send back to its issuer
+    (Responses results live in their call item, Gemini grounding is not conversation content)."""
+    op = p.opaque
+    raw = op.get("raw") if op else None
+    proto = op.get("protocol") if op else None
+    if isinstance(raw, dict) and isinstance(proto, str):
+        return Opaque(proto, raw, p.type)
+    if proto == target:
+        return None
+    return Opaque(proto if isinstance(proto, str) else "", {}, p.type)

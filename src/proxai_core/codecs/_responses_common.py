@@ -7,7 +7,16 @@ import uuid
 from typing import Any
 
 from ..errors import TranslationError, parse_error
-from ..neutral import Error, ErrorKind, Usage
+from ..neutral import (
+    Error,
+    ErrorKind,
+    Opaque,
+    Usage,
+    WebSearchCall,
+    WebSearchResult,
+    WebSearchResults,
+    WebSearchTool,
+)
 from ..stop import (
     GENERIC_CONTENT_FILTER_REFUSAL,
     StopInfo,
@@ -86,6 +95,94 @@ _FILE_EXTENSIONS = {
 
 def default_filename(media_type: str | None) -> str:
     return "document." + _FILE_EXTENSIONS.get(media_type or "", "bin")
+
+
+# ----------------------------------------------------------------------------- web search
+WEB_SEARCH_TOOLS = frozenset({"web_search", "web_search_preview", "web_search_2025_08_26",
+                              "web_search_preview_2025_03_11"})
+_LOCATION_KEYS = ("city", "region", "country", "timezone")
+
+
+def web_search_tool(t: dict[str, Any]) -> WebSearchTool | None:
+    """The neutral web search tool for a Responses ``web_search*`` hosted tool."""
+    if t.get("type") not in WEB_SEARCH_TOOLS:
+        return None
+    f = t.get("filters")
+    ad = f.get("allowed_domains") if isinstance(f, dict) else None
+    loc = t.get("user_location")
+    size = t.get("search_context_size")
+    return WebSearchTool(
+        allowed_domains=[d for d in ad if isinstance(d, str)] if isinstance(ad, list) else None,
+        user_location={k: loc[k] for k in _LOCATION_KEYS if isinstance(loc.get(k), str)}
+        if isinstance(loc, dict) else None,
+        context_size=size if isinstance(size, str) else None,
+        raw=t)
+
+
+def web_search_tool_wire(ws: WebSearchTool, warnings: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "web_search"}
+    if ws.allowed_domains:
+        out["filters"] = {"allowed_domains": ws.allowed_domains}
+    if ws.user_location:
+        out["user_location"] = {"type": "approximate", **{
+            k: v for k, v in ws.user_location.items() if k in _LOCATION_KEYS}}
+    if ws.context_size in ("low", "medium", "high"):
+        out["search_context_size"] = ws.context_size
+    if ws.blocked_domains:
+        warnings.append("web search blocked_domains dropped: Responses web search takes only allowed domains")
+    if ws.max_uses is not None:
+        warnings.append("web search max_uses dropped: Responses web search has no such limit")
+    return out
+
+
+def web_search_from_item(item: dict[str, Any]) -> tuple[WebSearchCall, WebSearchResults] | None:
+    """The neutral parts of a ``web_search_call`` item whose action is a search (its sources, when the
+    client asked for them, are the results; the item itself stays the issuer's raw)."""
+    if item.get("type") != "web_search_call":
+        return None
+    act = item.get("action")
+    if isinstance(act, dict) and act.get("type") not in (None, "search"):
+        return None  # open_page / find: only a Responses client can show them
+    q = act.get("query") if isinstance(act, dict) else None
+    if not isinstance(q, str) and isinstance(act, dict) and isinstance(act.get("queries"), list) and act["queries"]:
+        q = str(act["queries"][0])
+    st = item.get("status")
+    iid = str(item.get("id") or "")
+    call = WebSearchCall(iid, q if isinstance(q, str) else None, st if isinstance(st, str) else None,
+                         {"protocol": PROTOCOL, "raw": item})
+    res = WebSearchResults(iid, opaque={"protocol": PROTOCOL, "raw": None})
+    src = act.get("sources") if isinstance(act, dict) else None
+    if isinstance(src, list):
+        res.results = [WebSearchResult(s["url"]) for s in src if isinstance(s, dict) and isinstance(s.get("url"), str)]
+    if st == "failed":
+        res.error = "unavailable"
+    return call, res
+
+
+def add_cited_pages(res: WebSearchResults, cits: list[dict[str, Any]] | None) -> None:
+    """Without ``sources`` (the client did not ask for them) a search's pages are the ones its answer
+    cites: they become its results for clients whose search results list pages."""
+    seen = {r.url for r in res.results}
+    for c in cits or ():
+        url = c.get("url")
+        if c.get("type") == "url" and isinstance(url, str) and url not in seen:
+            seen.add(url)
+            title = c.get("title")
+            res.results.append(WebSearchResult(url, title if isinstance(title, str) else None))
+
+
+def web_search_item(p: WebSearchCall | WebSearchResults) -> Opaque | None:
+    """A Responses item for a neutral web search part; None for results (a Responses client gets
+    sources only inside the call, and only when it asked for them)."""
+    op = p.opaque
+    if isinstance(p, WebSearchResults):
+        return None
+    if op is not None and op.get("protocol") == PROTOCOL and isinstance(op.get("raw"), dict):
+        return Opaque(PROTOCOL, op["raw"], p.type)
+    iid = p.id if p.id.startswith("ws_") else "ws_" + re.sub(r"[^a-zA-Z0-9_]", "_", p.id)
+    status = p.status if p.status in ("in_progress", "searching", "completed", "failed") else "completed"
+    return Opaque(PROTOCOL, {"id": iid, "type": "web_search_call", "status": status,
+                             "action": {"type": "search", "query": p.query or ""}}, p.type)
 
 
 # ----------------------------------------------------------------------------- citations

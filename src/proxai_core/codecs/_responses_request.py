@@ -46,6 +46,8 @@ from ..neutral import (
     ToolChoiceMode,
     ToolKind,
     ToolResult,
+    WebSearchCall,
+    WebSearchResults,
 )
 from ._openai_common import EFFORTS, effort_for_budget
 from ._request_common import (
@@ -62,6 +64,7 @@ from ._request_common import (
     req_list,
     req_obj,
     req_str,
+    web_search_as_opaque,
 )
 from ._responses_common import (
     PROTOCOL,
@@ -70,6 +73,8 @@ from ._responses_common import (
     data_url,
     default_filename,
     parse_data_url,
+    web_search_tool,
+    web_search_tool_wire,
 )
 
 # Input item types kept as Opaque parts (only a Responses upstream understands them).
@@ -324,6 +329,9 @@ def _decode_tools(tools: Any, req: Request) -> None:
                 req.tools.append(tool)
         elif isinstance(tt, str) and tt:
             server.append(t)
+            ws = web_search_tool(t)
+            if ws is not None:
+                req.web_search = ws
         else:
             fail(f"unknown tool type {tt!r}", "tools", i, "type")
     if server:
@@ -578,6 +586,10 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
         if role == "user":
             buf: list[dict[str, Any]] | None = None  # the input parts of the user message being built
             for p in parts:
+                if isinstance(p, (WebSearchCall, WebSearchResults)):
+                    p = web_search_as_opaque(p, PROTOCOL)
+                    if p is None:
+                        continue
                 if isinstance(p, ToolResult) or isinstance(p, Opaque):  # an item of its own: the message so far goes first
                     if buf:
                         items.append({"type": "message", "role": "user", "content": buf})
@@ -611,6 +623,10 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
             content: list[dict[str, Any]] | None = None  # the output parts of the message being built
             reasoned = False
             for p in parts:
+                if isinstance(p, (WebSearchCall, WebSearchResults)):
+                    p = web_search_as_opaque(p, PROTOCOL)
+                    if p is None:
+                        continue
                 if isinstance(p, Text):
                     cits = p.citations
                     op = {"type": "output_text", "text": p.text,
@@ -709,6 +725,8 @@ def _encode_tools(req: Request, w: list[str], names: dict[str, str]) -> list[dic
                 d["description"] = about
         out.append(d)
     server = req.extra.get("server_tools") if req.extra else None
+    ws = req.web_search
+    native_ws = False
     if isinstance(server, list):
         for x in server:
             tt = x.get("type") if isinstance(x, dict) else None
@@ -716,8 +734,13 @@ def _encode_tools(req: Request, w: list[str], names: dict[str, str]) -> list[dic
             # suffix (web_search_20250305) and gateway tools a prefix (openrouter:web_search)
             if isinstance(tt, str) and not re.search(r"_\d{8}$|:", tt):
                 out.append(x)
+                native_ws = native_ws or (ws is not None and x is ws.raw)
+            elif ws is not None and x is ws.raw:
+                continue  # another provider's web search: the Responses one is added below
             else:
                 w.append(f"tools: server tool {tt!r} of another provider dropped (no Responses equivalent)")
+    if ws is not None and not native_ws:
+        out.append(web_search_tool_wire(ws, w))
     return out
 
 

@@ -48,6 +48,8 @@ from ..neutral import (
     ToolResult,
     Usage,
     UsageEvent,
+    WebSearchCall,
+    WebSearchResults,
 )
 from ..protocol import Protocol
 from ..sse import frame
@@ -65,6 +67,8 @@ from ._anthropic_common import (
     usage_from_wire,
     usage_to_wire,
     warn_once,
+    web_search_block,
+    web_search_from_block,
 )
 from ._anthropic_request import decode_request, encode_request
 from ._blocks import OneOpenBlockEncoder, bad_arguments
@@ -111,7 +115,7 @@ def _dec_block(b: Any, warnings: list[str]) -> Any:
     if not isinstance(t, str):
         warnings.append("a content block without a type in the upstream response was skipped")
         return None
-    return Opaque(PROTOCOL, b, t)
+    return web_search_from_block(b) or Opaque(PROTOCOL, b, t)
 
 
 def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
@@ -210,6 +214,8 @@ def encode_response(resp: Response, ctx: Any, warnings: list[str]) -> dict[str, 
     has_text = False
     has_tools = False
     for p in resp.parts:
+        if isinstance(p, (WebSearchCall, WebSearchResults)):
+            p = web_search_block(p)
         if isinstance(p, Text):
             b: dict[str, Any] = {"type": "text", "text": p.text}
             cits = _enc_citations(p.citations, warnings)
@@ -482,7 +488,7 @@ class StreamDecoder:
             out.append(BlockStart(n, part))
         else:
             blk = _Blk(n, dict(cb))
-            out.append(BlockStart(n, Opaque(PROTOCOL, cb, t)))
+            out.append(BlockStart(n, web_search_from_block(cb) or Opaque(PROTOCOL, cb, t)))
         blocks[idx] = blk
         return out
 
@@ -555,7 +561,7 @@ class StreamDecoder:
         if blk.extra is not None and raw.get("type") == "compaction":
             raw["content"] = "".join(blk.extra)
         t = raw.get("type")
-        return [BlockEnd(n, Opaque(PROTOCOL, raw, t if isinstance(t, str) else "unknown"))]
+        return [BlockEnd(n, web_search_from_block(raw) or Opaque(PROTOCOL, raw, t if isinstance(t, str) else "unknown"))]
 
     def _message_delta(self, obj: dict[str, Any]) -> list[Event]:
         out: list[Event] = [] if self._started else self._no_start()
@@ -782,6 +788,8 @@ class StreamEncoder(OneOpenBlockEncoder):
     def _open_block(self, ev: BlockStart, out: list[bytes]) -> None:
         p = ev.part
         i = ev.index
+        if isinstance(p, (WebSearchCall, WebSearchResults)):
+            p = web_search_block(p)
         if isinstance(p, (Text, Refusal)):
             # emitted on its first text: an empty text block would be rejected when replayed
             o = self._open[i] = _WireBlock(-1, "text" if isinstance(p, Text) else "refusal")
@@ -900,6 +908,8 @@ class StreamEncoder(OneOpenBlockEncoder):
         k = o.kind
         if k == "drop":
             return b""
+        if isinstance(final, (WebSearchCall, WebSearchResults)):
+            final = web_search_block(final)
         out = b""
         if k == "text" or k == "refusal":
             if isinstance(final, (Text, Refusal)):

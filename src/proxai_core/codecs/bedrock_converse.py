@@ -173,6 +173,8 @@ def _content(parts: list[Part], warnings: list[str]) -> tuple[list[dict[str, Any
                           "clients cannot represent it")
         elif isinstance(p, (Image, Document, ToolResult)):
             warn_once(warnings, f"{p.type} part in a response dropped")
+        else:  # another provider's server work (a web search call or its results)
+            warn_once(warnings, f"{p.type} part dropped: Bedrock Converse clients cannot represent it")
     return content, "".join(refusals) or None, has_text, has_tools
 
 
@@ -516,8 +518,11 @@ class StreamEncoder:
             if p.protocol != PROTOCOL:
                 warn_once(self.warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Bedrock Converse "
                           "clients cannot represent it")
-        elif isinstance(p, (Text, Refusal)) and p.text:
-            return self._delta(Delta(ev.index, "refusal" if isinstance(p, Refusal) else "text", p.text))
+        elif isinstance(p, (Text, Refusal)):
+            if p.text:
+                return self._delta(Delta(ev.index, "refusal" if isinstance(p, Refusal) else "text", p.text))
+        elif not isinstance(p, Reasoning):  # another provider's server work (a web search call, its results)
+            warn_once(self.warnings, f"{p.type} part dropped: Bedrock Converse clients cannot represent it")
         return b""
 
     def _server_block(self, i: int, p: Opaque) -> bytes:

@@ -49,6 +49,8 @@ from ..neutral import (
     ToolKind,
     Usage,
     UsageEvent,
+    WebSearchCall,
+    WebSearchResults,
 )
 from ..protocol import Protocol
 from ..sse import DONE_FRAME, frame
@@ -325,7 +327,9 @@ def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> 
             warnings.append(f"{p.label or p.raw.get('type') or 'provider'} part from {p.protocol} dropped "
                             "(Chat Completions cannot carry it)")
         else:
-            warnings.append(f"{p.type} part in a response dropped (Chat Completions cannot carry it)")
+            msg = f"{p.type} part in a response dropped (Chat Completions cannot carry it)"
+            if msg not in warnings:  # (a search turn has many search parts)
+                warnings.append(msg)
     stop = resp.stop or classify_stop(None, has_tool_calls=bool(calls))
     text: str | None = "".join(texts) or None
     refusal: str | None = "".join(refusals) or None
@@ -994,6 +998,10 @@ class StreamEncoder:
         if isinstance(p, Opaque):
             self.warnings.append(f"{p.label or p.raw.get('type') or 'provider'} part from {p.protocol} dropped "
                                  "(Chat Completions cannot carry it)")
+        elif isinstance(p, (WebSearchCall, WebSearchResults)):
+            msg = f"{p.type} part dropped (Chat Completions has no web search items; its citations stay as annotations)"
+            if msg not in self.warnings:
+                self.warnings.append(msg)
         return b""
 
     def _block_end(self, ev: BlockEnd) -> bytes:

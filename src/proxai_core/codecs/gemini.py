@@ -49,6 +49,8 @@ from ..neutral import (
     ToolResult,
     Usage,
     UsageEvent,
+    WebSearchCall,
+    WebSearchResults,
 )
 from ..protocol import Protocol
 from ..stop import GENERIC_REFUSAL, StopInfo, StopReason, classify_stop
@@ -64,6 +66,7 @@ from ._gemini_common import (
     created_to_wire,
     error_body,
     error_from_wire,
+    grounding_metadata,
     is_packed_signature,
     mint_call_id,
     pack_signature,
@@ -74,6 +77,7 @@ from ._gemini_common import (
     usage_from_wire,
     usage_to_wire,
     warn_once,
+    web_search_from_grounding,
 )
 from ._gemini_request import decode_request, encode_request
 from .base import Codec, Wire
@@ -283,6 +287,9 @@ def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
             if isinstance(part, Text):
                 part.citations = cits
                 break
+    gm = cand.get("groundingMetadata")
+    if isinstance(gm, dict):
+        parts[:0] = web_search_from_grounding(gm, scope)  # (the searches came before the answer)
     resp.parts = parts
     detail: dict[str, Any] = {}
     if isinstance(cand.get("safetyRatings"), list):
@@ -335,7 +342,11 @@ def encode_response(resp: Response, ctx: Any, warnings: list[str]) -> dict[str, 
     refusals: list[str] = []
     has_tools = has_text = False
     cits: list[dict[str, Any]] = []
+    search: list[Any] = []
     for p in resp.parts:
+        if isinstance(p, (WebSearchCall, WebSearchResults)):
+            search.append(p)
+            continue
         if isinstance(p, Reasoning):
             op = p.opaque
             if op and op.get("protocol") == PROTOCOL:
@@ -398,7 +409,10 @@ def encode_response(resp: Response, ctx: Any, warnings: list[str]) -> dict[str, 
         cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}
         if message:
             cand["finishMessage"] = message
-        if cits:
+        gm = grounding_metadata(search, cits) if search else None
+        if gm is not None:
+            cand["groundingMetadata"] = gm  # (the URL citations are its supports)
+        elif cits:
             cand["citationMetadata"] = {"citations": _citations_to_wire(cits, warnings)}
         body = {"candidates": [cand], "usageMetadata": usage}
     body["modelVersion"] = getattr(ctx, "model", None) or resp.model or "unknown"
@@ -616,6 +630,7 @@ class StreamDecoder:
         self._finish: tuple[Any, Any, Any] | None = None
         self._id = ""
         self._raw_usage: Any = None  # the latest usageMetadata (it repeats in every chunk)
+        self._search: list[Any] | None = None  # grounding searches, sent once the answer's text closed
 
     def feed(self, event: str | None, data: str) -> list[Event]:
         """One chunk: one ``orjson.loads``, then only what the chunk carries is read (the usual one
@@ -657,10 +672,14 @@ class StreamDecoder:
                 cits = _citations(cand)
                 if cits:
                     self._cits = (self._cits or []) + cits
+                gm = cand.get("groundingMetadata")
+                if self._search is None and isinstance(gm, dict):
+                    self._search = web_search_from_grounding(gm, self._id) or None
             finish = cand.get("finishReason")
             if finish is not None:
                 self._end_call(out)
                 self._close(out)
+                self._searches(out)
                 sr = cand.get("safetyRatings")
                 self._finish = (finish, cand.get("finishMessage"),
                                 {"safety_ratings": sr} if isinstance(sr, list) else None)
@@ -692,6 +711,7 @@ class StreamDecoder:
                 self._flush(out)
             if self._kind is not None:
                 self._close(out)
+            self._searches(out)
             if self._finish is not None:
                 f, m, d = self._finish
                 stop = stop_from_wire(f, m, self._client_calls > 0, d)
@@ -726,6 +746,12 @@ class StreamDecoder:
             out.append(BlockEnd(n))
         self._kind = None
         self._sig = None
+
+    def _searches(self, out: list[Event]) -> None:
+        for p in self._search or ():
+            self._lone(p, out)
+        if self._search:
+            self._search = []  # (sent: a later grounding repeats them)
 
     def _lone(self, part: Any, out: list[Event]) -> None:
         n = self._alloc()
@@ -876,7 +902,7 @@ class _Out:
     __slots__ = ("kind", "buf", "part", "sig", "on", "sent")
 
     def __init__(self, kind: str, part: Any = None):
-        self.kind = kind  # text | refusal | thought | own_sig | foreign | tool | opaque | drop
+        self.kind = kind  # text | refusal | thought | own_sig | foreign | tool | opaque | search | drop
         self.buf: list[str] = []
         self.part = part
         self.sig: str | None = None
@@ -905,6 +931,7 @@ class StreamEncoder:
         self._refusal: list[str] = []
         self._text_sent = False
         self._has_tools = False
+        self._search: list[Any] = []  # web search parts, sent as the last chunk's groundingMetadata
         #: a text chunk with nothing else to carry is these two around its JSON string (both known
         #: once the first chunk went out: the stream's metadata tail and, in an array, its separator)
         self._text_pre = b"data: " + _TEXT_HEAD if self._sse else b",\r\n" + _TEXT_HEAD
@@ -1000,6 +1027,9 @@ class StreamEncoder:
             if p.arguments:
                 o.buf.append(p.arguments)
             return b""
+        if isinstance(p, (WebSearchCall, WebSearchResults)):
+            self._open[i] = _Out("search", p)
+            return b""
         if isinstance(p, Opaque):
             if p.protocol != PROTOCOL:
                 warn_once(self.warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Gemini clients "
@@ -1092,6 +1122,8 @@ class StreamEncoder:
         if k == "opaque":
             part_o = final if isinstance(final, Opaque) else o.part
             return self._chunk(dict(part_o.raw))
+        if k == "search":
+            self._search.append(final if isinstance(final, (WebSearchCall, WebSearchResults)) else o.part)
         return b""
 
     def _flush_pending(self) -> bytes:
@@ -1133,6 +1165,9 @@ class StreamEncoder:
                                     "index": 0}
             if message:
                 cand["finishMessage"] = message
+            gm = grounding_metadata(self._search, None) if self._search else None
+            if gm is not None:
+                cand["groundingMetadata"] = gm
             out.append(self._frame(b'{"candidates":[' + dumps(cand) + b'],"usageMetadata":' + usage
                                    + self._tail))
         out.append(self._end_frame())

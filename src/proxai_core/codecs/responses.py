@@ -51,6 +51,8 @@ from ..neutral import (
     ToolKind,
     Usage,
     UsageEvent,
+    WebSearchCall,
+    WebSearchResults,
 )
 from ..protocol import Protocol
 from ..sse import frame
@@ -61,6 +63,7 @@ from . import _responses_common as _facts
 from ._blocks import OneOpenBlockEncoder
 from ._responses_common import (
     PROTOCOL,
+    add_cited_pages,
     annotations_to_citations,
     citations_to_annotations,
     decode_usage,
@@ -73,6 +76,8 @@ from ._responses_common import (
     stop_from_status,
     terminal_status,
     tool_item_id,
+    web_search_from_item,
+    web_search_item,
 )
 from ._responses_request import decode_request, encode_request
 from .base import Codec, Wire
@@ -119,6 +124,16 @@ def _tool_from_item(item: dict[str, Any]) -> ToolCall:
         kind="custom" if custom else "function",
         item_id=iid if isinstance(iid, str) else None,
     )
+
+
+def _cited_results(parts: list[Any]) -> None:
+    """Searches without sources get the pages the text after them cites (up to the next search)."""
+    res: WebSearchResults | None = None
+    for p in parts:
+        if isinstance(p, WebSearchResults):
+            res = p if not p.results and not p.error else None
+        elif isinstance(p, Text) and res is not None:
+            add_cited_pages(res, p.citations)
 
 
 def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
@@ -173,10 +188,15 @@ def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
         elif t == "reasoning":
             resp.parts.append(_reasoning_from_item(item))
         elif isinstance(t, str):
-            resp.parts.append(Opaque(PROTOCOL, item, t))
+            ws = web_search_from_item(item)
+            if ws is not None:
+                resp.parts += ws
+            else:
+                resp.parts.append(Opaque(PROTOCOL, item, t))
             produced = True
         else:
             w.append(f"output[{i}]: item without a type ignored")
+    _cited_results(resp.parts)
     status = body.get("status")
     resp.stop = stop_from_status(status, body.get("incomplete_details"), body.get("error"),
                                  has_tools=has_tools, refusal="\n".join(refusal) if refusal else None,
@@ -311,6 +331,11 @@ def encode_response(resp: Response, ctx: ClientContext, warnings: list[str]) -> 
     msg: dict[str, Any] | None = None
     dropped: list[str] = []
     for p in parts:
+        if isinstance(p, (WebSearchCall, WebSearchResults)):
+            op = web_search_item(p)
+            if op is None:
+                continue
+            p = op
         if isinstance(p, (Text, Refusal)):
             if msg is None:
                 msg = {"id": f"msg_{base}_{len(output)}", "type": "message", "role": "assistant",
@@ -431,7 +456,7 @@ _MAX_PART_GAP = 8
 class StreamDecoder:
     """Responses SSE events -> neutral events."""
 
-    __slots__ = ("_by_id", "_has_tools", "_items", "_next", "_open", "_produced", "_refusal", "_started",
+    __slots__ = ("_by_id", "_has_tools", "_items", "_next", "_open", "_produced", "_refusal", "_started", "_ws_wait",
                  "_stopped", "_unknown", "done", "warnings")
 
     def __init__(self, warnings: list[str]):
@@ -447,6 +472,8 @@ class StreamDecoder:
         self._refusal: list[str] | None = None
         self._produced = False
         self._unknown: set[str] | None = None
+        #: results of searches without sources: sent at the end with the pages the text cites
+        self._ws_wait: list[WebSearchResults] | None = None
 
     # ------------------------------------------------------------------ plumbing
     def feed(self, event: str | None, data: str) -> list[Event]:
@@ -710,7 +737,10 @@ class StreamDecoder:
             if not mp.has_delta and text:
                 self._produced = True
                 out.append(Delta(mp.index, "text", text))
-            out.append(BlockEnd(mp.index, Text(text or "", citations=annotations_to_citations(anns))))
+            cits = annotations_to_citations(anns)
+            if self._ws_wait and cits:
+                add_cited_pages(self._ws_wait[-1], cits)
+            out.append(BlockEnd(mp.index, Text(text or "", citations=cits)))
         else:
             text = part.get("refusal") if isinstance(part, dict) else None
             if not isinstance(text, str):
@@ -853,8 +883,17 @@ class StreamDecoder:
         else:
             st.index = self._alloc()
             t = item.get("type")
-            op = Opaque(PROTOCOL, item, t if isinstance(t, str) else "")
             self._produced = True
+            ws = web_search_from_item(item)
+            if ws is not None:
+                out += [BlockStart(st.index, ws[0]), BlockEnd(st.index, ws[0])]
+                if not ws[1].results and not ws[1].error:
+                    self._ws_wait = (self._ws_wait or []) + [ws[1]]
+                    return out
+                n = self._alloc()
+                out += [BlockStart(n, ws[1]), BlockEnd(n, ws[1])]
+                return out
+            op = Opaque(PROTOCOL, item, t if isinstance(t, str) else "")
             out.append(BlockStart(st.index, op))
             out.append(BlockEnd(st.index, op))
         return out
@@ -883,6 +922,10 @@ class StreamDecoder:
         if not self._started:
             self._start(out, resp)
         self._close_all(out)
+        for res in self._ws_wait or ():
+            n = self._alloc()
+            out += [BlockStart(n, res), BlockEnd(n, res)]
+        self._ws_wait = None
         status = resp.get("status")
         if not isinstance(status, str):
             status = "incomplete" if obj.get("type") == "response.incomplete" else "completed"
@@ -1154,6 +1197,8 @@ class StreamEncoder(OneOpenBlockEncoder):
     def _close_block(self, index: int, final: Part | None, out: list[bytes]) -> None:
         b = self._blocks.pop(index, None)
         if b is not None and b is not _SKIP:
+            if isinstance(final, (WebSearchCall, WebSearchResults)):
+                final = web_search_item(final)
             self._finish_block(b, final, out)
 
     # ------------------------------------------------------------------ items
@@ -1180,6 +1225,13 @@ class StreamEncoder(OneOpenBlockEncoder):
 
     def _open_block(self, ev: BlockStart, out: list[bytes]) -> None:
         index, part = ev.index, ev.part
+        if isinstance(part, (WebSearchCall, WebSearchResults)):
+            op = web_search_item(part)
+            if op is None:  # results: inside the call item for a Responses client
+                self._blocks[index] = _SKIP
+                self._active = -1
+                return
+            part = op
         if isinstance(part, (Text, Refusal)):
             self._open_part(index, isinstance(part, Text), out)
             return
