@@ -370,14 +370,20 @@ def validate_request(protocol: Protocol, body: dict) -> None:
         else:
             t = _at.MessageCreateParamsStreaming if stream else _at.MessageCreateParamsNonStreaming
         _REQ_ADAPTERS[key] = pydantic.TypeAdapter(t)
-    if protocol is R and isinstance(body.get("input"), list):
-        # The SDK's request types require id/status on assistant output_text messages; the API and
-        # Codex send them without (an invented id would be rejected): fill placeholders to validate.
-        items = []
-        for it in body["input"]:
-            if isinstance(it, dict) and it.get("role") == "assistant" and isinstance(it.get("content"), list):
-                it = dict(it, id=it.get("id") or "msg_placeholder", status=it.get("status") or "completed",
-                          type="message")
-            items.append(it)
-        body = dict(body, input=items)
+    if protocol is R:
+        body = responses_input_placeholders(body)
     _force(_REQ_ADAPTERS[key].validate_python(body))
+
+
+def responses_input_placeholders(body: dict) -> dict:
+    """The SDK's request types require id/status on assistant output_text messages; the API and
+    Codex send them without (an invented id would be rejected): placeholders filled to validate."""
+    if not isinstance(body.get("input"), list):
+        return body
+    items = []
+    for it in body["input"]:
+        if isinstance(it, dict) and it.get("role") == "assistant" and isinstance(it.get("content"), list):
+            it = dict(it, id=it.get("id") or "msg_placeholder", status=it.get("status") or "completed",
+                      type="message")
+        items.append(it)
+    return dict(body, input=items)

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from . import neutral as n
+from .caching import CacheHint, conversation_key
 from .client import context_of_body, context_of_request
 from .codecs import get, native_error
 from .codecs.base import Codec
@@ -74,6 +75,8 @@ class Plan(StrEnum):
     TO_STREAM = "to_stream"
     #: a complete response translated
     JSON = "json"
+    #: a token count answered by the target's counter, given in the client's shape
+    COUNT = "count"
 
 
 @dataclass(slots=True)
@@ -100,14 +103,20 @@ class Exchange:
     ``client``: the client's protocol; ``body``: its request body (decoded only when a translation
     needs it); ``path``: its request path (where a protocol keeps the model and the stream flag);
     ``stream``: the client asked for a stream (None: read from the body / path when needed);
-    ``warnings``: the list observations are appended to (the caller's, or a new one).
+    ``warnings``: the list observations are appended to (the caller's, or a new one);
+    ``kind``: ``generate``, or ``count_tokens`` (a counting request, read as the generation request
+    it describes and answered by the target's counter).
     """
 
     def __init__(self, client: Protocol | str, body: dict[str, Any] | None = None, *, path: str | None = None,
                  stream: bool | None = None, refusal_in_content: bool = False,
-                 warnings: list[str] | None = None, keep_response: bool = False) -> None:
+                 warnings: list[str] | None = None, keep_response: bool = False,
+                 kind: str = "generate") -> None:
         self.client: Codec = get(as_protocol(client))
         self.body = body
+        self.kind = kind
+        if kind == "count_tokens":
+            stream = False
         self.path = path
         self.refusal_in_content = refusal_in_content
         self.warnings: list[str] = warnings if warnings is not None else []
@@ -115,6 +124,7 @@ class Exchange:
         self._request: n.Request | None = None
         self._request_error: TranslationError | None = None
         self._context: ClientContext | None = None
+        self._cache_key: str | None = None
         # the response side
         self.upstream: Codec | None = None
         self.plan: Plan | None = None
@@ -127,6 +137,8 @@ class Exchange:
         self._usage: n.Usage | None = None
         self._model: str | None = None
         self._error: n.Error | None = None
+        #: a count's input tokens, as the upstream's counter answered
+        self.tokens: int | None = None
         #: the neutral response, kept when ``keep_response`` (views, reports)
         self.response: n.Response | None = None
         self._keep_response = keep_response
@@ -150,7 +162,7 @@ class Exchange:
             if not isinstance(self.body, dict):
                 raise TranslationError("request body must be a JSON object", field="body")
             try:
-                req = self.client.decode_request(self.body, self.warnings)
+                req = self.client.decode_request(self._generation_body(self.body), self.warnings)
             except TranslationError as exc:
                 self._request_error = exc
                 raise
@@ -164,6 +176,15 @@ class Exchange:
                 req.stream = facts.stream
             self._request = req
         return self._request
+
+    def _generation_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The generation request a body describes (a counting request's, for a count)."""
+        if self.kind != "count_tokens":
+            return body
+        counter = self.client.wire.counter
+        if counter is None:
+            raise TranslationError(f"{self.client.protocol.value} has no token counting endpoint", field="body")
+        return counter.generation(body)
 
     @property
     def context(self) -> ClientContext:
@@ -179,8 +200,9 @@ class Exchange:
             self._context = ctx
         return self._context
 
-    def request_for(self, target: Protocol | str) -> dict[str, Any]:
+    def request_for(self, target: Protocol | str, model: str | None = None) -> dict[str, Any]:
         """The upstream request body in ``target`` (the client's own body when the protocols agree).
+        A count's is the target's counting request for ``model`` (default: the client's).
         Raises TranslationError naming the field of a request the client's decoder rejects."""
         tgt = get(as_protocol(target))
         if tgt is self.client:
@@ -188,12 +210,40 @@ class Exchange:
                 raise TranslationError("request body must be a JSON object", field="body")
             return self.body
         req = self.request
+        counter = tgt.wire.counter
+        if self.kind == "count_tokens" and counter is None:
+            raise TranslationError(f"{tgt.protocol.value} has no token counting endpoint", field="body")
         try:
-            return tgt.encode_request(req, self.warnings)
+            body = tgt.encode_request(req, self.warnings)
         except TranslationError:
             raise
         except _UNFORESEEN as exc:
             raise self._malformed(exc) from exc
+        if self.kind == "count_tokens":
+            assert counter is not None
+            return counter.request(body, model or req.model)
+        return body
+
+    @property
+    def cache_key(self) -> str:
+        """The conversation's caching key (set it to the session's own id when the client sent one)."""
+        if self._cache_key is None:
+            self._cache_key = conversation_key(self.request)
+        return self._cache_key
+
+    @cache_key.setter
+    def cache_key(self, value: str) -> None:
+        self._cache_key = value
+
+    def add_cache_hints(self, target: Protocol | str, body: dict[str, Any], *, model: str | None = None,
+                        host: str | None = None, explicit: bool = False) -> None:
+        """The target's prompt-caching hints in a translated upstream body (in place): the client's own
+        hints meant nothing to another provider (see :mod:`proxai_core.caching`). A body in the
+        client's own protocol is left as the client sent it."""
+        tgt = get(as_protocol(target))
+        if tgt is self.client or tgt.cache_hints is None or self.kind != "generate":
+            return
+        tgt.cache_hints(body, CacheHint(key=self.cache_key, model=model, host=host, explicit=explicit))
 
     def _malformed(self, exc: Exception) -> TranslationError:
         """A request shape the codec's checks did not foresee: still the client's mistake, named as such."""
@@ -221,6 +271,8 @@ class Exchange:
         streamed = _streamed(up, content_type, self.stream)
         if status >= 400:
             plan = Plan.ERROR
+        elif self.kind == "count_tokens":
+            plan = Plan.OBSERVE if same else Plan.COUNT
         elif streamed and status < 300:
             if same and not (reframe and not self.stream):
                 plan = Plan.OBSERVE
@@ -321,8 +373,14 @@ class Exchange:
         if plan is Plan.ERROR:
             return self._error_body(body, status)
         if plan is Plan.OBSERVE:
-            self._observe_body(body)
+            if self.kind == "generate":
+                self._observe_body(body)
+            elif up.wire.counter is not None:
+                obj = _json_object(body)
+                self.tokens = up.wire.counter.tokens(obj) if isinstance(obj, dict) else None
             return Outcome(status)
+        if plan is Plan.COUNT:
+            return self._count(body, up, status)
         if plan in (Plan.STREAM_WHOLE, Plan.STREAM):  # a stream that arrived whole: translated at once
             return Outcome(200, self._whole_stream(up, body), self.client_content_type)
         if plan is Plan.COLLECT:
@@ -344,6 +402,22 @@ class Exchange:
         res = complete_result(obj, up, self.client, self.context, status=status)
         self._take(res)
         return Outcome(res.status, dumps(res.body), JSON_TYPE)
+
+    def _count(self, body: bytes, up: Codec, status: int) -> Outcome:
+        """The target's count answer in the client's shape (an unreadable one: the client's 502)."""
+        obj = _json_object(body)
+        tokens = up.wire.counter.tokens(obj) if up.wire.counter is not None and isinstance(obj, dict) else None
+        counter = self.client.wire.counter
+        if tokens is None or counter is None:
+            what = obj if isinstance(obj, str) else "no token count"
+            self.warnings.append(f"upstream count answered {what}")
+            err = n.Error(kind=n.ErrorKind.API_ERROR, status=502, message=f"upstream count answered with {what}")
+            st, native = native_error(err, self.client.protocol)
+            self._error, self._stop = err, error_stop_info(st, native)
+            self.plan = Plan.ERROR
+            return Outcome(st, orjson.dumps(native), JSON_TYPE)
+        self.tokens = tokens
+        return Outcome(status, orjson.dumps(counter.answer(tokens)), JSON_TYPE)
 
     def _take(self, res: ResponseResult) -> None:
         self._stop, self._usage, self._error, self._model = res.stop, res.usage, res.error, res.model

@@ -3,18 +3,15 @@ real mitmdump, completes a tool loop on a loopback Anthropic upstream (the CLI r
 own ``read_file`` tool, the result goes back, the answer comes out).
 
 Runs in CI: the CLI is installed with npm into ``~/.cache/proxai/gemini-cli`` (or
-``$PROXAI_GEMINI_CLI_CACHE``) when missing, so one install serves every checkout on the machine (the
-npm registry is the only network use); when it cannot be installed the test fails with the reason,
-never skips.
+``$PROXAI_GEMINI_CLI_CACHE``) when missing (``npm_clients.GEMINI_CLI``); when it cannot be installed
+the test fails with the reason, never skips.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -22,32 +19,13 @@ from tests.fake_upstream import Reply, _anth_json, _anth_sse
 from tests.mitm_harness import Mitmdump
 
 from .e2e_util import ANTH, CLIENT_KEY, ENV_KEY, ENV_KEY_VALUE, UPSTREAM_MODEL
+from .npm_clients import GEMINI_CLI
 
 pytestmark = pytest.mark.e2e
 
-#: the CLI version the test is written against (its flags and its read_file tool's parameters)
-CLI_VERSION = "0.61.0"
-CACHE = Path(os.environ.get("PROXAI_GEMINI_CLI_CACHE") or Path.home() / ".cache" / "proxai" / "gemini-cli")
 NOTE = "secret-note-content-42"
 ANSWER = "The note says: secret-note-content-42."
 CALL_ID = "toolu_01GeminiCliLoop0000000"
-
-
-def _gemini_cli() -> Path:
-    exe = CACHE / "node_modules" / ".bin" / "gemini"
-    pkg = CACHE / "node_modules" / "@google" / "gemini-cli" / "package.json"
-    if exe.exists() and pkg.exists() and json.loads(pkg.read_text()).get("version") == CLI_VERSION:
-        return exe
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.fail("Gemini CLI end-to-end test: npm is not installed (install Node.js 20+ with npm)")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(CACHE),
-                        f"@google/gemini-cli@{CLI_VERSION}"], capture_output=True, text=True, timeout=600)
-    if r.returncode != 0 or not exe.exists():
-        pytest.fail(f"Gemini CLI end-to-end test: `npm install @google/gemini-cli@{CLI_VERSION}` into {CACHE} "
-                    f"failed (exit {r.returncode}):\n{r.stderr[-2000:]}")
-    return exe
 
 
 @pytest.fixture(scope="module", params=["routes-file", "user-guide-command"])
@@ -70,7 +48,7 @@ def proxy(request, upstream, tmp_path_factory):
 
 
 def test_gemini_cli_tool_loop_on_an_anthropic_upstream(proxy, upstream, tmp_path):
-    exe = _gemini_cli()
+    exe = GEMINI_CLI.install()
     work = tmp_path / "work"
     work.mkdir()
     note = work / "notes.txt"

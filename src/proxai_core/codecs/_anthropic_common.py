@@ -9,7 +9,7 @@ from typing import Any
 from ..errors import client_status
 from ..neutral import Error, ErrorKind, Usage
 from ..stop import StopInfo, StopKey, StopReason, WireStop, check_stop_table, classify_stop, map_stop
-from ._request_common import count
+from ._request_common import count, token_count
 from .base import (
     SNIFF_CONTENT,
     SNIFF_DECISIVE,
@@ -23,6 +23,7 @@ from .base import (
     ErrorFacts,
     Evidence,
     RequestFields,
+    TokenCounter,
 )
 
 PROTOCOL = "anthropic_messages"
@@ -184,6 +185,27 @@ ANTHROPIC_VERSION = "2023-06-01"
 
 ENDPOINTS = Endpoints(generate="/messages", count_tokens="/messages/count_tokens")
 FIELDS = RequestFields(stop="stop_sequences", volatile=("metadata", "service_tier"))
+
+#: the fields ``/v1/messages/count_tokens`` takes (the rest of a generation request counts nothing)
+_COUNT_FIELDS = ("model", "messages", "system", "tools", "tool_choice", "thinking", "output_config",
+                 "cache_control", "speed")
+#: a counting request has no output limit; its generation body needs one to be read
+_COUNT_MAX_TOKENS = 1
+
+
+def count_request(body: dict[str, Any], model: str | None) -> dict[str, Any]:
+    out = {k: body[k] for k in _COUNT_FIELDS if k in body}
+    if model:
+        out["model"] = model
+    return out
+
+
+def count_generation(body: dict[str, Any]) -> dict[str, Any]:
+    return body if "max_tokens" in body else {**body, "max_tokens": _COUNT_MAX_TOKENS}
+
+
+COUNTER = TokenCounter(request=count_request, generation=count_generation,
+                       tokens=lambda a: token_count(a, "input_tokens"), answer=lambda n: {"input_tokens": n})
 CAPABILITIES = Capabilities(custom_tools=False, interrupted_is_status=False)
 
 

@@ -32,7 +32,7 @@ from ..stop import (
     classify_stop,
     map_stop,
 )
-from ._request_common import count
+from ._request_common import count, token_count
 from .base import (
     SNIFF_DECISIVE,
     SNIFF_KEYS,
@@ -44,6 +44,7 @@ from .base import (
     Evidence,
     PathFacts,
     RequestFields,
+    TokenCounter,
 )
 
 PROTOCOL = "gemini_generate_content"
@@ -527,6 +528,27 @@ ENDPOINTS = Endpoints(generate="/models/{model}:generateContent", count_tokens="
 #: the model and the stream flag live in the URL (:data:`ENDPOINTS` ``parse_path``); no body has
 #: these fields, so a context built from the body alone has neither
 FIELDS = RequestFields(model="model", stream="stream", stop="stopSequences", volatile=("labels",))
+
+#: the fields of a generation request that ``:countTokens`` counts (its ``generateContentRequest``
+#: form carries them all; the bare ``contents`` form would drop the system instruction and tools)
+_COUNT_FIELDS = ("contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "safetySettings",
+                 "cachedContent")
+
+
+def count_request(body: dict[str, Any], model: str | None) -> dict[str, Any]:
+    inner = {k: body[k] for k in _COUNT_FIELDS if k in body}
+    if model:
+        inner = {"model": model if model.startswith("models/") else f"models/{model}", **inner}
+    return {"generateContentRequest": inner}
+
+
+def count_generation(body: dict[str, Any]) -> dict[str, Any]:
+    inner = body.get("generateContentRequest")
+    return inner if isinstance(inner, dict) else body
+
+
+COUNTER = TokenCounter(request=count_request, generation=count_generation,
+                       tokens=lambda a: token_count(a, "totalTokens"), answer=lambda n: {"totalTokens": n})
 CAPABILITIES = Capabilities(custom_tools=False, interrupted_is_status=False)
 
 

@@ -58,6 +58,12 @@ def is_json_int(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def token_count(answer: Any, key: str) -> int | None:
+    """The token count under ``key`` of a counting endpoint's answer (None: not a count)."""
+    v = answer.get(key) if isinstance(answer, dict) else None
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 53 else None
+
+
 def count(v: Any) -> int | None:
     """A token count of a response: a JSON integer, else none (a bool or a float is no count)."""
     return v if is_json_int(v) else None

@@ -20,8 +20,8 @@ from ..stop import (
     map_stop,
 )
 from ._openai_common import credentials, error_body, error_facts
-from ._request_common import count
-from .base import SNIFF_DECISIVE, Capabilities, Endpoints, Evidence, RequestFields
+from ._request_common import count, token_count
+from .base import SNIFF_DECISIVE, Capabilities, Endpoints, Evidence, RequestFields, TokenCounter
 
 PROTOCOL = "openai_responses"
 
@@ -350,7 +350,23 @@ def error_event_payload(err: Error, sequence_number: int | None) -> dict[str, An
 
 
 # ============================================================================= codec facts
-ENDPOINTS = Endpoints(generate="/responses", websocket=True)
+ENDPOINTS = Endpoints(generate="/responses", count_tokens="/responses/input_tokens", websocket=True)
+
+#: the fields ``/v1/responses/input_tokens`` takes (the rest of a generation request counts nothing)
+_COUNT_FIELDS = ("model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "reasoning",
+                 "text", "truncation", "conversation", "previous_response_id")
+
+
+def count_request(body: dict[str, Any], model: str | None) -> dict[str, Any]:
+    out = {k: body[k] for k in _COUNT_FIELDS if k in body}
+    if model:
+        out["model"] = model
+    return out
+
+
+COUNTER = TokenCounter(request=count_request, generation=lambda body: body,
+                       tokens=lambda a: token_count(a, "input_tokens"),
+                       answer=lambda n: {"object": "response.input_tokens", "input_tokens": n})
 FIELDS = RequestFields(stop="stop", volatile=("metadata", "user", "safety_identifier", "prompt_cache_key",
                                               "prompt_cache_retention", "store", "include", "service_tier"))
 CREDENTIALS = credentials(protocol_headers=("openai-beta",))

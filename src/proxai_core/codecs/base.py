@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from typing import Protocol as TypingProtocol
 
+from ..caching import CacheHint
 from ..context import ClientContext
 from ..errors import client_status
 from ..neutral import Error, ErrorKind, Event, Request, Response
@@ -46,6 +47,7 @@ __all__ = [
     "StreamDecoder",
     "StreamEncoder",
     "StreamReader",
+    "TokenCounter",
     "Wire",
 ]
 
@@ -225,6 +227,22 @@ class Capabilities:
 
 
 @dataclass(frozen=True, slots=True)
+class TokenCounter:
+    """A protocol's token counting endpoint (``Endpoints.count_tokens``), both ways: a client's
+    counting request is read as the generation request it describes, translated like one, and sent as
+    the target's counting request; the target's answer is read back as a number of tokens."""
+
+    #: (a generation body of this protocol, the model to count for) -> the counting request body
+    request: Callable[[JSONObject, str | None], JSONObject]
+    #: a counting request body of this protocol -> the generation body it describes (to decode)
+    generation: Callable[[JSONObject], JSONObject]
+    #: the counting endpoint's answer -> input tokens (None: not an answer of this protocol)
+    tokens: Callable[[JSONObject], int | None]
+    #: input tokens -> this protocol's answer (also the shape of a local estimate)
+    answer: Callable[[int], JSONObject]
+
+
+@dataclass(frozen=True, slots=True)
 class Wire:
     """The wire face of a protocol: what a proxy needs around the translation (where requests go,
     what they are read for before translating, which headers carry keys and belong to the vendor,
@@ -238,9 +256,8 @@ class Wire:
     model_entry: Callable[[str, JSONObject | None], JSONObject]
     #: the model list body around entries
     model_list: Callable[[list[JSONObject]], JSONObject]
-    #: protocols with a token counting endpoint: the answer's body for a count (a proxy that
-    #: estimates locally answers in this shape)
-    count_tokens_body: Callable[[int], JSONObject] | None = None
+    #: protocols with a token counting endpoint: how its requests and answers read and translate
+    counter: TokenCounter | None = None
     #: every stream of this protocol is SSE (False: a stream may come in the protocol's own
     #: framing, told by the body, not by the content type; :attr:`Codec.stream_reader` reads both)
     sse_only: bool = True
@@ -298,6 +315,10 @@ class Codec:
     #: terminal fact and the decoder needs no state from it (so it is forwarded undecoded, e.g.
     #: text deltas). None: every event is decoded. Cheap by design: a name lookup, a substring.
     stream_observes: Callable[[str | None, str], bool] | None = None
+    #: prompt caching: adds this protocol's caching hints to an upstream body translated from another
+    #: protocol, in place (Anthropic breakpoints, OpenAI's prompt_cache_key). None: the provider
+    #: caches a stable prefix by itself (Gemini), which translation keeps stable.
+    cache_hints: Callable[[JSONObject, CacheHint], None] | None = None
 
     def error_status(self, err: Error) -> int:
         """The HTTP status this protocol's clients expect for ``err`` (see errors.client_status)."""

@@ -1164,7 +1164,7 @@ CODEC = Codec(
         credentials=_facts.CREDENTIALS,
         model_entry=_facts.model_entry,
         model_list=_facts.model_list,
-        count_tokens_body=lambda n: {"totalTokens": n},
+        counter=_facts.COUNTER,
         sse_only=False,
     ),
     errors=_facts.ERRORS,

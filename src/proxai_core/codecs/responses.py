@@ -1480,6 +1480,7 @@ CODEC = Codec(
     error_frame=error_frame,
     wire=Wire(
         endpoints=_facts.ENDPOINTS,
+        counter=_facts.COUNTER,
         fields=_facts.FIELDS,
         credentials=_facts.CREDENTIALS,
         model_entry=_models.model_entry,
@@ -1495,4 +1496,5 @@ CODEC = Codec(
     sniff_stream=_facts.sniff_stream,
     stream_observes=_facts.stream_observes,
     is_error_body=_facts.is_error_body,
+    cache_hints=_models.prompt_cache_key,
 )

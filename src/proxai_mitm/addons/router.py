@@ -202,6 +202,10 @@ class Router:
             if mapped and not in_url:
                 set_request_model(up, mapped, route.protocol)
             state.upstream_model = (mapped or model) if in_url else request_model(up)
+            if route.cache_hints is not False:
+                host = route.base_url.host if route.base_url is not None else req.host
+                open_exchange(state).add_cache_hints(route.protocol, up, model=state.upstream_model, host=host,
+                                                     explicit=route.cache_hints is True)
             return encode_body(flow, state, up)
 
         self.forward(flow, state, ep, route, payload, upstream_stream=state.client_stream)
@@ -222,28 +226,40 @@ class Router:
         if not is_obj:
             return reply(flow, state, 400, "invalid_request",
                          f"request body is not a valid JSON object{': ' + jerr if jerr else ''}")
-        if not counts_tokens(route.protocol) or route.protocol is not ep.protocol:
-            # the upstream cannot count this request (no endpoint, or another protocol's): an honest
-            # local estimate in the client's shape
-            why = "has no token counting endpoint" if not counts_tokens(route.protocol) else "speaks another protocol"
+        client = ep.protocol
+        counter = get(client).wire.counter if client is not None else None
+        if client is None or counter is None:  # recognized as a count only where the protocol has one
+            return reply(flow, state, 404, "not_found", "this protocol has no token counting endpoint")
+        if not counts_tokens(route.protocol):
+            # the upstream cannot count: an honest local estimate in the client's shape, flagged as one
             state.warnings.append("input tokens estimated locally (about 4 characters per token); "
-                                  f"the {route.protocol.value} upstream {why}")
+                                  f"the {route.protocol.value} upstream has no token counting endpoint")
+            state.estimate = True
+            state.count_tokens = estimate_tokens(body)
             state.synthetic = True
             state.translation = Plan.SYNTHETIC
-            shape = get(ep.protocol).wire.count_tokens_body if ep.protocol is not None else None
-            if shape is None:  # recognized as a count only where the protocol has one
-                return reply(flow, state, 404, "not_found", "this protocol has no token counting endpoint")
             flow.response = http.Response.make(
-                200, orjson.dumps(shape(estimate_tokens(body))),
+                200, orjson.dumps(counter.answer(state.count_tokens)),
                 {"content-type": "application/json", "x-proxai-estimate": "chars/4"},
             )
             return None
 
         def payload() -> bytes | None:
-            up = dict(body)
             mapped = route.models.map(model)
-            if mapped and get(route.protocol).wire.endpoints.path_for is None:  # else the model is in the URL
-                set_request_model(up, mapped, route.protocol)
+            in_url = get(route.protocol).wire.endpoints.path_for is not None
+            if route.protocol is ep.protocol:
+                up = dict(body)
+                if mapped and not in_url:
+                    set_request_model(up, mapped, route.protocol)
+            else:  # the target's counting request for the same generation request
+                try:
+                    up = open_exchange(state).request_for(route.protocol, mapped or model)
+                except Exception as exc:
+                    if not isinstance(exc, (TranslationError, ValueError, TypeError, KeyError, AttributeError)):
+                        logger.exception("proxai: translating a count request failed")
+                    status, native = error_response(exc, client)
+                    reply_body(flow, state, status, native)
+                    return None
             state.upstream_model = mapped
             return encode_body(flow, state, up)
 

@@ -52,7 +52,7 @@ def plan(state: FlowState, resp: http.Response) -> Plan:
         return Plan.MODELS
     if state.upstream_protocol is None or state.client_protocol is None:
         return Plan.ERROR if resp.status_code >= 400 else Plan.NONE
-    if state.kind != "generate" and resp.status_code < 400:
+    if state.kind not in ("generate", "count_tokens") and resp.status_code < 400:
         return Plan.NONE
     return open_exchange(state).respond(state.upstream_protocol, resp.status_code,
                                         resp.headers.get("content-type", ""), headers=resp.headers,

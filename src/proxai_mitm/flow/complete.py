@@ -44,6 +44,8 @@ def apply_outcome(state: FlowState, resp: http.Response, outcome: Outcome) -> No
     if state.kind == "generate":
         state.stop = ex.stop
         state.usage = ex.usage
+    elif state.kind == "count_tokens":
+        state.count_tokens = ex.tokens
     if ex.model and not state.upstream_model:
         state.upstream_model = ex.model
     if outcome.body is not None:

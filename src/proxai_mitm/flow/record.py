@@ -114,6 +114,15 @@ class MetricsRecord(_Plain):
     cost_note: str | None = None  # why the cost is unknown
 
 
+class CountRecord(_Plain):
+    """A token count: the number the client got, and whether ProxAI estimated it locally (the
+    upstream has no counter) instead of asking the upstream's counter."""
+
+    #: the input tokens the client was told
+    total: int | None = None
+    estimate: bool = False
+
+
 class FlowRecord(_Plain):
     """Schema version 2 (docs/flow-record.md)."""
 
@@ -147,6 +156,8 @@ class FlowRecord(_Plain):
     replay: ReplayRecord | None = None
     truncated: list[Truncation] = []
     metrics: MetricsRecord | None = None
+    #: a ``count_tokens`` flow's count
+    count: CountRecord | None = None
 
     @field_validator("client_protocol", "upstream_protocol", mode="before")
     @classmethod

@@ -45,6 +45,10 @@ class FlowState:
     #: the StreamHandler installed as ``flow.response.stream`` (or the one-frame error callable)
     handler: StreamHandler | ErrorOnce | None = None
     synthetic: bool = False
+    #: a count's input tokens (the upstream's counter, or the local estimate)
+    count_tokens: int | None = None
+    #: the count was estimated locally (the upstream has no counter)
+    estimate: bool = False
     translated: bool = False
     annotated: bool = False
     #: what translation ran (decided once by translate.plan)
@@ -99,7 +103,7 @@ def open_exchange(state: FlowState) -> Exchange:
         assert state.client_protocol is not None, "an exchange needs the client's protocol"
         ex = state.exchange = Exchange(state.client_protocol, state.client_body, path=state.client_path,
                                        stream=state.client_stream, refusal_in_content=state.refusal_in_content,
-                                       warnings=state.warnings)
+                                       warnings=state.warnings, kind=state.kind)
     return ex
 
 
@@ -157,4 +161,6 @@ def record_dict(state: FlowState) -> dict[str, Any]:
         if state.replay else None,
         "truncated": [{"part": p, "kept": k, "total": t} for p, k, t in state.truncated],
         "metrics": state.metrics,  # timings and cost (measure.py)
+        "count": {"total": state.count_tokens, "estimate": state.estimate}
+        if state.kind == "count_tokens" else None,
     }

@@ -186,7 +186,7 @@ def model_list_client(headers: Mapping[str, str]) -> Protocol | None:
 
 def counts_tokens(protocol: Protocol) -> bool:
     """The protocol has a token counting endpoint."""
-    return get(protocol).wire.endpoints.count_tokens is not None
+    return get(protocol).wire.counter is not None
 
 
 def fallback_error_frame(protocol: Protocol, message: str) -> bytes:

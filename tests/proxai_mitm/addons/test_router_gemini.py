@@ -46,17 +46,34 @@ def test_anthropic_client_to_gemini_model_in_the_url(addon, monkeypatch):
     assert flow_state(f).upstream_model == "gemini-2.5-pro"
 
 
-def test_token_count_across_protocols_is_estimated_in_the_clients_shape(addon):
-    addon.configure(proxai_target=ANTH, proxai_upstream="https://api.anthropic.com")
+def test_token_count_across_protocols_goes_to_the_targets_counter(addon, monkeypatch):
+    monkeypatch.setenv("PROXAI_TEST_KEY", "sk-ant-env-key-456")
+    addon.configure(proxai_target=ANTH, proxai_upstream="https://api.anthropic.com",
+                    proxai_key_env="PROXAI_TEST_KEY", proxai_model="*=claude-sonnet-4-5")
+    f = make_flow(ANTH, body=GEM_BODY, path="/v1beta/models/gemini-2.5-flash:countTokens",
+                  headers=[("x-goog-api-key", "AIzaCLIENT")])
+    addon.request(f)
+    assert f.response is None  # sent upstream: Anthropic has a counter
+    assert f.request.url == "https://api.anthropic.com/v1/messages/count_tokens"
+    assert json.loads(f.request.content) == {"model": "claude-sonnet-4-5",
+                                             "messages": [{"role": "user", "content": "hi"}]}
+    st = flow_state(f)
+    assert st.kind == "count_tokens" and not st.estimate and not st.synthetic
+
+
+def test_token_count_toward_a_target_without_a_counter_is_an_estimate_in_the_clients_shape(addon):
+    addon.configure(proxai_target="openai_chat_completions", proxai_upstream="https://api.openai.com")
     f = make_flow(ANTH, body=GEM_BODY, path="/v1beta/models/gemini-2.5-flash:countTokens",
                   headers=[("x-goog-api-key", "AIzaCLIENT")])
     addon.request(f)
     assert f.response is not None and f.response.status_code == 200
     out = json.loads(f.response.content)
     assert set(out) == {"totalTokens"} and out["totalTokens"] >= 1
-    assert "speaks another protocol" in " ".join(flow_state(f).warnings)
+    assert f.response.headers["x-proxai-estimate"] == "chars/4"
+    st = flow_state(f)
+    assert st.estimate and st.count_tokens == out["totalTokens"]
+    assert "has no token counting endpoint" in " ".join(st.warnings)
     f = make_flow(ANTH, body=dict(BODIES[ANTH]), path="/v1/messages/count_tokens")
-    addon.configure(proxai_target=GEM, proxai_upstream="https://generativelanguage.googleapis.com")
     addon.request(f)
     assert set(json.loads(f.response.content)) == {"input_tokens"}
 
