@@ -167,8 +167,8 @@ def test_upstream_echoing_our_aws_credentials_in_every_encoding(cloud, up, chat)
     m, _ = cloud
     secrets = (PROXY_ACCESS, PROXY_SECRET, PROXY_TOKEN)
     echo = " ".join(f for s in secrets for n, f in encoded_forms(s).items() if n != "pct_plus")
-    body = {"type": "error", "error": {"type": "permission_error", "message": f"denied for {echo}"}}
-    up.on(UPSTREAM_PATH[ANTH], Reply.error(403, json.dumps(body).encode(), "application/json"))
+    body = '{"type":"error","error":{"type":"permission_error","message":"denied for ' + echo + '"}}'
+    up.on(UPSTREAM_PATH[ANTH], Reply.error(403, body.encode(), "application/json"))
     n0 = len(m.flows())
     with pytest.raises(openai.PermissionDeniedError) as e:
         _ask(chat, "sig-x", False)
@@ -307,21 +307,21 @@ addons = [EditAfterProxAI()]
 '''
 
 
-def test_signed_after_later_scripts_and_mitmproxys_own_editors(upstream, tmp_path):
+def test_signed_after_later_scripts_and_mitmproxys_own_editors(up, tmp_path):
     """A script loaded after ProxAI (body and a signed header) and mitmproxy's modify_body (which runs
     after every script) edit the request: the signature covers what they made of it."""
     script = tmp_path / "later.py"
     script.write_text(LATER_SCRIPT)
     routes = tmp_path / "routes.toml"
-    routes.write_text(_route("sigv4", "sig-*", ANTH, f"http://localhost:{upstream.port}", "aws@us-east-1",
+    routes.write_text(_route("sigv4", "sig-*", ANTH, f"http://localhost:{up.port}", "aws@us-east-1",
                              "claude-sonnet-4-5"))
-    m = Mitmdump(mode=f"reverse:{upstream.url}", env=_aws_env(tmp_path), extra_args=["-s", str(script)],
+    m = Mitmdump(mode=f"reverse:{up.url}", env=_aws_env(tmp_path), extra_args=["-s", str(script)],
                  options={"proxai_config": str(routes), "modify_body": "/~q/edited-by-a-later-script/edited-twice"})
     m.startup_timeout = 120
     with m:
         chat = openai.OpenAI(base_url=m.url + "/v1", api_key=CLIENT_KEY, max_retries=0, timeout=30)
         assert _ask(chat, "sig-x", False)
-    rec = _received(upstream.last(UPSTREAM_PATH[ANTH]))
+    rec = _received(up.last(UPSTREAM_PATH[ANTH]))
     assert json.loads(rec.body)["metadata"] == {"user_id": "edited-twice"}
     auth = rec.headers["authorization"]
     names = auth.split("SignedHeaders=")[1].split(",")[0].split(";")
