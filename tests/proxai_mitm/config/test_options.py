@@ -41,7 +41,7 @@ def test_closed_sets_are_declared_as_choices(addon):
 
     opts = ctx.options._options
     assert opts["proxai_target"].choices == ("", "openai_chat_completions", "openai_responses",
-                                             "anthropic_messages", "gemini_generate_content")
+                                             "anthropic_messages", "gemini_generate_content", "bedrock_converse")
     assert opts["proxai_replay_miss"].choices == ("error", "forward")
 
 

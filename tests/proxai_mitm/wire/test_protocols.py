@@ -37,13 +37,20 @@ def test_every_protocol_has_names():
 def test_model_list_client_and_token_counting():
     assert model_list_client({"anthropic-version": "2023-06-01"}) is Protocol.ANTHROPIC
     assert model_list_client({"authorization": "Bearer x"}) is None
-    assert [p for p in Protocol if counts_tokens(p)] == [Protocol.ANTHROPIC, Protocol.GEMINI]
+    assert [p for p in Protocol if counts_tokens(p)] == [Protocol.ANTHROPIC, Protocol.GEMINI,
+                                                         Protocol.BEDROCK_CONVERSE]
     assert model_list_client({"x-goog-api-key": "k"}) is Protocol.GEMINI
 
 
 @pytest.mark.parametrize("proto", list(Protocol))
 def test_fallback_error_frame_is_one_sse_event_naming_the_message(proto):
     frame = fallback_error_frame(proto, "boom")
+    if proto is Protocol.BEDROCK_CONVERSE:  # its own framing: one exception frame
+        from proxai_core.eventstream import EventStreamReader
+
+        (f,) = EventStreamReader().frames(frame)
+        assert f.message_type == "exception" and "boom" in f.data
+        return
     events = sse_events(frame)
     assert events and frame.endswith((b"\n\n", b"\r\n\r\n"))  # complete events, the client's own frame
     assert "boom" in json.dumps(json.loads(events[0][1]))
