@@ -277,7 +277,8 @@ def test_model_list_and_count_tokens_shapes_are_botocore_s():
                                   CODEC.wire.model_entry("amazon.nova-micro-v1:0", {"modelName": "Nova Micro"})])
     sdk_converse.walk(control.operation_model("ListFoundationModels").output_shape, body, "ListFoundationModels")
     assert [m["providerName"] for m in body["modelSummaries"]] == ["Anthropic", "Amazon"]
-    count = CODEC.wire.count_tokens_body(42)
+    assert CODEC.wire.counter is not None
+    count = CODEC.wire.counter.answer(42)
     sdk_converse.walk(sdk_converse.operation("CountTokens").output_shape, count, "CountTokens")
     assert count == {"inputTokens": 42}
 

@@ -111,12 +111,26 @@ def test_stream_framing_is_a_wire_fact(c: Codec):
      "count_tokens", "vertex_anthropic", "/v1beta1/projects/p/locations/global"),
     ("/model/us.anthropic.claude-haiku-4-5-20251001-v1%3A0/invoke-with-response-stream", "generate",
      "bedrock_invoke", ""),
-    ("https://bedrock-runtime.us-east-1.amazonaws.com/model/anthropic.claude-sonnet-4-20250514-v1:0/count-tokens",
-     "count_tokens", "bedrock_invoke", ""),
 ])
 def test_match_path_post(path, kind, name, prefix):
     m = match_path(path)
     assert m is not None and (m.kind, m.codec.name if m.codec else None, m.prefix) == (kind, name, prefix)
+
+
+def test_a_path_two_protocols_serve_is_told_by_the_body():
+    """Amazon Bedrock counts a Converse and an InvokeModel request on one path: the path is read as
+    the first codec's, and the router asks the body (``routing.told_by_body``)."""
+    from proxai_mitm.wire import routing
+
+    path = "https://bedrock-runtime.us-east-1.amazonaws.com/model/anthropic.claude-sonnet-4-20250514-v1:0/count-tokens"
+    served = [c.name for c in all_codecs() if c.wire.endpoints.parse_path and c.wire.endpoints.parse_path(path)]
+    assert served == ["converse", "bedrock_invoke"]
+    ep = routing.recognize("POST", path)
+    assert ep is not None and ep.protocol is Protocol.BEDROCK_CONVERSE and ep.kind == "count_tokens"
+    invoke = {"input": {"invokeModel": {"body": "eyJtZXNzYWdlcyI6W119"}}}
+    converse = {"input": {"converse": {"messages": [{"role": "user", "content": [{"text": "hi"}]}]}}}
+    assert routing.told_by_body(ep, path, invoke).protocol is Protocol.BEDROCK_INVOKE
+    assert routing.told_by_body(ep, path, converse).protocol is Protocol.BEDROCK_CONVERSE
 
 
 def test_match_path_get_and_websocket():

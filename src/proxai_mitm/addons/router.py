@@ -160,10 +160,12 @@ class Router:
                 if not self.options.routes and not codings(flow.request.headers.get("content-encoding")):
                     return  # nothing to translate and nothing inflated: a big plain body passes untouched
                 bad_body(flow, ep, body)
-            elif body is not None and ep.kind == "generate":
-                self._generate(flow, ep, body)
-            elif body is not None and ep.kind == "count_tokens":
-                self._count_tokens(flow, ep, body)
+            elif body is not None and ep.kind in ("generate", "count_tokens"):
+                ep = routing.told_by_body(ep, flow.request.path, body[1])
+                if ep.kind == "generate":
+                    self._generate(flow, ep, body)
+                else:
+                    self._count_tokens(flow, ep, body)
             else:
                 self._models(flow, ep)
         except Exception as exc:

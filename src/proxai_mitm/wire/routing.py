@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -88,6 +88,22 @@ def recognize(method: str, path: str, headers: Mapping[str, str] | None = None) 
         p = p.rstrip("/")
     return Endpoint(m.kind, m.codec.protocol if m.codec is not None else None, m.prefix, q, m.model_id,
                     ws, m.stream, m.sse, p[len(m.prefix):])
+
+
+def told_by_body(ep: Endpoint, path: str, body: Any) -> Endpoint:
+    """``ep`` for the protocol the body is written in, where another protocol serves the same path
+    (Amazon Bedrock's ``/model/{id}/count-tokens`` counts a Converse or an InvokeModel request, as
+    its body says); else ``ep`` as recognized."""
+    if not isinstance(body, dict) or ep.protocol is None:
+        return ep
+    other = body_protocol(body, ep.protocol)
+    if other is None:
+        return ep
+    parse = get(other).wire.endpoints.parse_path
+    facts = parse(path) if parse is not None else None
+    if facts is None or facts.kind != ep.kind:
+        return ep
+    return replace(ep, protocol=other)
 
 
 def body_protocol(body: Mapping[str, Any], client: Protocol | None = None) -> Protocol | None:

@@ -41,8 +41,8 @@ def test_closed_sets_are_declared_as_choices(addon):
 
     opts = ctx.options._options
     assert opts["proxai_target"].choices == ("", "openai_chat_completions", "openai_responses",
-                                             "anthropic_messages", "gemini_generate_content", "vertex_anthropic",
-                                             "bedrock_invoke")
+                                             "anthropic_messages", "gemini_generate_content", "bedrock_converse",
+                                             "vertex_anthropic", "bedrock_invoke")
     assert opts["proxai_replay_miss"].choices == ("error", "forward")
 
 
