@@ -782,15 +782,14 @@ def _contents(req: Request, system: list[Text], warnings: list[str]) -> list[dic
                     path = f"messages[{_index(req.messages, m)}].parts[{_index(m.parts, p)}]"
                     parts.append(_enc_media(p, path, warnings))
                 elif isinstance(p, (Opaque, WebSearchCall, WebSearchResults)):
-                    if not isinstance(p, Opaque):
-                        p = web_search_as_opaque(p, PROTOCOL)
-                    if p is None:
+                    issued = p if isinstance(p, Opaque) else web_search_as_opaque(p, PROTOCOL)
+                    if issued is None:
                         continue
-                    if p.protocol == PROTOCOL:
-                        parts.append(p.raw)
+                    if issued.protocol == PROTOCOL:
+                        parts.append(issued.raw)
                     else:
-                        warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Gemini has no "
-                                  "such part")
+                        warn_once(warnings, f"{issued.protocol} item {issued.label or 'opaque'!r} dropped: Gemini "
+                                  "has no such part")
             if pending is not None:
                 parts.append({"text": "", "thoughtSignature": pending.sig})
         if not parts:

@@ -587,9 +587,10 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
             buf: list[dict[str, Any]] | None = None  # the input parts of the user message being built
             for p in parts:
                 if isinstance(p, (WebSearchCall, WebSearchResults)):
-                    p = web_search_as_opaque(p, PROTOCOL)
-                    if p is None:
+                    issued = web_search_as_opaque(p, PROTOCOL)
+                    if issued is None:
                         continue
+                    p = issued
                 if isinstance(p, ToolResult) or isinstance(p, Opaque):  # an item of its own: the message so far goes first
                     if buf:
                         items.append({"type": "message", "role": "user", "content": buf})
@@ -624,9 +625,10 @@ def _encode_messages(req: Request, w: list[str], names: dict[str, str]) -> tuple
             reasoned = False
             for p in parts:
                 if isinstance(p, (WebSearchCall, WebSearchResults)):
-                    p = web_search_as_opaque(p, PROTOCOL)
-                    if p is None:
+                    issued = web_search_as_opaque(p, PROTOCOL)
+                    if issued is None:
                         continue
+                    p = issued
                 if isinstance(p, Text):
                     cits = p.citations
                     op = {"type": "output_text", "text": p.text,
