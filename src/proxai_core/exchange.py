@@ -86,6 +86,8 @@ class Outcome:
     status: int
     body: bytes | None = None
     content_type: str | None = None
+    #: headers the client's protocol needs with this body (an AWS error's ``x-amzn-errortype``)
+    headers: dict[str, str] | None = None
 
 
 def _streamed(upstream: Codec, content_type: str, client_stream: bool) -> bool:
@@ -392,11 +394,11 @@ class Exchange:
         obj = _json_object(body)
         if isinstance(obj, str):
             self.warnings.append(f"upstream answered 2xx with {obj}")
-            st, native = native_error(n.Error(kind=n.ErrorKind.API_ERROR, status=502,
-                                              message=f"upstream answered with {obj}"), self.client.protocol)
+            err = n.Error(kind=n.ErrorKind.API_ERROR, status=502, message=f"upstream answered with {obj}")
+            st, native = native_error(err, self.client.protocol)
             self._stop = error_stop_info(st, native)
             self.plan = Plan.ERROR
-            return Outcome(st, orjson.dumps(native), JSON_TYPE)
+            return Outcome(st, orjson.dumps(native), JSON_TYPE, self._error_headers(err))
         if plan is Plan.TO_STREAM:
             out, res = stream_result(obj, up, self.client, self.context)
             self._take(res)
@@ -417,9 +419,14 @@ class Exchange:
             st, native = native_error(err, self.client.protocol)
             self._error, self._stop = err, error_stop_info(st, native)
             self.plan = Plan.ERROR
-            return Outcome(st, orjson.dumps(native), JSON_TYPE)
+            return Outcome(st, orjson.dumps(native), JSON_TYPE, self._error_headers(err))
         self.tokens = tokens
         return Outcome(status, orjson.dumps(counter.answer(tokens)), JSON_TYPE)
+
+    def _error_headers(self, err: n.Error) -> dict[str, str] | None:
+        """The headers the client's protocol gives its error bodies (None: none)."""
+        headers = self.client.errors.headers
+        return headers(err) if headers is not None else None
 
     def _take(self, res: ResponseResult) -> None:
         self._stop, self._usage, self._error, self._model = res.stop, res.usage, res.error, res.model
@@ -434,7 +441,7 @@ class Exchange:
         self._stop = stop_of_http_error(err, status, self.headers)
         if self.routed and (up is not self.client or not _is_json(body)):
             st, native = native_error(err, self.client.protocol)
-            return Outcome(st, orjson.dumps(native), JSON_TYPE)
+            return Outcome(st, orjson.dumps(native), JSON_TYPE, self._error_headers(err))
         self.plan = Plan.OBSERVE
         return Outcome(status)
 

@@ -90,3 +90,20 @@ def test_boto3_converse_stream_on_another_protocol(proxy, upstream, route):
     assert stops == ["end_turn"]
     assert "metadata" in events[-1] and events[-1]["metadata"]["usage"]["outputTokens"] > 0
     _check_upstream(upstream, route, stream=True)
+
+
+@pytest.mark.parametrize("status,body,exception", [
+    (429, {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}, "ThrottlingException"),
+    (400, {"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}, "ValidationException"),
+    (529, {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}, "ServiceUnavailableException"),
+])
+def test_an_upstream_error_is_the_exception_boto3_knows(proxy, upstream, status, body, exception):
+    """An AWS client reads an error's type from ``x-amzn-errortype``: botocore raises that exception."""
+    from tests.fake_upstream import Reply
+
+    upstream.reset()
+    upstream.on("/v1/messages", Reply.error(status, body))
+    client = _client(proxy.url)
+    with pytest.raises(getattr(client.exceptions, exception)) as ei:
+        client.converse(modelId="to-anthropic-model", messages=MESSAGES)
+    assert body["error"]["message"] in str(ei.value)

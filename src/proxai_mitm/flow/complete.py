@@ -50,5 +50,7 @@ def apply_outcome(state: FlowState, resp: http.Response, outcome: Outcome) -> No
         state.upstream_model = ex.model
     if outcome.body is not None:
         set_body(resp, outcome.status, outcome.body, outcome.content_type or "application/json")
+        for name, value in (outcome.headers or {}).items():
+            resp.headers[name] = value
         if outcome.content_type == SSE_TYPE or ex.plan in (Plan.TO_STREAM, Plan.STREAM_WHOLE):
             resp.headers["cache-control"] = "no-cache"

@@ -9,7 +9,9 @@ from mitmproxy import http
 from mitmproxy.net.http import status_codes
 
 from proxai_core import Plan, Protocol, error_stop_info
+from proxai_core.codecs import get
 from proxai_core.codecs import native_error as _native
+from proxai_core.errors import parse_error
 from proxai_core.neutral import Error, ErrorKind
 
 from ..wire.protocols import DEFAULT_PROTOCOL
@@ -22,6 +24,13 @@ def native_error(status: int, kind: str, message: str, protocol: Protocol | None
     """A native error body of the client's protocol; ``kind`` is a neutral error kind
     (``invalid_request``, ``authentication``, ``api_error``, ...)."""
     return _native(Error(kind=ErrorKind(kind), message=message, status=status), protocol or DEFAULT_PROTOCOL)
+
+
+def error_headers(protocol: Protocol | None, status: int, body: dict[str, Any]) -> dict[str, str]:
+    """The headers a protocol gives its error bodies (an AWS client reads the error's type from
+    ``x-amzn-errortype``), for a native body ProxAI wrote."""
+    headers = get(protocol or DEFAULT_PROTOCOL).errors.headers
+    return headers(parse_error(status, orjson.dumps(body))) if headers is not None else {}
 
 
 def set_body(resp: http.Response, status: int, content: bytes, content_type: str) -> None:
@@ -44,6 +53,7 @@ def reply(flow: http.HTTPFlow, state: FlowState, status: int, kind: str, message
 def reply_body(flow: http.HTTPFlow, state: FlowState, status: int, body: dict[str, Any],
                extra_headers: dict[str, str] | None = None) -> None:
     headers = {"content-type": "application/json", "x-should-retry": "false" if status < 500 else "true"}
+    headers.update(error_headers(state.client_protocol, status, body))
     if extra_headers:
         headers.update(extra_headers)
     flow.response = http.Response.make(status, orjson.dumps(body), headers)
