@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from . import neutral as n
+from .caching import CacheHint, conversation_key
 from .client import context_of_body, context_of_request
 from .codecs import get, native_error
 from .codecs.base import Codec
@@ -123,6 +124,7 @@ class Exchange:
         self._request: n.Request | None = None
         self._request_error: TranslationError | None = None
         self._context: ClientContext | None = None
+        self._cache_key: str | None = None
         # the response side
         self.upstream: Codec | None = None
         self.plan: Plan | None = None
@@ -221,6 +223,27 @@ class Exchange:
             assert counter is not None
             return counter.request(body, model or req.model)
         return body
+
+    @property
+    def cache_key(self) -> str:
+        """The conversation's caching key (set it to the session's own id when the client sent one)."""
+        if self._cache_key is None:
+            self._cache_key = conversation_key(self.request)
+        return self._cache_key
+
+    @cache_key.setter
+    def cache_key(self, value: str) -> None:
+        self._cache_key = value
+
+    def add_cache_hints(self, target: Protocol | str, body: dict[str, Any], *, model: str | None = None,
+                        host: str | None = None, explicit: bool = False) -> None:
+        """The target's prompt-caching hints in a translated upstream body (in place): the client's own
+        hints meant nothing to another provider (see :mod:`proxai_core.caching`). A body in the
+        client's own protocol is left as the client sent it."""
+        tgt = get(as_protocol(target))
+        if tgt is self.client or tgt.cache_hints is None or self.kind != "generate":
+            return
+        tgt.cache_hints(body, CacheHint(key=self.cache_key, model=model, host=host, explicit=explicit))
 
     def _malformed(self, exc: Exception) -> TranslationError:
         """A request shape the codec's checks did not foresee: still the client's mistake, named as such."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,8 @@ from proxai_core.neutral import (
 from proxai_core.protocol import Protocol
 from proxai_core.stop import GENERIC_CONTENT_FILTER_REFUSAL, StopInfo, StopReason, classify_stop
 from tests.conftest import fixture_dir, sse_events
+
+from ..sdk import validate_request
 
 FIXTURES = fixture_dir(A.CODEC.protocol)
 HAVE_FIXTURES = FIXTURES.is_dir()
@@ -1313,3 +1316,31 @@ def test_encode_thinking_dropped_in_tool_loop_without_anthropic_thinking() -> No
                                 max_output_tokens=100), [])
     assert out["thinking"] == {"type": "enabled", "budget_tokens": 2048}
     validate_params(out)
+
+
+def test_system_messages_inside_the_conversation_are_read() -> None:
+    """Claude Code 2.1 sends instructions as ``role: "system"`` messages inside ``messages`` (its
+    environment block, per-turn reminders): read as system messages of the conversation, translated
+    where each target keeps them (Chat and Responses in place; Anthropic and Gemini in the system
+    prompt), never refused."""
+    from proxai_core import Exchange
+
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 64, "system": "You are Claude Code.",
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                         {"role": "system", "content": [{"type": "text", "text": "# Environment\nlinux"}]},
+                         {"role": "system", "content": "be brief"},
+                         {"role": "user", "content": "go"}]}
+    ex = Exchange(Protocol.ANTHROPIC, body, path="/v1/messages")
+    assert [m.role for m in ex.request.messages] == ["user", "system", "system", "user"]
+    chat = ex.request_for(Protocol.CHAT)
+    assert [m["role"] for m in chat["messages"]] == ["system", "user", "system", "system", "user"]
+    resp = ex.request_for(Protocol.RESPONSES)
+    assert [i.get("role") for i in resp["input"]] == ["user", "system", "system", "user"]
+    gem = ex.request_for(Protocol.GEMINI)
+    assert "# Environment" in json.dumps(gem["systemInstruction"])
+    for target in (Protocol.CHAT, Protocol.RESPONSES, Protocol.GEMINI):
+        validate_request(target, ex.request_for(target))
+    bad = dict(body, messages=[{"role": "system", "content": [{"type": "image", "source": {
+        "type": "url", "url": "https://example.com/a.png"}}]}])
+    with pytest.raises(TranslationError, match="system message carries text blocks only"):
+        Exchange(Protocol.ANTHROPIC, bad, path="/v1/messages").request  # noqa: B018

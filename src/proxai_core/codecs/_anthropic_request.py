@@ -452,13 +452,17 @@ def decode_request(body: dict[str, Any], warnings: list[str]) -> Request:
         if not isinstance(m, dict):
             raise expected("an object", m, "messages", i)
         role = m.get("role")
-        if role != "user" and role != "assistant":
-            fail(f"expected 'user' or 'assistant', got {role!r}", "messages", i, "role")
+        if role != "user" and role != "assistant" and role != "system":
+            fail(f"expected 'user', 'assistant' or 'system', got {role!r}", "messages", i, "role")
         content = m.get("content")
         if isinstance(content, str):
             req.messages.append(Message(role, [Text(content)]))
         elif isinstance(content, list):
-            req.messages.append(Message(role, [_block(b, warnings, i, j) for j, b in enumerate(content)]))
+            parts = [_block(b, warnings, i, j) for j, b in enumerate(content)]
+            if role == "system" and not all(isinstance(p, Text) for p in parts):
+                # instructions inside the conversation (Claude Code's per-turn system messages) are text
+                fail("a system message carries text blocks only", "messages", i, "content")
+            req.messages.append(Message(role, parts))
         else:
             raise expected("a string or an array of content blocks", content, "messages", i, "content")
     v = body.get("max_tokens")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..caching import CacheHint
 from ..neutral import Error, ErrorKind
 from .base import Credentials, ErrorFacts
 
@@ -82,6 +83,21 @@ CODES: dict[str, ErrorKind] = {
     "overloaded": ErrorKind.OVERLOADED,
     "stream_interrupted": ErrorKind.INTERRUPTED,
 }
+
+
+def prompt_cache_key(body: dict[str, Any], hint: CacheHint) -> None:
+    """OpenAI caches a prefix of 1,024 tokens or more by itself, on the machine the request lands on;
+    ``prompt_cache_key`` routes every turn of a conversation to the same cache (the client's own
+    key, when it sent one, is kept)."""
+    body.setdefault("prompt_cache_key", hint.key)
+
+
+def chat_prompt_cache_key(body: dict[str, Any], hint: CacheHint) -> None:
+    """:func:`prompt_cache_key` toward OpenAI's own hosts: other Chat Completions servers may reject
+    a field they do not know, so elsewhere only when the route asks for hints."""
+    host = (hint.host or "").lower()
+    if hint.explicit or host == "api.openai.com" or is_azure_host(host):
+        prompt_cache_key(body, hint)
 
 
 def error_body(err: Error) -> dict[str, Any]:

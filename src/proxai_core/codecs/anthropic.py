@@ -52,6 +52,7 @@ from ..protocol import Protocol
 from ..sse import frame
 from ..stop import StopInfo, StopReason, classify_stop
 from . import _anthropic_common as _facts
+from ._anthropic_cache import add_cache_hints
 from ._anthropic_common import (
     FALLBACK_REFUSAL_TEXT,
     PROTOCOL,
@@ -1030,4 +1031,5 @@ CODEC = Codec(
     sniff_stream=_facts.sniff_stream,
     is_error_body=_facts.is_error_body,
     stream_observes=_facts.stream_observes,
+    cache_hints=add_cache_hints,
 )

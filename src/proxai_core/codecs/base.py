@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from typing import Protocol as TypingProtocol
 
+from ..caching import CacheHint
 from ..context import ClientContext
 from ..errors import client_status
 from ..neutral import Error, ErrorKind, Event, Request, Response
@@ -314,6 +315,10 @@ class Codec:
     #: terminal fact and the decoder needs no state from it (so it is forwarded undecoded, e.g.
     #: text deltas). None: every event is decoded. Cheap by design: a name lookup, a substring.
     stream_observes: Callable[[str | None, str], bool] | None = None
+    #: prompt caching: adds this protocol's caching hints to an upstream body translated from another
+    #: protocol, in place (Anthropic breakpoints, OpenAI's prompt_cache_key). None: the provider
+    #: caches a stable prefix by itself (Gemini), which translation keeps stable.
+    cache_hints: Callable[[JSONObject, CacheHint], None] | None = None
 
     def error_status(self, err: Error) -> int:
         """The HTTP status this protocol's clients expect for ``err`` (see errors.client_status)."""

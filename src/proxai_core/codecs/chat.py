@@ -1092,5 +1092,6 @@ CODEC = Codec(
     sniff_stream=_facts.sniff_stream,
     stream_observes=_facts.stream_observes,
     is_error_body=_facts.is_error_body,
+    cache_hints=_models.chat_prompt_cache_key,
 )
 

@@ -1496,4 +1496,5 @@ CODEC = Codec(
     sniff_stream=_facts.sniff_stream,
     stream_observes=_facts.stream_observes,
     is_error_body=_facts.is_error_body,
+    cache_hints=_models.prompt_cache_key,
 )

@@ -201,6 +201,10 @@ class Router:
             if mapped and not in_url:
                 set_request_model(up, mapped, route.protocol)
             state.upstream_model = (mapped or model) if in_url else request_model(up)
+            if route.cache_hints is not False:
+                host = route.base_url.host if route.base_url is not None else req.host
+                open_exchange(state).add_cache_hints(route.protocol, up, model=state.upstream_model, host=host,
+                                                     explicit=route.cache_hints is True)
             return encode_body(flow, state, up)
 
         self.forward(flow, state, ep, route, payload, upstream_stream=state.client_stream)

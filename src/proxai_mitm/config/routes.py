@@ -204,6 +204,9 @@ class RouteSpec(_Strict):
     target: TargetSpec
     #: Chat clients that ignore ``refusal`` (a translated refusal also in ``content``); unset: the option
     refusal_in_content: bool | None = None
+    #: the target's prompt-caching hints on translated requests; unset: wherever the target is known
+    #: to take them (all but a Chat server that is not OpenAI's)
+    cache_hints: bool | None = None
 
 
 class RoutesFile(_Strict):
@@ -230,6 +233,8 @@ class Route:
     match_model: str | None = None
     #: a Chat client also gets a refusal's text in ``content`` (None: the proxai_refusal_in_content option)
     refusal_in_content: bool | None = None
+    #: prompt-caching hints on translated requests: True on, False off, None where known to be taken
+    cache_hints: bool | None = None
 
     def matches(self, host: str, path: str, model: str | None, *, alt_paths: tuple[str, ...] = ()) -> bool:
         """``alt_paths``: for auxiliary endpoints (``/models``, ``count_tokens``) the generation paths
@@ -361,6 +366,7 @@ def routes_from_toml(path: str | os.PathLike) -> RouteSet:
                 match_path=spec.match.path,
                 match_model=spec.match.model,
                 refusal_in_content=spec.refusal_in_content,
+                cache_hints=spec.cache_hints,
             )
         )
     return RouteSet(tuple(routes))

@@ -118,7 +118,8 @@ class CountRecord(_Plain):
     """A token count: the number the client got, and whether ProxAI estimated it locally (the
     upstream has no counter) instead of asking the upstream's counter."""
 
-    tokens: int | None = None
+    #: the input tokens the client was told
+    total: int | None = None
     estimate: bool = False
 
 

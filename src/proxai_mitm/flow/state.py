@@ -161,6 +161,6 @@ def record_dict(state: FlowState) -> dict[str, Any]:
         if state.replay else None,
         "truncated": [{"part": p, "kept": k, "total": t} for p, k, t in state.truncated],
         "metrics": state.metrics,  # timings and cost (measure.py)
-        "count": {"tokens": state.count_tokens, "estimate": state.estimate}
+        "count": {"total": state.count_tokens, "estimate": state.estimate}
         if state.kind == "count_tokens" else None,
     }

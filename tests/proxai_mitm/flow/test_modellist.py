@@ -7,13 +7,23 @@ import json
 from ..helpers import ANTH, RESP, make_flow, respond
 
 
-def test_count_tokens_estimated_for_openai_targets(addon):
-    addon.configure(proxai_target=RESP)
+def test_count_tokens_estimated_for_chat_targets(addon):
+    addon.configure(proxai_target="openai_chat_completions")
     f = make_flow(ANTH, path="/v1/messages/count_tokens",
                   body={"model": "claude-x", "messages": [{"role": "user", "content": "x" * 400}]})
     addon.request(f)
     assert f.response.status_code == 200
     assert 100 <= json.loads(f.response.content)["input_tokens"] <= 105
+
+
+def test_count_tokens_toward_responses_go_to_its_counter(addon):
+    addon.configure(proxai_target=RESP)
+    f = make_flow(ANTH, path="/v1/messages/count_tokens",
+                  body={"model": "claude-x", "messages": [{"role": "user", "content": "x" * 400}]})
+    addon.request(f)
+    assert f.response is None and f.request.path == "/v1/responses/input_tokens"
+    assert json.loads(f.request.content) == {"model": "claude-x", "input": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x" * 400}]}]}
 
 
 def test_count_tokens_forwarded_to_anthropic(addon, monkeypatch):
