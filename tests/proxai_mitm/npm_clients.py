@@ -127,6 +127,8 @@ class OutboundTrap:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # (shutdown wakes the blocked accept; close alone would leave it waiting)
+        self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
         self._thread.join(5)
 
