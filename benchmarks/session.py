@@ -69,9 +69,18 @@ def _script(up: FakeUpstream, protocol: str, calls: list[tuple[str, str, dict]],
     _, text, whole = _turns(protocol, "unused", "unused", {}, answer)
     up.on(path, whole, stream=False)
     up.on(path, text, stream=True)
-    for call_id, name, args in reversed(calls):  # newest rule first: the first call is tried first
+    for k, (call_id, name, args) in reversed(list(enumerate(calls))):  # newest rule first: the first call first
         call, _, _ = _turns(protocol, call_id, name, args, answer)
-        up.on(path, replace(call, times=1), stream=True)
+        up.on(path, replace(call, times=1, events=_unique_ids(call.events or [], k)), stream=True)
+
+
+def _unique_ids(events: list, k: int) -> list:
+    """Each scripted turn its own message / response ids, as a real provider mints them (a client
+    merges the turns that share one into one message)."""
+    text = json.dumps(events)
+    for old in ("msg_01XFDUDYJgAACzvnptvVoYEL", "resp_", "fc_68f9a1b2loop", "msg_68f9a1b2loop"):
+        text = text.replace(old, f"{old}{k:04d}")
+    return [tuple(e) if isinstance(e, list) else e for e in json.loads(text)]
 
 
 def record(client: str, turns: int) -> list[Turn]:

@@ -990,7 +990,7 @@ def test_decode_thinking_forms(thinking: dict[str, Any], check: Any) -> None:
     ({"messages": "x"}, "messages"),
     ({}, "messages"),
     ({"messages": [1]}, "messages[0]"),
-    ({"messages": [{"role": "system", "content": "x"}]}, "messages[0].role"),
+    ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].role"),
     ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
     ({"messages": [{"role": "user", "content": [{"type": "bogus type"}]}]}, "messages[0].content[0].type"),
     ({"messages": [{"role": "user", "content": [{"text": "no type"}]}]}, "messages[0].content[0].type"),
