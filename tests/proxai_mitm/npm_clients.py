@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -42,8 +43,8 @@ from tests.fake_upstream import (
 
 from .e2e_util import ANTH, CHAT, RESP, UPSTREAM_PATH
 
-__all__ = ["CLAUDE_CODE", "CODEX_CLI", "GEMINI_CLI", "NpmClient", "OutboundTrap", "run_client", "script_tool_loop",
-           "tool_results"]
+__all__ = ["CLAUDE_CODE", "CODEX_CLI", "GEMINI_CLI", "NpmClient", "OutboundTrap", "errors_answered", "run_client",
+           "script_tool_loop", "tool_results"]
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,8 @@ class OutboundTrap:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # (shutdown wakes the blocked accept; close alone would leave it waiting)
+        self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
         self._thread.join(5)
 
@@ -180,6 +183,17 @@ def run_client(argv: list[str], *, cwd: Path, home: Path, env: dict[str, str], t
         out, err = p.communicate()
         pytest.fail(f"{Path(argv[0]).name} did not finish in {timeout}s\nstdout: {out[-3000:]}\nstderr: {err[-3000:]}")
     return subprocess.CompletedProcess(argv, p.returncode, out, err)
+
+
+#: the proxy's log line for an answer that reached the client with an error status
+_ERROR_ANSWER = re.compile(r"proxai: .*, [45]\d\d: .*")
+
+
+def errors_answered(log: str) -> list[str]:
+    """The proxy's log lines (of ``log``) for answers a client got with an error status: a CLI that
+    retries a rejected request in another form still completes, so its exit status alone does not
+    show them."""
+    return _ERROR_ANSWER.findall(log)
 
 
 # ----------------------------------------------------------------------------- scripted tool loops

@@ -18,7 +18,14 @@ import pytest
 from tests.mitm_harness import Mitmdump
 
 from .e2e_util import ANTH, CHAT, CLIENT_KEY, ENV_KEY, ENV_KEY_VALUE, UPSTREAM_MODEL, UPSTREAM_PATH
-from .npm_clients import CLAUDE_CODE, OutboundTrap, run_client, script_tool_loop, tool_results
+from .npm_clients import (
+    CLAUDE_CODE,
+    OutboundTrap,
+    errors_answered,
+    run_client,
+    script_tool_loop,
+    tool_results,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -31,11 +38,12 @@ QUIET = {"DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1", "DISABLE_AUTO
          "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_BUG_COMMAND": "1"}
 
 
-def claude_tool_loop(proxy_env: dict[str, str], upstream, protocol: str, tmp_path, *,
+def claude_tool_loop(proxy: Mitmdump, proxy_env: dict[str, str], upstream, protocol: str, tmp_path, *,
                      other_paths: frozenset[str] = frozenset()) -> dict:
-    """Script ``upstream`` for a Read tool loop in ``protocol``, run Claude Code with ``proxy_env``,
-    check the answer and that the file's content went back as the tool result; the parsed JSON
-    result of the CLI. ``other_paths``: requests besides the generation path the mode makes."""
+    """Script ``upstream`` for a Read tool loop in ``protocol``, run Claude Code with ``proxy_env``
+    (its base URL on ``proxy``), check the answer, that no answer was an error and that the file's
+    content went back as the tool result; the parsed JSON result of the CLI. ``other_paths``:
+    requests besides the generation path the mode makes."""
     exe = CLAUDE_CODE.install()
     work = tmp_path / "work"
     work.mkdir()
@@ -46,11 +54,13 @@ def claude_tool_loop(proxy_env: dict[str, str], upstream, protocol: str, tmp_pat
     upstream.reset()
     script_tool_loop(upstream, protocol, call_id=CALL_ID[protocol], name="Read", args={"file_path": str(note)},
                      answer=ANSWER)
+    mark = len(proxy.log)
     with OutboundTrap() as trap:
         r = run_client([str(exe), "-p", "Read notes.txt and tell me what it says.", "--output-format", "json",
                         "--allowedTools", "Read"], cwd=work, home=home, env={**QUIET, **proxy_env}, trap=trap)
     assert r.returncode == 0, f"claude exited {r.returncode}\nstdout: {r.stdout[-3000:]}\nstderr: {r.stderr[-3000:]}"
     trap.assert_no_egress()
+    assert not errors_answered(proxy.log[mark:])
     out = json.loads(r.stdout)
     assert out["is_error"] is False and out["result"] == ANSWER, out
     assert out["num_turns"] >= 2, out
@@ -83,8 +93,8 @@ def routed(upstream, tmp_path_factory):
 
 
 def test_claude_code_tool_loop_on_an_anthropic_upstream(passthrough, upstream, tmp_path):
-    claude_tool_loop({"ANTHROPIC_BASE_URL": passthrough.url, "ANTHROPIC_API_KEY": CLIENT_KEY}, upstream, ANTH,
-                     tmp_path)
+    claude_tool_loop(passthrough, {"ANTHROPIC_BASE_URL": passthrough.url, "ANTHROPIC_API_KEY": CLIENT_KEY}, upstream,
+                     ANTH, tmp_path)
     # passed through: Claude Code's own key and beta flags reach the (same-host) upstream unchanged
     for q in upstream.requests:
         assert q.header("x-api-key") == CLIENT_KEY
@@ -93,7 +103,8 @@ def test_claude_code_tool_loop_on_an_anthropic_upstream(passthrough, upstream, t
 
 
 def test_claude_code_tool_loop_on_a_chat_upstream_through_a_route(routed, upstream, tmp_path):
-    claude_tool_loop({"ANTHROPIC_BASE_URL": routed.url, "ANTHROPIC_API_KEY": CLIENT_KEY}, upstream, CHAT, tmp_path)
+    claude_tool_loop(routed, {"ANTHROPIC_BASE_URL": routed.url, "ANTHROPIC_API_KEY": CLIENT_KEY}, upstream, CHAT,
+                     tmp_path)
     for q in upstream.requests:
         body = q.json()
         assert body["model"] == UPSTREAM_MODEL[CHAT]

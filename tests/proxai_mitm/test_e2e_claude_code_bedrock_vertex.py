@@ -58,7 +58,7 @@ def routed(upstream, tmp_path_factory):
 def test_claude_code_in_bedrock_and_vertex_mode_tool_loop_on_a_chat_upstream(mode, routed, upstream, tmp_path):
     _, env = MODES[mode]
     other = frozenset({INFERENCE_PROFILES}) if mode == "bedrock" else frozenset()
-    claude_tool_loop(env(routed.url), upstream, CHAT, tmp_path, other_paths=other)
+    claude_tool_loop(routed, env(routed.url), upstream, CHAT, tmp_path, other_paths=other)
     turns = [q for q in upstream.requests if q.path not in other]
     for q in turns:
         body = q.json()

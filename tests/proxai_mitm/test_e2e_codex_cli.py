@@ -20,7 +20,7 @@ import pytest
 from tests.mitm_harness import Mitmdump
 
 from .e2e_util import ANTH, CLIENT_KEY, ENV_KEY, ENV_KEY_VALUE, RESP, UPSTREAM_MODEL, UPSTREAM_PATH
-from .npm_clients import CODEX_CLI, OutboundTrap, run_client, script_tool_loop, tool_results
+from .npm_clients import CODEX_CLI, OutboundTrap, errors_answered, run_client, script_tool_loop, tool_results
 
 pytestmark = pytest.mark.e2e
 
@@ -41,26 +41,28 @@ def codex_config(base_url: str) -> str:
             '[features]\nplugins = false\napps = false\n')
 
 
-def codex_tool_loop(base_url: str, upstream, protocol: str, tmp_path: Path) -> str:
+def codex_tool_loop(proxy: Mitmdump, upstream, protocol: str, tmp_path: Path) -> str:
     """Script ``upstream`` for an exec_command tool loop in ``protocol``, run ``codex exec`` against
-    ``base_url``, check the answer and that the command's output went back as the tool result; what
-    Codex printed."""
+    ``proxy``, check the answer, that no answer was an error and that the command's output went
+    back as the tool result; what Codex printed."""
     exe = CODEX_CLI.install()
     work = tmp_path / "work"
     work.mkdir()
     home = tmp_path / "home"
     codex_home = home / ".codex"
     codex_home.mkdir(parents=True)
-    (codex_home / "config.toml").write_text(codex_config(base_url))
+    (codex_home / "config.toml").write_text(codex_config(proxy.url))
     upstream.reset()
     script_tool_loop(upstream, protocol, call_id=CALL_ID[protocol], name="exec_command", args={"cmd": COMMAND},
                      answer=ANSWER)
+    mark = len(proxy.log)
     with OutboundTrap() as trap:
         r = run_client([str(exe), "exec", "--skip-git-repo-check", "--sandbox", "danger-full-access",
                         "Run the echo command and tell me what it printed."], cwd=work, home=home,
                        env={"CODEX_HOME": str(codex_home), KEY_VAR: CLIENT_KEY}, trap=trap)
     assert r.returncode == 0, f"codex exited {r.returncode}\nstdout: {r.stdout[-3000:]}\nstderr: {r.stderr[-3000:]}"
     trap.assert_no_egress()
+    assert not errors_answered(proxy.log[mark:])
     assert r.stdout.strip() == ANSWER, r.stdout
     assert {q.path for q in upstream.requests} == {UPSTREAM_PATH[protocol]}, [q.path for q in upstream.requests]
     assert all(q.method == "POST" for q in upstream.requests)
@@ -90,7 +92,7 @@ def routed(upstream, tmp_path_factory):
 
 
 def test_codex_cli_tool_loop_on_a_responses_upstream(passthrough, upstream, tmp_path):
-    codex_tool_loop(passthrough.url, upstream, RESP, tmp_path)
+    codex_tool_loop(passthrough, upstream, RESP, tmp_path)
     # passed through: Codex's own key reaches the (same-host) upstream
     for q in upstream.requests:
         assert q.header("authorization") == f"Bearer {CLIENT_KEY}"
@@ -98,7 +100,7 @@ def test_codex_cli_tool_loop_on_a_responses_upstream(passthrough, upstream, tmp_
 
 
 def test_codex_cli_tool_loop_on_an_anthropic_upstream_through_a_route(routed, upstream, tmp_path):
-    codex_tool_loop(routed.url, upstream, ANTH, tmp_path)
+    codex_tool_loop(routed, upstream, ANTH, tmp_path)
     for q in upstream.requests:
         body = q.json()
         assert body["model"] == UPSTREAM_MODEL[ANTH] and body["stream"] is True

@@ -22,7 +22,15 @@ from tests.fake_upstream import FakeUpstream, Reply, real_path
 from tests.mitm_harness import Mitmdump, free_port
 
 from .e2e_util import ANTH, CHAT, CLIENT_KEY, ENV_KEY, ENV_KEY_VALUE, RESP, UPSTREAM_MODEL, UPSTREAM_PATH
-from .npm_clients import CLAUDE_CODE, GEMINI_CLI, OutboundTrap, run_client, script_tool_loop, tool_results
+from .npm_clients import (
+    CLAUDE_CODE,
+    GEMINI_CLI,
+    OutboundTrap,
+    errors_answered,
+    run_client,
+    script_tool_loop,
+    tool_results,
+)
 from .test_e2e_claude_code import QUIET
 from .test_e2e_codex_cli import codex_tool_loop
 
@@ -104,6 +112,7 @@ def test_claude_code_fails_over_from_an_overloaded_anthropic_upstream_to_respons
             m.cleanup()
         assert r.returncode == 0, f"claude exited {r.returncode}\nstdout: {r.stdout[-3000:]}\nstderr: {r.stderr[-3000:]}"
         trap.assert_no_egress()
+        assert not errors_answered(log)
         out = json.loads(r.stdout)
         assert out["is_error"] is False and out["result"] == ANSWER, out
         # the primary asked for the file, then was overloaded; the fallback got the tool result
@@ -121,7 +130,7 @@ def test_codex_cli_fails_over_from_a_refused_connection_to_anthropic(upstream, t
     routes = _routes(tmp_path, "codex", "/v1/responses", (RESP, dead, None), (ANTH, upstream.url, UPSTREAM_MODEL[ANTH]))
     m = _proxy(upstream.url, routes)
     try:
-        codex_tool_loop(m.url, upstream, ANTH, tmp_path)
+        codex_tool_loop(m, upstream, ANTH, tmp_path)
         log = m.log
     finally:
         m.cleanup()
@@ -158,6 +167,7 @@ def test_gemini_cli_fails_over_from_a_rate_limited_gemini_upstream_to_chat(upstr
             m.cleanup()
         assert r.returncode == 0, f"gemini exited {r.returncode}\nstdout: {r.stdout[-3000:]}\nstderr: {r.stderr[-3000:]}"
         trap.assert_no_egress()
+        assert not errors_answered(log)
         out = json.loads(r.stdout[r.stdout.index("{"):])
         assert ANSWER in out["response"], out
         # the primary was asked (and limited) at least once; every answer came from the fallback
