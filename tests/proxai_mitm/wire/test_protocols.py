@@ -38,7 +38,7 @@ def test_every_protocol_has_names():
 def test_model_list_client_and_token_counting():
     assert model_list_client({"anthropic-version": "2023-06-01"}) is Protocol.ANTHROPIC
     assert model_list_client({"authorization": "Bearer x"}) is None
-    assert [p for p in Protocol if counts_tokens(p)] == [Protocol.ANTHROPIC, Protocol.GEMINI,
+    assert [p for p in Protocol if counts_tokens(p)] == [Protocol.RESPONSES, Protocol.ANTHROPIC, Protocol.GEMINI,
                                                          Protocol.BEDROCK_CONVERSE, Protocol.VERTEX_ANTHROPIC,
                                                          Protocol.BEDROCK_INVOKE]
     assert model_list_client({"x-goog-api-key": "k"}) is Protocol.GEMINI
