@@ -347,8 +347,9 @@ def sanity(name: str, out: bytes, target: str, expect: dict[str, str]) -> str:
 #: per protocol: its letter in the direction labels, its linguafranca format (None: none), its short name
 NAMES = {C: ("C", "openai_chat_completions", "chat"), R: ("R", "open_responses", "responses"),
          A: ("M", "anthropic_messages", "anthropic"), G: ("G", None, "gemini")}
+# (the protocols the peer libraries speak; the Claude-hosting protocols are Anthropic bodies)
 DIRECTIONS = {f"{NAMES[s][0]}→{NAMES[d][0]}": (s, d, NAMES[s][1], NAMES[d][1], NAMES[d][2])
-              for s in PROTOCOLS for d in PROTOCOLS if s is not d}
+              for s in PROTOCOLS for d in PROTOCOLS if s is not d and s in NAMES and d in NAMES}
 BODIES = {A: M_REQUEST, C: C_REQUEST, R: R_REQUEST, G: G_REQUEST}
 
 
