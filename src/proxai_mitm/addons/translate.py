@@ -16,6 +16,7 @@ import orjson
 from mitmproxy import ctx, http
 
 from proxai_core import Plan, error_stop_info, stop_of_error
+from proxai_core.codecs import get
 from proxai_core.neutral import Error, ErrorKind
 
 from ..config.options import RouteOptions, check_deferred, options_error
@@ -120,7 +121,9 @@ class Translator:
         state.translation = Plan.ERROR
         state.handler = resp.stream = ErrorOnce(
             fallback_error_frame(state.client_protocol, f"proxai cannot translate this stream: {exc}"))
-        self._client_stream_headers(flow, resp, "text/event-stream; charset=utf-8")
+        # (the frame is in the client's own stream framing: SSE, or e.g. Bedrock's event stream)
+        self._client_stream_headers(flow, resp, get(state.client_protocol).wire.stream_type
+                                    or "text/event-stream; charset=utf-8")
 
     def _install_stream(self, flow: http.HTTPFlow, state: FlowState, resp: http.Response) -> None:
         ex = state.exchange
