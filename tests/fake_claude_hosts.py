@@ -1,6 +1,7 @@
 """A loopback fake of the two cloud hosts of Claude, strict about paths: Vertex AI
 (``/v1/projects/{p}/locations/{l}/publishers/anthropic/models/{m}:rawPredict | :streamRawPredict``)
-and Amazon Bedrock InvokeModel (``/model/{id}/invoke | invoke-with-response-stream``).
+and Amazon Bedrock InvokeModel and Converse (``/model/{id}/invoke | invoke-with-response-stream | converse |
+converse-stream``).
 
 It answers only a path a test registered (``on``) with the bytes given (a recording); any other
 path is 404 in the host's own error shape, a body that is not a JSON object is the host's 400.
@@ -18,7 +19,7 @@ __all__ = ["FakeCloud", "Answer"]
 
 _VERTEX = re.compile(r"^/v1(?:beta1)?/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/[^/:]+"
                      r":(?:rawPredict|streamRawPredict)$")
-_BEDROCK = re.compile(r"^/model/[^/]+/(?:invoke|invoke-with-response-stream)$")
+_BEDROCK = re.compile(r"^/model/[^/]+/(?:invoke|invoke-with-response-stream|converse|converse-stream)$")
 
 
 @dataclass

@@ -10,6 +10,7 @@ Routing itself (base URLs and paths of these targets) is checked without a proxy
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx2
@@ -59,6 +60,13 @@ def _recordings(folder: str) -> list[Path]:
     return out
 
 
+def _json_object(f: Path) -> bool:
+    try:
+        return isinstance(json.loads(f.read_bytes()), dict)
+    except ValueError:
+        return False
+
+
 def _sibling(f: Path, suffix: str) -> Path:
     return f.with_name(f.name.split(".")[0] + suffix)
 
@@ -92,6 +100,45 @@ def test_unrouted_recordings_pass_through_annotated():
         assert rec.usage is not None and rec.usage.output, fl.request.path
         assert rec.upstream_model and rec.upstream_model.startswith("claude-")
         assert rec.metrics is not None and rec.metrics.cost_usd, (fl.request.path, rec.metrics)
+
+
+@pytest.mark.e2e
+@needs_fixtures
+def test_unrouted_converse_recordings_pass_through_annotated():
+    """Bedrock Converse traffic passing through unrouted: every recorded answer (of a Claude model,
+    priced by genai-prices; other vendors' models on Bedrock are annotated without a price check) gets
+    its StopInfo, usage and cost."""
+    folder = "bedrock_converse"
+
+    def sibling(f: Path, suffix: str) -> Path:  # (these names have dots of their own)
+        return f.with_name(f.name.removesuffix(f.suffix) + suffix)
+
+    files = [f for f in fixture_dir(folder).iterdir() if f.suffix in (".json", ".eventstream")
+             and not f.name.endswith((".request.json", ".status.json", ".url.txt"))
+             and sibling(f, ".url.txt").exists() and not sibling(f, ".status.json").exists()
+             and "count-tokens" not in sibling(f, ".url.txt").read_text()
+             and _json_object(sibling(f, ".request.json"))]  # (one recorded request was stored cut)
+    assert len(files) >= 150
+    with FakeCloud() as cloud:
+        with Mitmdump(mode=f"reverse:{cloud.url}", startup_timeout=90) as m:
+            for f in files:
+                path = sibling(f, ".url.txt").read_text().strip()
+                cloud.on(path, Answer(200, f.read_bytes(), {"content-type": _CONTENT_TYPE[f.suffix]}))
+                r = httpx2.post(m.url + path, content=sibling(f, ".request.json").read_bytes(), timeout=30,
+                                headers={"content-type": "application/json"})
+                assert r.status_code == 200 and r.content == f.read_bytes(), (f.name, r.content[:300])
+            flows = wait_flows(m, len(files), timeout=60)
+    priced, claude = 0, []
+    for fl in flows:
+        rec = FlowRecord.of(fl)
+        assert rec is not None and rec.client_protocol is not None, fl.request.path
+        assert rec.client_protocol.value == folder and rec.upstream_protocol.value == folder
+        assert rec.stop is not None and rec.stop.reason in ("end_turn", "tool_use", "max_output"), fl.request.path
+        assert rec.usage is not None and rec.usage.output is not None, fl.request.path
+        if "anthropic.claude" in fl.request.path:
+            claude.append((fl.request.path, rec.metrics.cost_note if rec.metrics else None))
+            priced += bool(rec.metrics is not None and rec.metrics.cost_usd)
+    assert claude and priced == len(claude), claude  # every Claude answer has a cost
 
 
 # ============================================================================= SDK clients, routed

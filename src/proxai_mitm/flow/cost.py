@@ -53,7 +53,7 @@ class Cost:
 
 
 def price(model: str | None, host: str | None, *, input_total: int | None, output: int | None,
-          cache_read: int | None = None, cache_write: int | None = None) -> Cost:
+          cache_read: int | None = None, cache_write: int | None = None, vendor: str | None = None) -> Cost:
     """The cost of one exchange. ``input_total`` counts every input token (cached ones included),
     ``output`` every output token (reasoning included), as the providers bill them."""
     if not model:
@@ -62,15 +62,16 @@ def price(model: str | None, host: str | None, *, input_total: int | None, outpu
         return Cost(None, note="token counts unknown")
     if not _READY.is_set():
         load_prices()  # live hooks wait for prices_ready() first; this is for readers and tests
-    return _price(model, (host or "").lower(), input_total or 0, output or 0, cache_read or 0, cache_write or 0)
+    return _price(model, (host or "").lower(), input_total or 0, output or 0, cache_read or 0, cache_write or 0,
+                  vendor or "")
 
 
 #: token prices per million the fast path computes itself (any other price of the entry: slow path)
 _TOKEN_KEYS = ("input_mtok", "cache_read_mtok", "cache_write_mtok", "output_mtok")
 
 
-def _price(model: str, host: str, inp: int, out: int, cread: int, cwrite: int) -> Cost:
-    entry = _entry(model, host, _dt.date.today().isoformat())
+def _price(model: str, host: str, inp: int, out: int, cread: int, cwrite: int, vendor: str = "") -> Cost:
+    entry = _entry(model, host, _dt.date.today().isoformat(), vendor)
     if isinstance(entry, str):
         return Cost(None, note=entry)
     mp, model_id, provider_id, fast = entry
@@ -123,22 +124,26 @@ def _fast(mp: Any, inp: int, out: int, cread: int, cwrite: int) -> float:
 
 
 @functools.lru_cache(maxsize=1024)
-def _entry(model: str, host: str, day: str) -> tuple[Any, str, str, bool] | str:
+def _entry(model: str, host: str, day: str, vendor: str = "") -> tuple[Any, str, str, bool] | str:
     """The price entry of a model at a host (cached per day: prices can change by date), or why there is
-    none. ``fast``: the fast sum gives genai-prices' own result for this entry (checked once)."""
+    none; ``vendor`` (the protocol's, e.g. ``aws``) names the provider where the host does not (a
+    gateway, a loopback reverse proxy) and the model id is the provider's own (``us.anthropic.…-v1:0``).
+    ``fast``: the fast sum gives genai-prices' own result for this entry (checked once)."""
     try:
         import genai_prices  # noqa: F401
         from genai_prices import data_snapshot
     except ImportError:  # declared as a dependency; a broken install must not break the proxy
         return "genai-prices not installed"
     snap = data_snapshot.get_snapshot()
-    attempts: list[str | None] = [f"https://{host}"] if host else []
-    attempts.append(None)
-    for url in attempts:
+    attempts: list[tuple[str | None, str | None]] = [(None, f"https://{host}")] if host else []
+    if vendor:
+        attempts.append((vendor, None))
+    attempts.append((None, None))
+    for provider_id, url in attempts:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                provider, info = snap.find_provider_model(model, None, None, url)
+                provider, info = snap.find_provider_model(model, None, provider_id, url)
                 mp = info.get_prices(_dt.datetime.now(tz=_dt.UTC))
         except LookupError:
             continue

@@ -18,6 +18,7 @@ import orjson
 from mitmproxy import http
 from mitmproxy.net.http import url
 
+from proxai_core.codecs import get
 from proxai_core.neutral import Usage
 
 from ..wire.bodies import BodyError, decode
@@ -130,7 +131,8 @@ def measure_live(flow: Any, state: Any, *, priced: bool = True) -> dict[str, Any
             body = _small_body(flow.response)
         facts = _Facts(False, None, _answered_model(body))
     return _measures(flow, facts, usage, state.upstream_model or state.client_model,
-                     answered=state.stop is not None or usage is not None, priced=priced)
+                     answered=state.stop is not None or usage is not None, priced=priced,
+                     protocol=state.upstream_protocol)
 
 
 def _small_body(resp: Any) -> bytes | None:
@@ -166,7 +168,7 @@ class _Facts:
 
 
 def _measures(flow: Any, facts: _Facts, usage: dict[str, Any] | None, model: str | None, *,
-              answered: bool, priced: bool = True) -> dict[str, Any]:
+              answered: bool, priced: bool = True, protocol: Any = None) -> dict[str, Any]:
     req, resp = flow.request, getattr(flow, "response", None)
     start = getattr(req, "timestamp_start", None)
     headers = getattr(resp, "timestamp_start", None) if resp is not None else None
@@ -186,7 +188,8 @@ def _measures(flow: Any, facts: _Facts, usage: dict[str, Any] | None, model: str
     else:
         c = price(facts.response_model or model, _pretty_host(req),
                   input_total=usage.get("input_total"), output=output,
-                  cache_read=usage.get("cache_read"), cache_write=usage.get("cache_write"))
+                  cache_read=usage.get("cache_read"), cache_write=usage.get("cache_write"),
+                  vendor=get(protocol).wire.credentials.vendor if protocol is not None else None)
     return {"start": start, "headers_ms": t.headers_ms, "ttft_ms": t.ttft_ms, "duration_ms": t.duration_ms,
             "output_tps": t.output_tps, "response_model": facts.response_model, "cost_usd": c.usd,
             "cost_model": c.model, "cost_provider": c.provider, "cost_note": c.note}
@@ -217,7 +220,8 @@ def measure_flow(flow: Any, rec: FlowRecord) -> MetricsRecord:
         facts = _Facts(False, None, _answered_model(rec.upstream_body(flow)))
     usage = rec.usage.model_dump() if rec.usage is not None else None
     return MetricsRecord.model_validate(_measures(flow, facts, usage, rec.upstream_model or rec.client_model,
-                                                  answered=rec.stop is not None or usage is not None))
+                                                  answered=rec.stop is not None or usage is not None,
+                                                  protocol=rec.upstream_protocol))
 
 
 def _model_label(asked: str | None, answered: str | None) -> str | None:
