@@ -94,7 +94,7 @@ def _count_generation(body: dict[str, Any]) -> dict[str, Any]:
 
 COUNTER = TokenCounter(request=_count_request, generation=_count_generation,
                        tokens=lambda a: token_count(a, "inputTokens"), answer=lambda n: {"inputTokens": n})
-CAPABILITIES = Capabilities(custom_tools=False, interrupted_is_status=False)
+CAPABILITIES = Capabilities(custom_tools=False, interrupted_is_status=False, web_search=False)
 
 
 # ----------------------------------------------------------------------------- credentials

@@ -235,6 +235,8 @@ class Capabilities:
     #: the client's SDK parses tool-call arguments at every streamed fragment (Anthropic): arguments
     #: that stop being one JSON object end the turn with an error event instead of being sent
     parses_streamed_arguments: bool = False
+    #: a web search tool, its calls and results exist here (else dropped with a warning naming them)
+    web_search: bool = True
 
 
 @dataclass(frozen=True, slots=True)
