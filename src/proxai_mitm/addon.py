@@ -19,6 +19,7 @@ from .addons.consolesummary import ConsoleSummary
 from .addons.cutanswer import CutAnswer
 from .addons.failover import FallbackMark, Failover
 from .addons.idle import HeaderTimeout
+from .addons.limits import Limits
 from .addons.listenguard import ListenGuard
 from .addons.probe import Probe
 from .addons.readdir import ReadDir
@@ -45,7 +46,8 @@ Hook = Callable[[Any], Any]
 def make_addons() -> list[Any]:
     options = RouteOptions()
     replayer = Replayer()
-    failover = Failover(options, replayer.active)
+    limits = Limits(options)
+    failover = Failover(options, limits, replayer.active)
     return [
         HarExport(),  # keeps the client's request before any rewrite; HAR export redacted and annotated
         options,  # routing options -> routes
@@ -53,7 +55,8 @@ def make_addons() -> list[Any]:
         RecordLimit(),  # proxai_record_limit: bytes of a stream kept per recording copy
         ListenGuard(options),  # key injected + listening beyond loopback without proxyauth: warn, refuse remote
         Recorder(),  # proxai_redact: stored flows are redacted
-        Router(options, replayer.replay_only, failover.local),  # recognize, route, rewrite, or answer natively
+        limits,  # key pools and cooldowns: shared cooldowns read before routing; limited keys cooled
+        Router(options, replayer.replay_only, limits),  # recognize, route, rewrite, or answer natively
         replayer,  # proxai_replay: upstream requests go to the loopback replay server
         failover,  # routes with fallbacks: the loopback attempt server tries their upstreams in order
         Probe(options, replayer.active),  # unreachable upstreams: native 502

@@ -12,11 +12,11 @@ from mitmproxy.http import Headers
 from proxai_core import Protocol, ratelimit
 from proxai_core.codecs import get
 
-NOW = time.time()  # "now" of the date forms (the readers without a now read the clock)
+NOW = 1_780_000_000.0  # a fixed "now" for the readers that take one
 
 
-def rfc3339(seconds_from_now: float) -> str:
-    return datetime.fromtimestamp(NOW + seconds_from_now, UTC).isoformat().replace("+00:00", "Z")
+def rfc3339(seconds_from_now: float, now: float = NOW) -> str:
+    return datetime.fromtimestamp(now + seconds_from_now, UTC).isoformat().replace("+00:00", "Z")
 
 
 def http_date(seconds_from_now: float) -> str:
@@ -107,12 +107,13 @@ def test_openai_protocols() -> None:
 
 def test_anthropic() -> None:
     ra = get(Protocol.ANTHROPIC).wire.retry_after
+    now = time.time()  # the reader reads the clock
     # a 429 of the Anthropic API: retry-after (whole seconds) and the reset instants of each limit
     headers = {"retry-after": "17", "anthropic-ratelimit-requests-limit": "50",
                "anthropic-ratelimit-requests-remaining": "49",
-               "anthropic-ratelimit-requests-reset": rfc3339(1),
+               "anthropic-ratelimit-requests-reset": rfc3339(1, now),
                "anthropic-ratelimit-input-tokens-remaining": "0",
-               "anthropic-ratelimit-input-tokens-reset": rfc3339(17)}
+               "anthropic-ratelimit-input-tokens-reset": rfc3339(17, now)}
     assert ra(headers, None) == 17.0
     del headers["retry-after"]
     wait = ra(headers, None)

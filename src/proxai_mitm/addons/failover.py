@@ -48,22 +48,22 @@ from ..failover.plan import HOP_BY_HOP, Attempt, FailoverPlan
 from ..failover.server import (
     BODY_IDLE,
     reason_of,
-    COOLING,
-    DEFAULT_COOLDOWN,
     TOKEN_HEADER,
     AttemptServer,
     Outcome,
     attempt,
     cool,
     cool_name,
+    limited,
     reset_hint,
 )
 from ..flow.errorhints import KEY_FROM, key_origin
 from ..flow.state import FlowState, flow_state
-from ..limits.store import CooldownStore, ProcessStore, RedisStore
+from ..limits.store import CooldownStore
 from ..wire import reach
 from .idle import HEADER_TIMEOUT
-from .router import FAILOVER, POOL_KEY
+from .limits import Limits
+from .router import FAILOVER
 
 logger = logging.getLogger(__name__)
 
@@ -82,11 +82,12 @@ _TASKS: set[asyncio.Task] = set()
 class Failover:
     """Sends failover flows to the attempt server and reads back which upstream answered."""
 
-    def __init__(self, options: RouteOptions, replaying: Callable[[], bool] = lambda: False) -> None:
+    def __init__(self, options: RouteOptions, limits: Limits | None = None,
+                 replaying: Callable[[], bool] = lambda: False) -> None:
         self.options = options
         self.replaying = replaying
-        #: cooled upstreams and keys: this process's, or shared through Redis (proxai_redis)
-        self.store: ProcessStore | RedisStore = ProcessStore()
+        #: cooled upstreams and keys: the one store (this process's, or shared through Redis)
+        self.limits = limits if limits is not None else Limits(options)
         self.server: AttemptServer | None = None
         self.pool = Pool()
         self.header_timeout = float(HEADER_TIMEOUT)
@@ -96,19 +97,12 @@ class Failover:
         #: of the routes file
         self._seen: dict[str, float] = {}
 
-    def local(self) -> ProcessStore:
-        """The store read synchronously (a shared store keeps what it learns from Redis there)."""
-        return self.store.local if isinstance(self.store, RedisStore) else self.store
-
     def cooldowns(self) -> CooldownStore:
-        return self.store
+        return self.limits.store
 
     # ------------------------------------------------------------------------- options
     def configure(self, updated: set[str]) -> None:
         opts = ctx.options
-        if "proxai_redis" in updated:
-            url = str(opts.proxai_redis).strip()
-            self.store = RedisStore(url) if url else ProcessStore()
         if updated & _TLS_OPTIONS:
             self.pool.close()
             self.pool.tls = tls_context(bool(getattr(opts, "ssl_insecure", False)),
@@ -118,7 +112,7 @@ class Failover:
             self.header_timeout = float(opts.proxai_header_timeout) or float(HEADER_TIMEOUT)
             if self.server is not None:
                 self.server.header_timeout = self.header_timeout
-        on = any(r.fallbacks or r.key_pool for r in self.options.routes)
+        on = any(r.fallbacks for r in self.options.routes)
         for name in ("request", "responseheaders", "response", "error"):
             if on:
                 self.__dict__.pop(name, None)
@@ -155,7 +149,7 @@ class Failover:
             return None
         name = cool_name(plan.upstreams[0])
         if plan.first.skip is None and time.monotonic() - self._seen.get(name, -SEEN_TTL) < SEEN_TTL \
-                and self.local().view(name) is None:
+                and self.limits.until(name) is None:
             state.extra[_DIRECT] = name  # attempt 1 on mitmproxy's own connection
             return None
         if self.server is None or not self.server.running:
@@ -184,8 +178,6 @@ class Failover:
         if _DIRECT in state.extra:
             return self._direct(flow, state)
         if _TOKEN not in state.extra:
-            if POOL_KEY in state.extra and flow.response is not None and flow.response.status_code in COOLING:
-                self._cool_key(state, flow.response)
             return None
         plan: FailoverPlan = state.extra[FAILOVER]
         self._answered(flow, state, plan)
@@ -261,13 +253,14 @@ class Failover:
         first.method, first.target, first.body = req.method, req.path, req.raw_content or b""
         first.headers = [(k.lower().encode("latin-1"), v.encode("latin-1", "replace"))
                          for k, v in req.headers.items(multi=True) if k.lower().encode("latin-1") not in HOP_BY_HOP]
-        soonest = None
-        if resp.status_code in COOLING:
-            soonest = await cool(self.store, primary, first, hint)
-            out = await attempt(plan, self.pool, self.store, self.header_timeout, start=1, soonest=soonest,
+        store = self.limits.store
+        soonest = limited(primary, resp.status_code, head, held)
+        if soonest is not None:
+            await cool(store, primary, first, soonest)
+            out = await attempt(plan, self.pool, store, self.header_timeout, start=1, soonest=soonest,
                                 last=(0, None, b"", first))  # type: ignore[arg-type]
         else:
-            out = await attempt(plan, self.pool, self.store, self.header_timeout, start=0, tried=1,
+            out = await attempt(plan, self.pool, store, self.header_timeout, start=0, tried=1,
                                 last=(0, None, b"", first))  # type: ignore[arg-type]
         state.extra[ATTEMPTS] = [a.to_dict() for a in plan.attempts]
         if plan.answered == 0 and out.head is None:
@@ -316,20 +309,6 @@ class Failover:
         if out.upstream is not None:
             self.pool.release(out.upstream)
         await takeover.inject([ResponseEndOfMessage(sid)])
-
-    def _cool_key(self, state: FlowState, resp: http.Response) -> None:
-        """A pooled key the upstream limited (a route without fallbacks) is skipped until its reset."""
-        route = self.options.routes.find_name(state.route) if state.route else None
-        if route is None:
-            return
-        hint = reset_hint(route.upstreams[0], [(k.encode("latin-1"), v.encode("latin-1", "replace"))
-                                               for k, v in resp.headers.items(multi=True)], b"")
-        until = time.time() + (hint if hint is not None else DEFAULT_COOLDOWN)
-        self.local().put(state.extra[POOL_KEY], until)
-        if isinstance(self.store, RedisStore):
-            task = asyncio.get_running_loop().create_task(self.store.cool(state.extra[POOL_KEY], until))
-            _TASKS.add(task)
-            task.add_done_callback(_TASKS.discard)
 
     def response(self, flow: http.HTTPFlow) -> None:
         self._forget(flow)

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -24,8 +26,7 @@ from proxai_core.codecs import get
 from ..config.options import RouteOptions
 from ..config.routes import Route, Upstream
 from ..failover.plan import HOP_BY_HOP, FailoverPlan, Prepared
-from ..limits.pools import pick_key
-from ..limits.store import ProcessStore, key_name
+from ..limits.store import key_name
 from ..flow.errorhints import KEY_FROM, key_origin
 from ..flow.modellist import estimate_tokens
 from ..flow.record import LIMIT_OPTIONS, safe_body_limit
@@ -41,6 +42,7 @@ from ..wire.protocols import (
     request_stream,
     set_request_model,
 )
+from .limits import POOL_KEY, Limits
 
 logger = logging.getLogger(__name__)
 
@@ -52,27 +54,8 @@ REPLAY_PLACEHOLDER_KEY = "proxai-replay-no-key"
 #: decoded and parsed in a worker thread
 THREAD_BYTES = 1 << 20
 _INVALID = object()
-#: the ``state.extra`` keys of a flow's FailoverPlan (a route with fallbacks) and of the cooldown
-#: name of the pooled key it was sent with
+#: the ``state.extra`` key of a flow's FailoverPlan (a route with fallbacks)
 FAILOVER = "failover"
-POOL_KEY = "pool_key"
-#: the cooling keys of key pools when no failover addon shares its store
-_LOCAL_KEYS = ProcessStore()
-
-
-def _local_keys() -> ProcessStore:
-    return _LOCAL_KEYS
-
-
-class KeysCooling(str):
-    """Every key of a pool is cooling down: the text says so, ``wait`` is the seconds left."""
-
-    wait: float
-
-    def __new__(cls, text: str, wait: float) -> KeysCooling:
-        self = super().__new__(cls, text)
-        self.wait = wait
-        return self
 
 
 def _text(data: bytes | None) -> str | None:
@@ -98,10 +81,10 @@ class Router:
     """Routes recognized LLM requests (see the module docstring)."""
 
     def __init__(self, options: RouteOptions, replay_only: Callable[[], bool] = lambda: False,
-                 keys: Callable[[], ProcessStore] | None = None) -> None:
+                 limits: Limits | None = None) -> None:
         self.options = options
-        #: where the cooling keys of key pools are read (synchronously: routing never waits)
-        self.keys = keys if keys is not None else _local_keys
+        #: key pools and their cooldowns (read synchronously: routing never waits)
+        self.limits = limits if limits is not None else Limits(options)
         #: replay answers every upstream request: no key is needed (nothing leaves the machine)
         self.replay_only = replay_only
         self.body_limit = DEFAULT_LIMIT
@@ -309,17 +292,20 @@ class Router:
             ep, route.protocol, route.base_url, scheme=req.scheme, host=req.host, port=req.port,
             model_id=model_id or state.upstream_model, stream=upstream_stream)
         same_host = host.lower() == req.host.lower() and port == req.port
-        key, kerr = self._key(route, same_host, req.headers, host, req.path)
-        failover = route.fallbacks and fallback_payload is not None and not self.replay_only()
-        if kerr and not (failover and isinstance(kerr, KeysCooling)):
-            if isinstance(kerr, KeysCooling):
-                return reply(flow, state, 429, "rate_limit", kerr,
-                             extra_headers={"retry-after": str(max(1, round(kerr.wait + 0.499)))})
+        failover = bool(route.fallbacks) and fallback_payload is not None and not self.replay_only()
+        # a fallback route's attempts cool the key they carry: the flow does not remember it
+        pick = self.limits.pick(route, None if failover else state) if route.key_pool else None
+        cooling = pick.wait if pick is not None else None
+        if cooling is not None and not failover:
+            return self.limits.all_cooling(flow, state, route, cooling)
+        key, kerr = (pick.key, None) if pick is not None and pick.key is not None \
+            else (None, None) if cooling is not None \
+            else self._key(route, same_host, req.headers, host, req.path)
+        if kerr:
             return reply(flow, state, 401, "authentication", kerr)
-        if route.api_key_env and key != REPLAY_PLACEHOLDER_KEY:
-            state.extra[KEY_FROM] = key_origin(route)  # named if the upstream refuses the key
-        if route.key_pool and key:
-            state.extra[POOL_KEY] = key_name(key)
+        if route.api_key_env and key is not None and key != REPLAY_PLACEHOLDER_KEY:
+            origin = replace(route, api_key_env=pick.env) if pick is not None and pick.env else route
+            state.extra[KEY_FROM] = key_origin(origin)  # named if the upstream refuses the key
         retarget(flow, scheme, host, port, up_path)
         routing.rewrite_headers(req.headers, client=state.client_protocol, target=route.protocol,
                                 same_host=same_host, key=key, upstream_host=host, body=content is not None)
@@ -328,7 +314,7 @@ class Router:
         if failover and original is not None and fallback_payload is not None:
             first = Prepared(req.method, scheme, host, port, up_path, [], b"", state.upstream_model,
                              cool=(key_name(key),) if route.key_pool and key else (),
-                             skip=kerr or None, wait=kerr.wait if isinstance(kerr, KeysCooling) else None)
+                             skip=_all_cooling(route.name, cooling) if cooling is not None else None, wait=cooling)
             state.extra[FAILOVER] = FailoverPlan(
                 route, first, functools.partial(self._prepare, state, ep, original, fallback_payload,
                                                 upstream_stream),
@@ -349,9 +335,12 @@ class Router:
             ep, up.protocol, up.base_url, scheme=req.scheme, host=req.host, port=req.port,
             model_id=up_model, stream=upstream_stream)
         same_host = host.lower() == req.host.lower() and port == req.port
-        key, kerr = self._key(up, same_host, req.headers, host, req.path)
-        if isinstance(kerr, KeysCooling):
-            return Prepared(req.method, scheme, host, port, up_path, [], b"", up_model, skip=kerr, wait=kerr.wait)
+        pick = self.limits.pick(up, None) if up.key_pool else None
+        if pick is not None and pick.wait is not None:
+            return Prepared(req.method, scheme, host, port, up_path, [], b"", up_model,
+                            skip=_all_cooling(up.name, pick.wait), wait=pick.wait)
+        key, kerr = (pick.key, None) if pick is not None and pick.key is not None \
+            else self._key(up, same_host, req.headers, host, req.path)
         if kerr:
             return kerr
         set_url(req, scheme, host, port, up_path)
@@ -365,15 +354,8 @@ class Router:
 
     def _key(self, route: Route | Upstream, same_host: bool, headers: Any, host: str,
              path: str = "") -> tuple[str | None, str | None]:
-        """The credential to send upstream, or an error text (401) naming the variable (a key pool
-        whose keys are all cooling: :class:`KeysCooling`)."""
-        if route.key_pool:
-            pick = pick_key(route.name, route.key_envs, self.keys())
-            if pick.key:
-                return pick.key, None
-            if pick.wait is not None:
-                return None, KeysCooling(f"proxai: every key of {route.name!r} is rate limited; retry in "
-                                         f"{pick.wait:.0f} s", pick.wait)
+        """The credential to send upstream, or an error text (401) naming the variable (a key pool's
+        keys come from :meth:`Limits.pick` first)."""
         if route.api_key_env:
             value = os.environ.get(route.api_key_env)
             if value:
@@ -382,7 +364,7 @@ class Router:
                 return REPLAY_PLACEHOLDER_KEY, None
             where = route.key_where if isinstance(route, Upstream) else \
                 "proxai_key_env" if route.name == "default" else f"route {route.name!r} target.api_key_env"
-            return None, (f"proxai: the upstream key is missing: environment variable {route.api_key_env} "
+            return None, (f"proxai: the upstream key is missing: environment variable {', '.join(route.key_envs)} "
                           f"({where}) is not set in mitmproxy's environment")
         if same_host:
             return routing.client_credential(headers, path.partition("?")[2]), None
@@ -393,6 +375,11 @@ class Router:
                       f"addressed, so the client's credentials are not forwarded; set {hint} to the name "
                       f"of an environment variable holding the upstream key")
 
+
+
+def _all_cooling(name: str, wait: float) -> str:
+    """Why an upstream whose every key is cooling is not asked (an attempt's reason)."""
+    return f"every key of {name!r} is rate limited; retry in {max(1, math.ceil(wait))} s"
 
 
 def bad_body(flow: http.HTTPFlow, ep: routing.Endpoint, exc: BodyError) -> None:
@@ -437,8 +424,8 @@ def own_secrets(headers: Any, route: Route | None, path: str = "") -> tuple[str,
     """The flow's own secrets: the client's credential (header or query) and the key injected for
     the route."""
     out = [c for c in routing.client_credentials(headers, path.partition("?")[2]) if len(c) >= 8]
-    if route is not None and route.api_key_env:
-        v = os.environ.get(route.api_key_env, "").strip()
+    for env in route.key_envs if route is not None else ():
+        v = os.environ.get(env, "").strip()
         if len(v) >= 8:
             out.append(v)
     if route is not None and (route.fallbacks or route.key_pool):

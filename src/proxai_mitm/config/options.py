@@ -191,9 +191,13 @@ class RouteOptions:
     def _describe(routes: RouteSet) -> None:
         for r in routes:
             logger.info("proxai: %s", r.describe())
-            if r.api_key_env and not os.environ.get(r.api_key_env):
+            unset = [e for e in r.key_envs if not os.environ.get(e)]
+            if unset and len(unset) == len(r.key_envs):
                 logger.warning("proxai: route %r: environment variable %s is not set; its requests will get 401",
-                               r.name, r.api_key_env)
+                               r.name, ", ".join(unset))
+            elif unset:
+                logger.warning("proxai: route %r: key pool variable(s) %s not set; the pool goes without them",
+                               r.name, ", ".join(unset))
         if not routes:
             logger.info("proxai: no routes; LLM flows pass through and are annotated")
 

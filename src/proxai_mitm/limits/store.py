@@ -132,6 +132,8 @@ PREFIX = "proxai:"
 TIMEOUT = 0.25
 #: after a failure, Redis is tried again after this long (meanwhile the process store answers)
 RETRY_AFTER = 5.0
+#: connections to Redis at most, per process
+MAX_CONNECTIONS = 32
 #: turn counters expire after a day without use
 TURN_TTL_MS = 86_400_000
 
@@ -154,9 +156,12 @@ class RedisStore:
 
         self.url = url
         self.local = local if local is not None else ProcessStore()
-        self._client: Any = aioredis.Redis.from_url(
-            url, socket_timeout=timeout, socket_connect_timeout=timeout, retry_on_timeout=False,
-            health_check_interval=0, max_connections=64)
+        # a bounded pool: a flow beyond MAX_CONNECTIONS concurrent ones waits for a free connection
+        # (within the timeout) instead of opening another
+        self._pool: Any = aioredis.BlockingConnectionPool.from_url(
+            url, max_connections=MAX_CONNECTIONS, timeout=timeout, socket_timeout=timeout,
+            socket_connect_timeout=timeout, retry_on_timeout=False, health_check_interval=0)
+        self._client: Any = aioredis.Redis(connection_pool=self._pool)
         self._down_until = 0.0
         self._warned = False
         self._timeout = timeout
@@ -239,6 +244,7 @@ class RedisStore:
     async def close(self) -> None:
         try:
             await self._client.aclose()
+            await self._pool.disconnect()
         except Exception:  # noqa: BLE001 - closing a connection that is gone
             pass
 
