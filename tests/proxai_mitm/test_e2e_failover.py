@@ -33,7 +33,7 @@ KEY_C, KEY_C_VALUE = "PROXAI_FO_KEY_C", "sk-pool-second-key-no-leak-0003"
 STATUSES = (429, 408, 409, 500, 502, 503, 529, 402)
 #: each gets routes of its own (cooldowns and "known to answer" are per upstream and key variable):
 #: one test's cooldown does not skip the next test's primary
-OWN = (*(f"{s}{p}{j}" for s in STATUSES for p in "sd" for j in "jt"), "cool", "all", "cut", "gem")
+OWN = (*(f"{s}{p}{j}" for s in STATUSES for p in "sd" for j in "jt"), "cool", "all", "alld", "cuts", "cutd", "gem")
 ENV = {KEY_A: KEY_A_VALUE, KEY_B: KEY_B_VALUE, KEY_C: KEY_C_VALUE, **{f"{KEY_A}_{n}": KEY_A_VALUE for n in OWN}}
 
 
@@ -129,7 +129,7 @@ def proxy(prim, back, silent, untrusted, tmp_path_factory):
             routes.append(_route(f"fo-{SHORT[p]}-{SHORT[q]}", _target(p, prim.url), _fallback(q, back.url),
                                  extra='retry_on = [402]\nattempt_timeout = 2\n'))
     for n in OWN:
-        for p in (CHAT, RESP, ANTH) if n in ("cool", "all", "cut") else (ANTH,):
+        for p in (CHAT, RESP, ANTH) if not n[0].isdigit() else (ANTH,):
             routes.append(_route(f"own{n}-{SHORT[p]}", _target(p, prim.url, f"{KEY_A}_{n}"),
                                  _fallback(p, back.url, f"{KEY_B}"), extra="retry_on = [402]\n"))
     routes.append(f'[[routes]]\nname = "gem"\nmatch = {{ model = "gem*" }}\n'
@@ -290,14 +290,17 @@ def test_primary_ok_is_streamed_from_the_primary(proxy, ups, clients):
     assert "fallback" not in (rec.stop.detail if rec.stop else {})
 
 
-def test_no_retry_after_the_first_byte(proxy, ups, clients):
+@pytest.mark.parametrize("path", ["s", "d"], ids=["attempt-server", "direct"])
+def test_no_retry_after_the_first_byte(proxy, ups, clients, path):
     """The primary breaks off mid-stream: the client's stream ends interrupted, nothing is retried."""
     prim, back = ups
+    if path == "d":
+        check(call(clients, ANTH, f"owncut{path}-anthropic-warm", "text", True), ANTH, "text")
     prim.on(UPSTREAM_PATH[ANTH], Reply.sse(RECORDED[ANTH]["text"]["sse"], cut_after=3, delay=0.02), stream=True)
     n = count(proxy)
     got = []
     with pytest.raises(Exception):  # noqa: B017 - a transport error: the client's stream is cut, as without failover
-        with clients.anthropic.messages.stream(model="fo-anthropic-chat-x", max_tokens=64,
+        with clients.anthropic.messages.stream(model=f"owncut{path}-anthropic-x", max_tokens=64,
                                                messages=[{"role": "user", "content": "hi"}]) as s:
             for ev in s:
                 got.append(ev.type)
@@ -306,6 +309,7 @@ def test_no_retry_after_the_first_byte(proxy, ups, clients):
     rec = last_record(proxy, n)
     assert rec.stop is not None and rec.stop.reason == "interrupted"
     assert [a.status for a in rec.attempts] == [200]
+    assert len(prim.requests) == (2 if path == "d" else 1)
 
 
 def test_a_clean_early_end_after_the_first_byte_is_interrupted_not_retried(proxy, ups, clients):
@@ -387,6 +391,22 @@ def test_every_upstream_limited_gives_the_native_429_with_the_soonest_retry_afte
         call(clients, RESP, "ownall-responses-y", "text", True)
     assert len(prim.requests) == 1 and len(back.requests) == 1
     assert 1 <= int(e.value.response.headers["retry-after"]) <= 7
+
+
+def test_every_upstream_limited_on_the_direct_path_gives_the_native_429(proxy, ups, clients):
+    prim, back = ups
+    check(call(clients, ANTH, "ownalld-anthropic-warm", "text", False), ANTH, "text")  # known: direct
+    fail_primary(prim, ANTH, 529, headers=[("retry-after", "20")])
+    back.on(UPSTREAM_PATH[ANTH], Reply.error(429, b'{"error": {"message": "slow down"}}',
+                                             headers=[("retry-after", "9")]))
+    n = count(proxy)
+    with pytest.raises(anthropic.RateLimitError) as e:
+        call(clients, ANTH, "ownalld-anthropic-x", "text", True)
+    assert e.value.response.headers["retry-after"] == "9"
+    assert "every upstream of route 'ownalld-anthropic' is rate limited" in str(e.value)
+    rec = last_record(proxy, n)
+    assert [a.status for a in rec.attempts] == [529, 429]
+    assert rec.stop is not None and rec.stop.reason != "end_turn"
 
 
 def test_a_pool_skips_its_limited_key(proxy, ups, clients):
