@@ -17,7 +17,7 @@ from .addons.annotate import Annotator
 from .addons.commands import Commands
 from .addons.consolesummary import ConsoleSummary
 from .addons.cutanswer import CutAnswer
-from .addons.failover import FallbackMark, Failover
+from .addons.failover import Failover, FallbackMark
 from .addons.idle import HeaderTimeout
 from .addons.limits import Limits
 from .addons.listenguard import ListenGuard

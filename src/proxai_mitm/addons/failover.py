@@ -47,7 +47,6 @@ from ..failover.client import Pool, tls_context
 from ..failover.plan import HOP_BY_HOP, Attempt, FailoverPlan
 from ..failover.server import (
     BODY_IDLE,
-    reason_of,
     TOKEN_HEADER,
     AttemptServer,
     Outcome,
@@ -55,6 +54,7 @@ from ..failover.server import (
     cool,
     cool_name,
     limited,
+    reason_of,
     reset_hint,
 )
 from ..flow.errorhints import KEY_FROM, key_origin

@@ -26,12 +26,12 @@ from proxai_core.codecs import get
 from ..config.options import RouteOptions
 from ..config.routes import Route, Upstream
 from ..failover.plan import HOP_BY_HOP, FailoverPlan, Prepared
-from ..limits.store import key_name
 from ..flow.errorhints import KEY_FROM, key_origin
 from ..flow.modellist import estimate_tokens
 from ..flow.record import LIMIT_OPTIONS, safe_body_limit
 from ..flow.replies import reply, reply_body
 from ..flow.state import FlowState, flow_state, open_exchange, set_flow_state
+from ..limits.store import key_name
 from ..wire import routing
 from ..wire.bodies import DEFAULT_LIMIT, BodyError, codings, decode, offload, too_large_reply
 from ..wire.protocols import (
@@ -42,7 +42,7 @@ from ..wire.protocols import (
     request_stream,
     set_request_model,
 )
-from .limits import POOL_KEY, Limits
+from .limits import Limits
 
 logger = logging.getLogger(__name__)
 
