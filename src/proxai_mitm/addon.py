@@ -47,7 +47,7 @@ def make_addons() -> list[Any]:
     options = RouteOptions()
     replayer = Replayer()
     limits = Limits(options)
-    failover = Failover(options, limits, replayer.active)
+    failover = Failover(options, replayer.active, limits)
     return [
         HarExport(),  # keeps the client's request before any rewrite; HAR export redacted and annotated
         options,  # routing options -> routes

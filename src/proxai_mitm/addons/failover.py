@@ -82,8 +82,8 @@ _TASKS: set[asyncio.Task] = set()
 class Failover:
     """Sends failover flows to the attempt server and reads back which upstream answered."""
 
-    def __init__(self, options: RouteOptions, limits: Limits | None = None,
-                 replaying: Callable[[], bool] = lambda: False) -> None:
+    def __init__(self, options: RouteOptions, replaying: Callable[[], bool] = lambda: False,
+                 limits: Limits | None = None) -> None:
         self.options = options
         self.replaying = replaying
         #: cooled upstreams and keys: the one store (this process's, or shared through Redis)

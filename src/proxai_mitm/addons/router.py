@@ -428,8 +428,8 @@ def own_secrets(headers: Any, route: Route | None, path: str = "") -> tuple[str,
         v = os.environ.get(env, "").strip()
         if len(v) >= 8:
             out.append(v)
-    if route is not None and (route.fallbacks or route.key_pool):
-        for env in (*route.key_pool, *(e for up in route.fallbacks for e in up.key_envs)):  # every key it may send
+    if route is not None and route.fallbacks:
+        for env in (e for up in route.fallbacks for e in up.key_envs):  # every key a fallback may send
             v = os.environ.get(env, "").strip()
             if len(v) >= 8 and v not in out:
                 out.append(v)

@@ -84,6 +84,6 @@ def test_a_bad_route_is_a_clear_error(tmp_path, edit, message):
 
 
 def test_too_many_fallbacks(tmp_path):
-    extra = "".join(f'\n[[routes.fallbacks]]\nprotocol = "openai_chat_completions"\n' for _ in range(8))
+    extra = "".join('\n[[routes.fallbacks]]\nprotocol = "openai_chat_completions"\n' for _ in range(8))
     with pytest.raises(ConfigError, match="fallbacks: at most 8 fallbacks, got 10"):
         routes_from_toml(write(tmp_path, ROUTE + extra))
