@@ -258,10 +258,10 @@ class Failover:
         if soonest is not None:
             await cool(store, primary, first, soonest)
             out = await attempt(plan, self.pool, store, self.header_timeout, start=1, soonest=soonest,
-                                last=(0, None, b"", first))  # type: ignore[arg-type]
+                                last=(0, None, b"", first))
         else:
             out = await attempt(plan, self.pool, store, self.header_timeout, start=0, tried=1,
-                                last=(0, None, b"", first))  # type: ignore[arg-type]
+                                last=(0, None, b"", first))
         state.extra[ATTEMPTS] = [a.to_dict() for a in plan.attempts]
         if plan.answered == 0 and out.head is None:
             await takeover.release()  # nothing better: the first upstream's own answer stands

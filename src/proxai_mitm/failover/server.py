@@ -265,7 +265,7 @@ async def attempt(plan: FailoverPlan, pool: Pool, store: CooldownStore, header_t
             continue
         prep = plan.first if index == 0 else plan.prepare(up)
         if isinstance(prep, str) or prep.skip:
-            why = prep if isinstance(prep, str) else prep.skip
+            why = prep if isinstance(prep, str) else prep.skip or ""
             plan.attempts.append(Attempt(up.name, up.protocol.value, _host(up, plan.first), None, why, 0.0,
                                          None if isinstance(prep, str) else prep.wait))
             if not isinstance(prep, str) and prep.wait is not None:  # every key of its pool is cooling
@@ -305,9 +305,9 @@ async def attempt(plan: FailoverPlan, pool: Pool, store: CooldownStore, header_t
                 soonest = wait if soonest is None else min(soonest, wait)
                 break  # cooled: the next upstream, not another try of this one
     if last is not None and soonest is None:  # (head None: the first upstream's own answer, already there)
-        index, head, data, prep = last
+        index, last_head, data, prep = last
         plan.answered, plan.prepared = index, prep
-        return Outcome(head, None, data)
+        return Outcome(last_head, None, data)
     if soonest is not None:
         plan.native = native_error(429, "rate_limit",
                                    f"proxai: every upstream of route {route.name!r} is rate limited or "
@@ -363,7 +363,7 @@ def _host(up: Upstream, first: Prepared) -> str:
     return up.base_url.host if up.base_url is not None else first.host
 
 
-def _forwardable(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+def _forwardable(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     """Response headers without hop-by-hop ones (h11 frames the body itself); the length stays."""
     return [(k, v) for k, v in headers if k not in HOP_BY_HOP or k == b"content-length"]
 
