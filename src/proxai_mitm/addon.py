@@ -56,8 +56,8 @@ def make_addons() -> list[Any]:
         RecordLimit(),  # proxai_record_limit: bytes of a stream kept per recording copy
         ListenGuard(options),  # key injected + listening beyond loopback without proxyauth: warn, refuse remote
         Recorder(),  # proxai_redact: stored flows are redacted
-        limits,  # key pools: shared cooldowns read before routing; limited keys cooled
-        Router(options, replayer.replay_only, limits),  # recognize, route, rewrite the request, or answer natively
+        limits,  # key pools and cooldowns: shared cooldowns read before routing; limited keys cooled
+        Router(options, replayer.replay_only, limits),  # recognize, route, rewrite, or answer natively
         replayer,  # proxai_replay: upstream requests go to the loopback replay server
         failover,  # routes with fallbacks: the loopback attempt server tries their upstreams in order
         Probe(options, replayer.active),  # unreachable upstreams: native 502

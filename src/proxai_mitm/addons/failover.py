@@ -47,19 +47,19 @@ from ..failover.client import Pool, tls_context
 from ..failover.plan import HOP_BY_HOP, Attempt, FailoverPlan
 from ..failover.server import (
     BODY_IDLE,
-    COOLING,
     TOKEN_HEADER,
     AttemptServer,
     Outcome,
     attempt,
     cool,
     cool_name,
+    limited,
     reason_of,
     reset_hint,
 )
 from ..flow.errorhints import KEY_FROM, key_origin
 from ..flow.state import FlowState, flow_state
-from ..limits.store import CooldownStore, ProcessStore
+from ..limits.store import CooldownStore
 from ..wire import reach
 from .idle import HEADER_TIMEOUT
 from .limits import Limits
@@ -86,7 +86,7 @@ class Failover:
                  limits: Limits | None = None) -> None:
         self.options = options
         self.replaying = replaying
-        #: the cooldown store (this process's, or shared through Redis: proxai_redis) and key pools
+        #: cooled upstreams and keys: the one store (this process's, or shared through Redis)
         self.limits = limits if limits is not None else Limits(options)
         self.server: AttemptServer | None = None
         self.pool = Pool()
@@ -96,14 +96,6 @@ class Failover:
         #: cooldown name of an upstream -> when it last answered (monotonic); one entry per upstream
         #: of the routes file
         self._seen: dict[str, float] = {}
-
-    @property
-    def store(self) -> CooldownStore:
-        return self.limits.store
-
-    def local(self) -> ProcessStore:
-        """The store read synchronously (a shared store keeps what it learns from Redis there)."""
-        return self.limits.local
 
     def cooldowns(self) -> CooldownStore:
         return self.limits.store
@@ -157,7 +149,7 @@ class Failover:
             return None
         name = cool_name(plan.upstreams[0])
         if plan.first.skip is None and time.monotonic() - self._seen.get(name, -SEEN_TTL) < SEEN_TTL \
-                and self.local().view(name) is None:
+                and self.limits.until(name) is None:
             state.extra[_DIRECT] = name  # attempt 1 on mitmproxy's own connection
             return None
         if self.server is None or not self.server.running:
@@ -261,14 +253,15 @@ class Failover:
         first.method, first.target, first.body = req.method, req.path, req.raw_content or b""
         first.headers = [(k.lower().encode("latin-1"), v.encode("latin-1", "replace"))
                          for k, v in req.headers.items(multi=True) if k.lower().encode("latin-1") not in HOP_BY_HOP]
-        soonest = None
-        if resp.status_code in COOLING:
-            soonest = await cool(self.store, primary, first, hint)
-            out = await attempt(plan, self.pool, self.store, self.header_timeout, start=1, soonest=soonest,
-                                last=(0, None, b"", first))  # type: ignore[arg-type]
+        store = self.limits.store
+        soonest = limited(primary, resp.status_code, head, held)
+        if soonest is not None:
+            await cool(store, primary, first, soonest)
+            out = await attempt(plan, self.pool, store, self.header_timeout, start=1, soonest=soonest,
+                                last=(0, None, b"", first))
         else:
-            out = await attempt(plan, self.pool, self.store, self.header_timeout, start=0, tried=1,
-                                last=(0, None, b"", first))  # type: ignore[arg-type]
+            out = await attempt(plan, self.pool, store, self.header_timeout, start=0, tried=1,
+                                last=(0, None, b"", first))
         state.extra[ATTEMPTS] = [a.to_dict() for a in plan.attempts]
         if plan.answered == 0 and out.head is None:
             await takeover.release()  # nothing better: the first upstream's own answer stands

@@ -1,22 +1,26 @@
 """Key pools and cooldowns: which key of a pool a request takes, and a limited key cooled.
 
-A route whose ``api_key_env`` names several variables takes its keys in turn (:meth:`Limits.pick`,
-asked by the router); a key whose upstream answered 429 (rate limited) or overloaded is cooled until
-the reset the answer gives (the upstream protocol's ``wire.retry_after``; :data:`DEFAULT_COOL`
-without one) and skipped meanwhile. When every key of the pool is cooling, the client gets its
-native 429 with the soonest ``retry-after``, and nothing is sent upstream.
+The one cooldown store of the proxy: pooled keys (here) and the upstreams of fallback routes (the
+failover addon and its attempt server, through :attr:`Limits.store` / :meth:`Limits.until`) cool in
+it alike.
+
+A route or fallback whose ``api_key_env`` names several variables takes its keys in turn
+(:meth:`Limits.pick`, asked by the router); a key whose upstream answered 429 (rate limited) or
+overloaded is cooled until the reset the answer gives (the upstream protocol's ``wire.retry_after``,
+headers or error body; :data:`DEFAULT_COOL` without one) and skipped meanwhile. When every key of
+the pool is cooling, the client gets its native 429 with the soonest ``retry-after``, and nothing is
+sent upstream (a route with fallbacks goes on to them instead; the failover addon cools its keys).
 
 Cooldowns live in this process, or with ``proxai_redis`` in Redis, shared by every mitmdump that
-uses it: before a pooled request is routed, the ``request`` hook reads the pool's cooldowns from
-Redis into the process store (one round trip, only that flow waits), so the choice itself never
-waits. Routes without a pool do not reach this addon.
+uses it: before a pooled or fallback request is routed, the ``request`` hook reads the pools' and
+first upstreams' cooldowns from Redis into the process store (one round trip, only that flow
+waits), so the choice itself never waits. Other routes do not reach this addon.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from typing import Any
 
@@ -24,14 +28,13 @@ import orjson
 from mitmproxy import ctx, http
 
 from proxai_core import Protocol
-from proxai_core.codecs import get
-from proxai_core.errors import parse_error
-from proxai_core.neutral import ErrorKind
 
 from ..config.options import RouteOptions, options_error
-from ..config.routes import Route
+from ..config.routes import Route, Upstream
+from ..failover.server import cool_name
 from ..flow.replies import reply
 from ..flow.state import FlowState, flow_state
+from ..limits.limited import DEFAULT_COOL, LIMITED_STATUSES, cooling_headers, limited_for
 from ..limits.pools import Pick, pick_key, pool_keys
 from ..limits.store import CooldownStore, ProcessStore, RedisStore, key_name
 from ..wire import routing
@@ -41,8 +44,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_COOL", "POOL_KEY", "Limits", "limited_wait"]
 
-#: how long a key cools after a 429 or an overloaded answer that gives no reset hint (seconds)
-DEFAULT_COOL = 5.0
 #: ``state.extra`` key: the store name of the pool key a flow was sent with
 POOL_KEY = "pool_key"
 #: error bodies larger than this are not read for a reset hint (the headers still are)
@@ -71,13 +72,12 @@ class Limits:
             self.store = RedisStore(url, self.local) if url else self.local
             if url:
                 logger.info("proxai: cooldowns shared through Redis at %s", url.split("@")[-1])
-        pooled = self._pooled()
-        # hooks only where a route has a pool (None is skipped by the dispatch)
-        if pooled:
+        # hooks only where a route has a pool or fallbacks (None is skipped by the dispatch)
+        if self._pooled():
             self.__dict__.pop("response", None)
         else:
             self.response = None  # type: ignore[assignment]
-        if pooled and self.store is not self.local:
+        if self._shares() and self.store is not self.local:
             self.__dict__.pop("request", None)
         else:
             self.request = None  # type: ignore[assignment]
@@ -101,11 +101,31 @@ class Limits:
         routes = self.options.routes if self.options is not None else ()
         return [r for r in routes if len(r.key_envs) > 1]
 
+    def _shares(self) -> bool:
+        """Whether a route reads cooldowns before it is routed: a pool, or fallbacks."""
+        routes = self.options.routes if self.options is not None else ()
+        return any(r.fallbacks or len(r.key_envs) > 1 for r in routes)
+
+    def _shared_names(self) -> list[str]:
+        """What a routed request may read from the shared store: every key of every upstream's pool
+        (a variable's key is read now: it may change), and the first upstream of a route with
+        fallbacks."""
+        routes = self.options.routes if self.options is not None else ()
+        out: list[str] = []
+        for r in routes:
+            for up in r.upstreams:
+                if len(up.key_envs) > 1:
+                    out.extend(key_name(k) for _, k in pool_keys(up.key_envs))
+            if r.fallbacks:
+                out.append(cool_name(r.upstreams[0]))
+        return out
+
     # ------------------------------------------------------------------------- the router's questions
-    def pick(self, route: Route, state: FlowState) -> Pick:
-        """The key a pooled route sends this flow with (remembered in the flow's state)."""
+    def pick(self, route: Route | Upstream, state: FlowState | None) -> Pick:
+        """The key a pooled route or fallback sends this flow with; remembered in the flow's state
+        when given (this addon then cools it; a fallback route's attempts cool their own keys)."""
         pick = pick_key(route.name, route.key_envs, self.local)
-        if pick.key is not None:
+        if pick.key is not None and state is not None:
             state.extra[POOL_KEY] = key_name(pick.key)
         return pick
 
@@ -123,22 +143,22 @@ class Limits:
     @staticmethod
     def all_cooling(flow: http.HTTPFlow, state: FlowState, route: Route, wait: float) -> None:
         """Every key of the pool is cooling: the client's native 429, with the soonest reset."""
-        seconds = max(1, math.ceil(wait))
+        headers = cooling_headers(wait)
         state.warnings.append(f"every key of route {route.name!r} is cooling down; answered by the proxy")
         reply(flow, state, 429, "rate_limit",
-              f"proxai: every key of route {route.name!r} is rate limited; retry in {seconds} s",
-              extra_headers={"retry-after": str(seconds), "retry-after-ms": str(max(0, round(wait * 1000))),
-                             "x-should-retry": "true"})
+              f"proxai: every key of route {route.name!r} is rate limited; retry in {headers['retry-after']} s",
+              extra_headers=headers)
 
     # ------------------------------------------------------------------------- hooks
     def request(self, flow: http.HTTPFlow) -> Any:
-        """With Redis: the pools' cooldowns, read into the process store before the router picks."""
+        """With Redis: the pools' and first upstreams' cooldowns, read into the process store before
+        the router picks."""
         if not flow.live or flow.response or flow.error:
             return None
         req = flow.request
         if routing.recognize(req.method, req.path, req.headers) is None:
             return None
-        names = [key_name(k) for r in self._pooled() for _, k in pool_keys(r.key_envs)]
+        names = self._shared_names()
         return self.store.untils(names) if names else None
 
     def response(self, flow: http.HTTPFlow) -> Any:
@@ -159,13 +179,9 @@ class Limits:
 def limited_wait(resp: http.Response, protocol: Protocol | None) -> float | None:
     """An upstream answer that says "limited" (429, or overloaded: 529, 503): how long to cool what
     it limited (the protocol's reset hint, else :data:`DEFAULT_COOL`); None for any other answer."""
-    if resp.status_code not in (429, 503, 529):
+    if resp.status_code not in LIMITED_STATUSES:
         return None
-    body = _error_body(resp)
-    if resp.status_code != 429 and parse_error(resp.status_code, body).kind is not ErrorKind.OVERLOADED:
-        return None
-    wait = get(protocol).wire.retry_after(resp.headers, body) if protocol is not None else None
-    return DEFAULT_COOL if wait is None else wait
+    return limited_for(resp.status_code, resp.headers, _error_body(resp), protocol)
 
 
 def _error_body(resp: http.Response) -> dict[str, Any] | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 from collections.abc import Callable
 from dataclasses import replace
@@ -31,7 +32,6 @@ from ..flow.record import LIMIT_OPTIONS, safe_body_limit
 from ..flow.replies import reply, reply_body
 from ..flow.session import header_session
 from ..flow.state import FlowState, flow_state, open_exchange, set_flow_state
-from ..limits.pools import pick_key
 from ..limits.store import key_name
 from ..wire import routing
 from ..wire.bodies import DEFAULT_LIMIT, BodyError, codings, decode, offload, too_large_reply
@@ -44,7 +44,7 @@ from ..wire.protocols import (
     request_stream,
     set_request_model,
 )
-from .limits import POOL_KEY, Limits
+from .limits import Limits
 
 logger = logging.getLogger(__name__)
 
@@ -58,17 +58,6 @@ THREAD_BYTES = 1 << 20
 _INVALID = object()
 #: the ``state.extra`` key of a flow's FailoverPlan (a route with fallbacks)
 FAILOVER = "failover"
-
-
-class KeysCooling(str):
-    """Every key of a pool is cooling down: the text says so, ``wait`` is the seconds left."""
-
-    wait: float
-
-    def __new__(cls, text: str, wait: float) -> KeysCooling:
-        self = super().__new__(cls, text)
-        self.wait = wait
-        return self
 
 
 def _text(data: bytes | None) -> str | None:
@@ -96,7 +85,7 @@ class Router:
     def __init__(self, options: RouteOptions, replay_only: Callable[[], bool] = lambda: False,
                  limits: Limits | None = None) -> None:
         self.options = options
-        #: key pools and their cooldowns
+        #: key pools and their cooldowns (read synchronously: routing never waits)
         self.limits = limits if limits is not None else Limits(options)
         #: replay answers every upstream request: no key is needed (nothing leaves the machine)
         self.replay_only = replay_only
@@ -323,17 +312,18 @@ class Router:
             ep, route.protocol, route.base_url, scheme=req.scheme, host=req.host, port=req.port,
             model_id=model_id or state.upstream_model, stream=upstream_stream)
         same_host = host.lower() == req.host.lower() and port == req.port
-        failover = route.fallbacks and fallback_payload is not None and not self.replay_only()
-        pick = self.limits.pick(route, state) if route.key_pool else None
-        if pick is not None and pick.wait is not None and not failover:
-            return self.limits.all_cooling(flow, state, route, pick.wait)
+        failover = bool(route.fallbacks) and fallback_payload is not None and not self.replay_only()
+        # a fallback route's attempts cool the key they carry: the flow does not remember it
+        pick = self.limits.pick(route, None if failover else state) if route.key_pool else None
+        cooling = pick.wait if pick is not None else None
+        if cooling is not None and not failover:
+            return self.limits.all_cooling(flow, state, route, cooling)
         key, kerr = (pick.key, None) if pick is not None and pick.key is not None \
+            else (None, None) if cooling is not None \
             else self._key(route, same_host, req.headers, host, req.path)
-        if pick is not None and pick.wait is not None:  # a failover route: its fallbacks are tried
-            kerr = KeysCooling(f"every key of {route.name!r} is cooling down", pick.wait)
-        elif kerr:
+        if kerr:
             return reply(flow, state, 401, "authentication", kerr)
-        if route.api_key_env and key != REPLAY_PLACEHOLDER_KEY:
+        if route.api_key_env and key is not None and key != REPLAY_PLACEHOLDER_KEY:
             origin = replace(route, api_key_env=pick.env) if pick is not None and pick.env else route
             state.extra[KEY_FROM] = key_origin(origin)  # named if the upstream refuses the key
         retarget(flow, scheme, host, port, up_path)
@@ -343,8 +333,8 @@ class Router:
             req.content = content
         if failover and original is not None and fallback_payload is not None:
             first = Prepared(req.method, scheme, host, port, up_path, [], b"", state.upstream_model,
-                             cool=(state.extra[POOL_KEY],) if POOL_KEY in state.extra else (),
-                             skip=kerr or None, wait=kerr.wait if isinstance(kerr, KeysCooling) else None)
+                             cool=(key_name(key),) if route.key_pool and key else (),
+                             skip=_all_cooling(route.name, cooling) if cooling is not None else None, wait=cooling)
             state.extra[FAILOVER] = FailoverPlan(
                 route, first, functools.partial(self._prepare, state, ep, original, fallback_payload,
                                                 upstream_stream),
@@ -365,9 +355,12 @@ class Router:
             ep, up.protocol, up.base_url, scheme=req.scheme, host=req.host, port=req.port,
             model_id=up_model, stream=upstream_stream)
         same_host = host.lower() == req.host.lower() and port == req.port
-        key, kerr = self._key(up, same_host, req.headers, host, req.path)
-        if isinstance(kerr, KeysCooling):
-            return Prepared(req.method, scheme, host, port, up_path, [], b"", up_model, skip=kerr, wait=kerr.wait)
+        pick = self.limits.pick(up, None) if up.key_pool else None
+        if pick is not None and pick.wait is not None:
+            return Prepared(req.method, scheme, host, port, up_path, [], b"", up_model,
+                            skip=_all_cooling(up.name, pick.wait), wait=pick.wait)
+        key, kerr = (pick.key, None) if pick is not None and pick.key is not None \
+            else self._key(up, same_host, req.headers, host, req.path)
         if kerr:
             return kerr
         set_url(req, scheme, host, port, up_path)
@@ -381,17 +374,10 @@ class Router:
 
     def _key(self, route: Route | Upstream, same_host: bool, headers: Any, host: str,
              path: str = "") -> tuple[str | None, str | None]:
-        """The credential to send upstream, or an error text (401) naming the variable (a key pool
-        whose keys are all cooling: :class:`KeysCooling`)."""
+        """The credential to send upstream, or an error text (401) naming the variable (a key pool's
+        keys come from :meth:`Limits.pick` first)."""
         if route.auth:
             return None, None  # the signer authorizes the final request (addons/signer.py)
-        if route.key_pool:  # a fallback's pool (the route's own is picked by the limits addon)
-            pick = pick_key(route.name, route.key_envs, self.limits.local)
-            if pick.key:
-                return pick.key, None
-            if pick.wait is not None:
-                return None, KeysCooling(f"proxai: every key of {route.name!r} is rate limited; retry in "
-                                         f"{pick.wait:.0f} s", pick.wait)
         if route.api_key_env:
             value = os.environ.get(route.api_key_env)
             if value:
@@ -425,6 +411,11 @@ def add_cache_hints(flow: http.HTTPFlow, state: FlowState, route: Route, target:
         ex.cache_key = f"proxai-{found[1]}"
     host = target.base_url.host if target.base_url is not None else req.host
     ex.add_cache_hints(target.protocol, up, model=model, host=host, explicit=route.cache_hints is True)
+
+
+def _all_cooling(name: str, wait: float) -> str:
+    """Why an upstream whose every key is cooling is not asked (an attempt's reason)."""
+    return f"every key of {name!r} is rate limited; retry in {max(1, math.ceil(wait))} s"
 
 
 def bad_body(flow: http.HTTPFlow, ep: routing.Endpoint, exc: BodyError) -> None:

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import h11
+from h11 import Response
 
 __all__ = ["ERROR_BODY", "Connection", "Pool", "UpstreamError", "tls_context"]
 
@@ -77,7 +78,7 @@ class Connection:
             self.h11.receive_data(data)
 
     async def send(self, method: str, target: str, headers: list[tuple[bytes, bytes]], body: bytes,
-                   timeout: float) -> h11.Response:
+                   timeout: float) -> Response:  # (in this class ``h11`` names the field)
         """Send a request and wait (``timeout`` seconds at most) for its response head."""
         if body or method not in ("GET", "HEAD"):
             headers = [*headers, (b"content-length", str(len(body)).encode())]

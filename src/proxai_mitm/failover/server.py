@@ -22,7 +22,7 @@ import functools
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,13 +33,15 @@ from proxai_core.codecs import get
 
 from ..config.routes import Upstream
 from ..flow.replies import native_error
+from ..limits.limited import cooling_headers, limited_for
 from ..limits.store import CooldownStore
 from .client import ERROR_BODY, Connection, Pool, UpstreamError
 from .plan import HOP_BY_HOP, Attempt, FailoverPlan, Prepared
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["IDLE_TIMEOUT", "MAX_CONNECTIONS", "MAX_PLANS", "TOKEN_HEADER", "AttemptServer", "Outcome", "attempt", "cool", "cool_name", "reset_hint"]
+__all__ = ["IDLE_TIMEOUT", "MAX_CONNECTIONS", "MAX_PLANS", "TOKEN_HEADER", "AttemptServer", "Outcome", "attempt", "cool",
+           "cool_name", "hint_body", "limited", "reset_hint"]
 
 #: the private request header naming a flow's plan (removed before anything is sent upstream)
 TOKEN_HEADER = "x-proxai-attempt"
@@ -53,10 +55,6 @@ MAX_REQUEST_BODY = 256 * 1024 * 1024
 MAX_RETRY_WAIT = 10.0
 #: seconds a relayed body may go without a byte (mitmproxy's own idle watch ends streams sooner)
 BODY_IDLE = 900.0
-#: seconds an upstream that answered 429 / overloaded without a reset hint is skipped
-DEFAULT_COOLDOWN = 5.0
-#: statuses that cool an upstream down (a rate limit or an overload, not a one-off error)
-COOLING = frozenset({429, 503, 529})
 _READ = 65536
 _TOKEN = TOKEN_HEADER.encode()
 
@@ -77,8 +75,9 @@ def reason_of(status: int, body: bytes) -> str:
 class AttemptServer:
     """Loopback HTTP/1.1 server running failover plans (see the module docstring).
 
-    ``cooldowns()``: the store of cooled upstreams and keys in effect; ``header_timeout``: seconds an
-    attempt waits for a response head when its route does not say.
+    ``cooldowns()``: the store of cooled upstreams and keys in effect (the Limits addon's, awaited on
+    the loop this server runs on: mitmproxy's); ``header_timeout``: seconds an attempt waits for a
+    response head when its route does not say.
     """
 
     def __init__(self, pool: Pool, cooldowns: Callable[[], CooldownStore], header_timeout: float = 300.0,
@@ -266,7 +265,7 @@ async def attempt(plan: FailoverPlan, pool: Pool, store: CooldownStore, header_t
             continue
         prep = plan.first if index == 0 else plan.prepare(up)
         if isinstance(prep, str) or prep.skip:
-            why = prep if isinstance(prep, str) else prep.skip
+            why = prep if isinstance(prep, str) else prep.skip or ""
             plan.attempts.append(Attempt(up.name, up.protocol.value, _host(up, plan.first), None, why, 0.0,
                                          None if isinstance(prep, str) else prep.wait))
             if not isinstance(prep, str) and prep.wait is not None:  # every key of its pool is cooling
@@ -300,32 +299,30 @@ async def attempt(plan: FailoverPlan, pool: Pool, store: CooldownStore, header_t
                                          reason_of(head.status_code, data), (time.monotonic() - started) * 1000,
                                          hint))
             last = (index, head, data, prep)
-            if head.status_code in COOLING:
-                wait = await cool(store, up, prep, hint)
+            wait = limited(up, head.status_code, head.headers, data)
+            if wait is not None:
+                await cool(store, up, prep, wait)
                 soonest = wait if soonest is None else min(soonest, wait)
                 break  # cooled: the next upstream, not another try of this one
     if last is not None and soonest is None:  # (head None: the first upstream's own answer, already there)
-        index, head, data, prep = last
+        index, last_head, data, prep = last
         plan.answered, plan.prepared = index, prep
-        return Outcome(head, None, data)
+        return Outcome(last_head, None, data)
     if soonest is not None:
         plan.native = native_error(429, "rate_limit",
                                    f"proxai: every upstream of route {route.name!r} is rate limited or "
                                    f"overloaded; retry in {soonest:.0f} s", plan.client_protocol)
-        return Outcome(extra=[(b"retry-after", str(max(1, round(soonest + 0.499))).encode())])
+        return Outcome(extra=[(k.encode(), v.encode()) for k, v in cooling_headers(soonest).items()])
     tried_all = "; ".join(f"{a.upstream}: {a.reason}" for a in plan.attempts)
     plan.native = native_error(502, "api_error", f"proxai: no upstream of route {route.name!r} answered "
                                f"({tried_all})", plan.client_protocol)
     return Outcome()
 
 
-async def cool(store: CooldownStore, up: Upstream, prep: Prepared, hint: float | None) -> float:
-    """Cool the pooled key the request carried, else the upstream, for its reset hint (or the
-    default); the seconds it cools."""
-    wait = hint if hint is not None else DEFAULT_COOLDOWN
+async def cool(store: CooldownStore, up: Upstream, prep: Prepared, wait: float) -> None:
+    """Cool the pooled key the request carried, else the upstream, for ``wait`` seconds."""
     for name in prep.cool or (cool_name(up),):
         await store.cool(name, time.time() + wait)
-    return wait
 
 
 @functools.lru_cache(maxsize=1024)
@@ -336,23 +333,37 @@ def cool_name(up: Upstream) -> str:
     return f"upstream:{where}|{up.protocol.value}|{up.api_key_env or up.auth or ''}"
 
 
-def reset_hint(up: Upstream, headers: list[tuple[bytes, bytes]], body: bytes) -> float | None:
+def reset_hint(up: Upstream, headers: Iterable[tuple[bytes, bytes]], body: bytes) -> float | None:
     """Seconds the upstream asks to wait (its protocol's reset hints, headers or error body)."""
-    values = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}
+    return get(up.protocol).wire.retry_after(_header_map(headers), hint_body(body))
+
+
+def limited(up: Upstream, status: int, headers: Iterable[tuple[bytes, bytes]], body: bytes) -> float | None:
+    """An answer that says the upstream (or the key it was sent) is limited: the seconds it cools
+    (the same rule as a pooled key's, :func:`~..limits.limited.limited_for`); None otherwise."""
+    return limited_for(status, _header_map(headers), hint_body(body), up.protocol)
+
+
+def hint_body(body: bytes) -> dict[str, Any] | None:
+    """An error body's JSON object (a one-element array's too), or None."""
     try:
         doc = orjson.loads(body) if body[:1] in (b"{", b"[") else None
     except orjson.JSONDecodeError:
         doc = None
     if isinstance(doc, list):  # an error as a one-element array
         doc = doc[0] if doc and isinstance(doc[0], dict) else None
-    return get(up.protocol).wire.retry_after(values, doc)
+    return doc if isinstance(doc, dict) else None
+
+
+def _header_map(headers: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}
 
 
 def _host(up: Upstream, first: Prepared) -> str:
     return up.base_url.host if up.base_url is not None else first.host
 
 
-def _forwardable(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+def _forwardable(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     """Response headers without hop-by-hop ones (h11 frames the body itself); the length stays."""
     return [(k, v) for k, v in headers if k not in HOP_BY_HOP or k == b"content-length"]
 

@@ -14,7 +14,7 @@ from mitmproxy import http
 
 from proxai_core import Plan, StopInfo
 
-from ..config.routes import Route
+from ..config.routes import Route, Upstream
 from .replies import set_body
 from .state import FlowState
 
@@ -26,7 +26,7 @@ KEY_FROM = "key_from"
 _AUTH_STATUSES = frozenset({401, 403})
 
 
-def key_origin(route: Route) -> str:
+def key_origin(route: Route | Upstream) -> str:
     """``$VARIABLE, route name`` for a route that injects a key from the environment."""
     where = "route default" if route.name == "default" else f"route {route.name!r}"
     return f"${route.api_key_env}, {where}"

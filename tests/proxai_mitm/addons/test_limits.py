@@ -1,6 +1,6 @@
 """limits.py: a pool's keys in turn through the router, a limited key cooled from the upstream
-protocol's reset hint, every key cooling answered natively, hooks only where a pool exists, the
-proxai_redis option checked."""
+protocol's reset hint, every key cooling answered natively (a fallback route goes on to its
+fallbacks), hooks only where a pool or fallbacks exist, the proxai_redis option checked."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import pytest
 from mitmproxy import exceptions
 
 from proxai_mitm.addons.limits import DEFAULT_COOL, POOL_KEY
+from proxai_mitm.addons.router import FAILOVER
+from proxai_mitm.failover.server import cool_name
 from proxai_mitm.flow.state import flow_state
 from proxai_mitm.limits.store import key_name
 
@@ -104,3 +106,62 @@ def test_hooks_only_with_a_pool(addon, monkeypatch):
 def test_a_bad_redis_url_is_refused_naming_the_option(addon):
     with pytest.raises(exceptions.OptionsError, match="proxai_redis: expected a redis://"):
         addon.configure(proxai_redis="http://127.0.0.1:6379")
+
+
+FALLBACK_KEYS = {"PROXAI_POOL_C": "sk-pool-key-c-0123456789", "PROXAI_POOL_D": "sk-pool-key-d-0123456789"}
+FALLBACK_ROUTE = """
+[[routes]]
+name = "fo"
+[routes.target]
+protocol = "anthropic_messages"
+base_url = "https://api.anthropic.com"
+api_key_env = ["PROXAI_POOL_A", "PROXAI_POOL_B"]
+[[routes.fallbacks]]
+protocol = "openai_chat_completions"
+base_url = "https://api.openai.com/v1"
+api_key_env = ["PROXAI_POOL_C", "PROXAI_POOL_D"]
+"""
+
+
+def test_a_fallback_route_whose_keys_all_cool_goes_on_to_its_fallbacks(addon, monkeypatch, tmp_path):
+    """The route's own pool cooling is not the router's 429 but a skipped first attempt; the
+    fallback's pool takes its keys in turn from the same Limits store; the attempts (not the Limits
+    response hook) cool the keys they carried."""
+    for k, v in {**KEYS, **FALLBACK_KEYS}.items():
+        monkeypatch.setenv(k, v)
+    routes = tmp_path / "routes.toml"
+    routes.write_text(FALLBACK_ROUTE)
+    addon.configure(proxai_config=str(routes))
+    now = time.time()
+    addon.limits.local.put(key_name(KEYS["PROXAI_POOL_A"]), now + 30)
+    addon.limits.local.put(key_name(KEYS["PROXAI_POOL_B"]), now + 20)
+    f = make_flow(CHAT, host="api.anthropic.com")
+    addon.router.request(f)
+    assert f.response is None  # not answered by the router: the fallback may answer
+    st = flow_state(f)
+    plan = st.extra[FAILOVER]
+    assert plan.first.skip is not None and "every key of 'fo'" in plan.first.skip
+    assert 19 < plan.first.wait <= 20
+    assert POOL_KEY not in st.extra
+    preps = [plan.prepare(plan.upstreams[1]) for _ in range(3)]
+    assert [p.request.headers["authorization"] for p in preps] == [
+        f"Bearer {FALLBACK_KEYS[k]}" for k in ("PROXAI_POOL_C", "PROXAI_POOL_D", "PROXAI_POOL_C")]
+    assert preps[0].cool == (key_name(FALLBACK_KEYS["PROXAI_POOL_C"]),)
+    addon.limits.local.put(key_name(FALLBACK_KEYS["PROXAI_POOL_C"]), now + 9)
+    addon.limits.local.put(key_name(FALLBACK_KEYS["PROXAI_POOL_D"]), now + 7)
+    skipped = plan.prepare(plan.upstreams[1])
+    assert skipped.skip is not None and 6 < skipped.wait <= 7
+
+
+def test_with_redis_a_fallback_route_reads_its_first_upstreams_cooldown(addon, monkeypatch, tmp_path):
+    for k, v in {**KEYS, **FALLBACK_KEYS}.items():
+        monkeypatch.setenv(k, v)
+    routes = tmp_path / "routes.toml"
+    routes.write_text(FALLBACK_ROUTE)
+    addon.configure(proxai_config=str(routes), proxai_redis="redis://127.0.0.1:1/0")
+    route = addon.limits.options.routes.find_name("fo")
+    names = addon.limits._shared_names()
+    assert cool_name(route.upstreams[0]) in names
+    assert {key_name(v) for v in (*KEYS.values(), *FALLBACK_KEYS.values())} <= set(names)
+    assert addon.limits.request is not None
+    addon.configure(proxai_redis="")

@@ -158,3 +158,17 @@ def test_plans_waiting_for_their_flow_are_bounded(monkeypatch):
     server = srv.AttemptServer(Pool(), ProcessStore)
     tokens = [server.register(object()) for _ in range(5)]  # type: ignore[arg-type]
     assert len(server._plans) == 3 and list(server._plans) == tokens[2:]
+
+
+def test_only_a_limited_answer_cools_and_the_429_says_when_to_retry(ups):
+    a, b = ups
+    a.on(PATH, Reply.error(502, b'{"error": {"message": "bad gateway"}}'))
+    store = ProcessStore()
+    plan, (status, _, _) = run(route_to(a, b), store)
+    assert status == 200 and plan.answered == 1
+    assert store.view(srv.cool_name(plan.upstreams[0])) is None  # failed over, but a 502 is no limit
+    store.put(srv.cool_name(plan.upstreams[0]), time.time() + 40)
+    store.put(srv.cool_name(plan.upstreams[1]), time.time() + 12)
+    _, (status, head, _) = run(plan.route, store)
+    assert status == 429 and head["retry-after"] == "12" and head["x-should-retry"] == "true"
+    assert 11_000 < int(head["retry-after-ms"]) <= 12_000
