@@ -102,7 +102,10 @@ def _plain(obj: Any) -> Any:
 
 
 def _dumps(obj: Any) -> bytes:
-    return orjson.dumps(obj, default=_plain, option=orjson.OPT_PASSTHROUGH_DATACLASS)
+    try:
+        return orjson.dumps(obj, default=_plain, option=orjson.OPT_PASSTHROUGH_DATACLASS)
+    except TypeError:  # nested past orjson's 254 levels (a hostile tool schema): its repr still tells changes
+        return repr(obj).encode("utf-8", "surrogatepass")
 
 
 def _crc(parts: Iterable[Any], crc: int = 0) -> int:
