@@ -393,9 +393,11 @@ def citations_of_body(proto: Protocol, body: Any) -> int:
             if isinstance(b, dict) and isinstance(b.get("citationsContent"), dict):
                 k += len(b["citationsContent"].get("citations") or [])
         return k
-    if proto is G:
+    if proto is G:  # citations, and the web pages a grounded answer's segments cite (one per support)
         for cand in body.get("candidates") or []:
             k += len(((cand or {}).get("citationMetadata") or {}).get("citations") or [])
+            for sup in ((cand or {}).get("groundingMetadata") or {}).get("groundingSupports") or []:
+                k += len(sup.get("groundingChunkIndices") or []) if isinstance(sup, dict) else 0
         return k
     if proto is C:
         for ch in body.get("choices") or []:
@@ -520,7 +522,9 @@ def _opaque_note(case: Case, src_resp: n.Response, check) -> bool:
         check()
         return True
     except (pydantic.ValidationError, StreamError, AssertionError) as e:
-        if case.target is case.source and any(isinstance(p, n.Opaque) for p in src_resp.parts):
+        # (the issuer's own wire object: an opaque item, or a web search call kept as the provider sent it)
+        issued = (n.Opaque, n.WebSearchCall, n.WebSearchResults)
+        if case.target is case.source and any(isinstance(p, issued) for p in src_resp.parts):
             case.notes.append(f"the SDK rejects the recording itself ({type(e).__name__}); output = recording")
             return False
         raise
