@@ -36,12 +36,13 @@ import orjson  # noqa: E402
 from benchmarks._common import machine, write_section  # noqa: E402
 
 from proxai_core import Protocol, StreamTranslator  # noqa: E402
-from proxai_core.codecs import all_codecs  # noqa: E402
+from proxai_core.codecs import all_codecs, get  # noqa: E402
+from proxai_core.eventstream import EventStreamReader  # noqa: E402
 
 C, R, A, G = Protocol.CHAT, Protocol.RESPONSES, Protocol.ANTHROPIC, Protocol.GEMINI
+B, V, BI = Protocol.BEDROCK_CONVERSE, Protocol.VERTEX_ANTHROPIC, Protocol.BEDROCK_INVOKE
 #: every protocol the codec registry serves
-#: the protocols this benchmark has recorded streams for (Bedrock Converse is not measured here yet)
-PROTOCOLS = tuple(c.protocol for c in all_codecs() if c.protocol is not Protocol.BEDROCK_CONVERSE)
+PROTOCOLS = tuple(c.protocol for c in all_codecs())
 
 PEER_FIXTURES = {
     "C-text": "chat/mirascope__python_tests_e2e_output_cassettes_test_max_tokens_openai_gpt_4o_completions_stream__i0.sse",
@@ -59,6 +60,17 @@ STREAMS = {
         "tools": "gemini/js-genai__test_system_recordings_MCP_related_client_Tests_generateContentStream_with_"
                  "streamFunctionCallingArguments_enabled_Vertex_AI_should_stream_arguments_when_afc_is_disabled_"
                  "explicitly__i0.sse"},
+    B: {"text": "bedrock-converse/pydantic-ai__tests_models_cassettes_test_bedrock_test_bedrock_model_stream__i0.eventstream",
+        "tools": "bedrock-converse/pydantic-ai__tests_models_cassettes_test_bedrock_test_bedrock_model_iter_stream__i0"
+                 ".eventstream"},
+    V: {"text": "vertex-anthropic/fantasy__providertests_testdata_TestGoogleCommon_vertex-claude-3-7-sonnet_simple_"
+                "streaming__i0.sse",
+        "tools": "vertex-anthropic/fantasy__providertests_testdata_TestGoogleCommon_vertex-claude-3-7-sonnet_tool_"
+                 "streaming__i0.sse"},
+    BI: {"text": "bedrock-invoke/fantasy__providertests_testdata_TestBedrockCommon_bedrock-anthropic-claude-haiku-4-5_"
+                 "simple_streaming__i0.eventstream",
+         "tools": "bedrock-invoke/fantasy__providertests_testdata_TestBedrockCommon_bedrock-anthropic-claude-haiku-4-5_"
+                  "tool_streaming__i0.eventstream"},
 }
 DIRECTIONS = [(s, d) for s in PROTOCOLS for d in PROTOCOLS if s is not d]
 #: a Gemini client's streaming path (model and method live in the URL; ?alt=sse asks for SSE framing)
@@ -68,13 +80,21 @@ LF_FORMAT = {C: "openai_chat_completions", R: "open_responses", A: "anthropic_me
 
 def stream_path(src: Protocol, rel: str) -> str | None:
     """The recorded request path of a stream whose protocol keeps model and method in the URL."""
-    url = FIX / rel.removesuffix(".sse")
+    url = FIX / rel.removesuffix(".sse").removesuffix(".eventstream")
     url = url.with_name(url.name + ".url.txt")
-    return url.read_text().strip() if src is G and url.exists() else None
+    return url.read_text().strip() if get(src).wire.endpoints.parse_path is not None and url.exists() else None
 
 
 def split_events(raw: bytes) -> list[bytes]:
-    """The raw bytes of each SSE event (what one upstream read could deliver)."""
+    """The raw bytes of each event (what one upstream read could deliver): SSE events, or the frames of
+    an AWS event stream."""
+    if raw[:1] == b"\x00":  # an event stream: each frame says its own length
+        out, at = [], 0
+        while at + 4 <= len(raw):
+            size = int.from_bytes(raw[at:at + 4], "big")
+            out.append(raw[at:at + size])
+            at += size
+        return out
     raw = raw.replace(b"\r\n", b"\n")
     parts = [p + b"\n\n" for p in raw.split(b"\n\n") if p.strip()]
     return parts
@@ -83,6 +103,9 @@ def split_events(raw: bytes) -> list[bytes]:
 def payloads(events: list[bytes]) -> list[str]:
     out = []
     for e in events:
+        if e[:1] == b"\x00":  # an event-stream frame: its payload
+            out += [f.payload.decode() for f in EventStreamReader().frames(e)]
+            continue
         data = [ln[5:].lstrip() for ln in e.decode().split("\n") if ln.startswith("data:")]
         if data:
             out.append("\n".join(data))
