@@ -41,6 +41,7 @@ from ._request_common import (
     req_list,
     req_obj,
     req_str,
+    tool_input,
 )
 
 #: a cache hint as the neutral parts carry it (what Anthropic calls cache_control)
@@ -410,22 +411,6 @@ def _enc_document(p: Document, n: int, where: str) -> dict[str, Any]:
     if fmt is None:
         raise TranslationError(f"{where}: document type {media!r} is not one Bedrock Converse takes", field=where)
     return {"document": {"format": fmt, "name": name, "source": {"bytes": _standard_b64(data)}}}
-
-
-def tool_input(p: ToolCall, warnings: list[str]) -> dict[str, Any]:
-    if p.kind == "custom":
-        return {"input": p.arguments}
-    if not p.arguments.strip():
-        return {}
-    try:
-        v = orjson.loads(p.arguments)
-    except orjson.JSONDecodeError:
-        warnings.append(f"tool call {p.id} had invalid JSON arguments; sent with an empty input")
-        return {}
-    if not isinstance(v, dict):
-        warnings.append(f"tool call {p.id} arguments are not a JSON object; wrapped as {{\"value\": ...}}")
-        return {"value": v}
-    return v
 
 
 def reasoning_block(p: Reasoning, for_client: bool) -> dict[str, Any] | None:

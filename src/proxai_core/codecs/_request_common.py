@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from typing import Any, NoReturn, TypeGuard
 
+import orjson
+
 from ..errors import TranslationError
-from ..neutral import Opaque, Request, WebSearchCall, WebSearchResults
+from ..neutral import Opaque, Request, ToolCall, WebSearchCall, WebSearchResults
 
 _JSON_TYPES = {type(None): "null", bool: "boolean", int: "integer", float: "number", str: "string",
                list: "array", dict: "object"}
@@ -178,3 +180,21 @@ def web_search_as_opaque(p: WebSearchCall | WebSearchResults, target: str) -> Op
     if proto == target:
         return None
     return Opaque(proto if isinstance(proto, str) else "", {}, p.type)
+
+
+def tool_input(p: ToolCall, warnings: list[str]) -> dict[str, Any]:
+    """A tool call's arguments as the input object Anthropic and Bedrock Converse carry (a custom
+    tool's free text under ``input``; arguments that are not one JSON object named in a warning)."""
+    if p.kind == "custom":
+        return {"input": p.arguments}
+    if not p.arguments.strip():
+        return {}
+    try:
+        v = orjson.loads(p.arguments)
+    except orjson.JSONDecodeError:
+        warnings.append(f"tool call {p.id} had invalid JSON arguments; sent with an empty input")
+        return {}
+    if not isinstance(v, dict):
+        warnings.append(f"tool call {p.id} arguments are not a JSON object; wrapped as {{\"value\": ...}}")
+        return {"value": v}
+    return v

@@ -72,6 +72,7 @@ from ._anthropic_common import (
 )
 from ._anthropic_request import decode_request, encode_request
 from ._blocks import OneOpenBlockEncoder, bad_arguments
+from ._request_common import tool_input
 from .base import Codec, Wire
 
 __all__ = [
@@ -176,22 +177,6 @@ def _enc_reasoning_block(p: Reasoning) -> dict[str, Any]:
     return {"type": "thinking", "thinking": p.text, "signature": _packed_signature(p, p.text)}
 
 
-def _tool_input(p: ToolCall, warnings: list[str]) -> dict[str, Any]:
-    if p.kind == "custom":
-        return {"input": p.arguments}
-    if not p.arguments.strip():
-        return {}
-    try:
-        v = orjson.loads(p.arguments)
-    except orjson.JSONDecodeError:
-        warnings.append(f"tool call {p.id} had invalid JSON arguments; sent with an empty input")
-        return {}
-    if not isinstance(v, dict):
-        warnings.append(f"tool call {p.id} arguments are not a JSON object; wrapped as {{\"value\": ...}}")
-        return {"value": v}
-    return v
-
-
 def _enc_citations(cits: list[dict[str, Any]] | None, warnings: list[str]) -> list[dict[str, Any]] | None:
     if not cits:
         return None
@@ -233,7 +218,7 @@ def encode_response(resp: Response, ctx: Any, warnings: list[str]) -> dict[str, 
         elif isinstance(p, Reasoning):
             content.append(_enc_reasoning_block(p))
         elif isinstance(p, ToolCall):
-            content.append({"type": "tool_use", "id": p.id, "name": p.name, "input": _tool_input(p, warnings)})
+            content.append({"type": "tool_use", "id": p.id, "name": p.name, "input": tool_input(p, warnings)})
             has_tools = True
         elif isinstance(p, Opaque):
             if p.protocol == PROTOCOL:

@@ -53,7 +53,8 @@ from ._converse_common import (
     usage_to_wire,
     warn_once,
 )
-from ._converse_request import decode_request, encode_request, reasoning_block, tool_input
+from ._converse_request import decode_request, encode_request, reasoning_block
+from ._request_common import tool_input
 from .base import Codec, Wire
 
 _INTERRUPTED = "upstream stream ended before its stop and metadata events"
