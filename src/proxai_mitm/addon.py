@@ -18,6 +18,7 @@ from .addons.commands import Commands
 from .addons.consolesummary import ConsoleSummary
 from .addons.cutanswer import CutAnswer
 from .addons.failover import Failover, FallbackMark
+from .addons.heap import StartupHeap
 from .addons.idle import HeaderTimeout
 from .addons.limits import Limits
 from .addons.listenguard import ListenGuard
@@ -75,6 +76,7 @@ def make_addons() -> list[Any]:
         WebColumns(),  # mitmweb: the comment column (the flow summary) on unless the user chose columns
         ReadDir(),  # -r FOLDER: mitmproxy's file reader reads every *.mitm file in it
         ConsoleSummary(),  # console UI: the flow summary as a line under each LLM flow's row
+        StartupHeap(),  # last: at `running`, the start-up heap is frozen (the GC stops rescanning it)
     ]
 
 
