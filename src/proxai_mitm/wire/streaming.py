@@ -90,15 +90,26 @@ class StreamHandler:
         #: and only their timings are noted
         self.mirror = passthrough and self.decoder is None
         self.chunks = CappedBuffer(0 if self.mirror else cap)
-        self._times: list[list[float | int]] = []
+        #: (monotonic time, bytes) per mirrored chunk, made [ms since the headers, bytes] when read
+        self._times: list[tuple[float, int]] = []
         self._forwarded = 0
 
     # mitmproxy entry point -------------------------------------------------------------------
     def __call__(self, data: bytes) -> Any:
         if data:
             now = self.last_activity = _monotonic()
-            if self.mirror:  # identity pass-through, the common case: one call per chunk
-                return self._mirror(data, now)
+            if self.mirror:  # identity pass-through, the common case: forwarded as it came
+                out = self.out
+                self._forwarded += len(data)
+                if self.observe_ok:
+                    try:
+                        if out.kept < out.limit:  # timings of the recorded head only: bounded too
+                            self._times.append((now, len(data)))
+                        self._feed(data)
+                    except Exception as exc:
+                        self._observe_failed(exc)
+                out.add(data)
+                return data
         elif self.idle_message is not None:
             res = self._idle_end()
             self.out.extend(res)
@@ -109,22 +120,6 @@ class StreamHandler:
         else:
             self.out.extend(res)
         return res
-
-    def _mirror(self, data: bytes, now: float) -> bytes:
-        """Forward ``data`` unchanged: note its timing and keep it (both within the recording cap),
-        observe it (first content, StopInfo, usage)."""
-        out = self.out
-        self._forwarded += len(data)
-        if self.observe_ok:
-            try:
-                room = out.limit - out.kept  # timings of the recorded head only: bounded too
-                if room > 0:
-                    self._times.append([round((now - self.t0) * 1000.0, 1), min(len(data), room)])
-                self._feed(data)
-            except Exception as exc:
-                self._observe_failed(exc)
-        out.add(data)
-        return data
 
     def _call(self, data: bytes) -> Any:
         if self.passthrough:
@@ -167,8 +162,18 @@ class StreamHandler:
         return self.out.value()
 
     @property
-    def chunk_times(self) -> list[list[float | int]]:
-        return self._times if self.mirror else self.chunks.times
+    def chunk_times(self) -> list[tuple[float, int]]:
+        """[ms since the response headers, bytes] per recorded upstream chunk (replay pacing): the
+        recorded head only, its last chunk counted up to the cap."""
+        if not self.mirror:
+            return self.chunks.times
+        out, room, t0 = [], self.out.limit, self.t0
+        for t, n in self._times:
+            out.append((round((t - t0) * 1000.0, 1), min(n, room)))
+            room -= n
+            if room <= 0:
+                break
+        return out
 
     @property
     def truncations(self) -> list[tuple[str, int, int]]:
@@ -177,7 +182,7 @@ class StreamHandler:
                                                                ("response", self.out)) if buf.truncated]
 
     def _add_chunk(self, chunk: bytes) -> None:
-        """A decoded upstream chunk of a stream that is not mirrored (:meth:`_mirror` notes those)."""
+        """A decoded upstream chunk of a stream that is not mirrored (:meth:`__call__` notes those)."""
         self.chunks.add(chunk, round((_monotonic() - self.t0) * 1000.0, 1))
 
     def _feed(self, chunk: bytes) -> bytes:
