@@ -129,8 +129,10 @@ def test_a_path_two_protocols_serve_is_told_by_the_body():
     assert ep is not None and ep.protocol is Protocol.BEDROCK_CONVERSE and ep.kind == "count_tokens"
     invoke = {"input": {"invokeModel": {"body": "eyJtZXNzYWdlcyI6W119"}}}
     converse = {"input": {"converse": {"messages": [{"role": "user", "content": [{"text": "hi"}]}]}}}
-    assert routing.told_by_body(ep, path, invoke).protocol is Protocol.BEDROCK_INVOKE
-    assert routing.told_by_body(ep, path, converse).protocol is Protocol.BEDROCK_CONVERSE
+    assert routing.told_by_body(ep, path, routing.body_protocol(invoke, ep.protocol)).protocol \
+        is Protocol.BEDROCK_INVOKE
+    assert routing.told_by_body(ep, path, routing.body_protocol(converse, ep.protocol)).protocol \
+        is Protocol.BEDROCK_CONVERSE
 
 
 def test_match_path_get_and_websocket():

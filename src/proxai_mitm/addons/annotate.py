@@ -23,7 +23,7 @@ from proxai_core import StopReason
 
 from ..flow.offline import offline_state
 from ..flow.record import FlowRecord
-from ..flow.session import header_session, session_of_state
+from ..flow.session import note_session_header, session_header, session_of_state
 from ..flow.state import FlowState, flow_state, record_dict, scrub
 from ..wire.bodies import offload
 from ..wire.escape import escape
@@ -44,8 +44,6 @@ MARKERS: dict[StopReason, str] = {
 }
 _OUR_MARKERS = frozenset(MARKERS.values())
 _LOGGED_ATTR = "_proxai_logged"
-#: the client's session header (name, id), noted before a route rewrites the request's headers
-_SESSION_ATTR = "_proxai_session_header"
 #: requests larger than this (bytes) are decoded and fingerprinted in the worker thread (below, it
 #: takes about a millisecond)
 SESSION_THREAD_BYTES = 256 * 1024
@@ -55,9 +53,7 @@ class Annotator:
     """Writes the record, comment and marker once per flow; logs one line."""
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
-        found = header_session(flow.request.headers.fields)
-        if found is not None:
-            setattr(flow, _SESSION_ATTR, found)
+        note_session_header(flow)  # before a route rewrites the headers (the router reads it too)
 
     def response(self, flow: http.HTTPFlow) -> Coroutine[Any, Any, None] | None:
         return self._finish(flow)
@@ -79,7 +75,7 @@ class Annotator:
 
     @classmethod
     async def _finish_later(cls, flow: http.HTTPFlow, state: FlowState) -> None:
-        state.session = await offload(session_of_state, state, _header(flow))
+        state.session = await offload(session_of_state, state, session_header(flow))
         if not state.annotated:
             annotate(flow, state)
         cls._log(flow, state)
@@ -115,18 +111,10 @@ def _request_size(flow: Any, state: FlowState) -> int:
     return len(getattr(getattr(flow, "request", None), "raw_content", None) or b"")
 
 
-def _header(flow: Any) -> tuple[str, str] | None:
-    """The client's session header: noted on arrival (a live flow), else read from the flow as it is."""
-    found = getattr(flow, _SESSION_ATTR, None)
-    if found is None and not getattr(flow, "live", False) and getattr(flow, "request", None) is not None:
-        found = header_session(flow.request.headers.fields)
-    return found
-
-
 def annotate(flow: Any, state: FlowState) -> None:
     """Write the record, the comment and the marker."""
     if _wants_session(state):
-        state.session = session_of_state(state, _header(flow))
+        state.session = session_of_state(state, session_header(flow))
     state.annotated = True
     FlowRecord.write_dict(flow, record_dict(state))  # typed when read (FlowRecord.of)
     stop = state.stop

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 from mitmproxy import ctx, http
 
-from proxai_core import Plan, TranslationError, dumps, error_response, error_stop_info
+from proxai_core import Plan, Protocol, TranslationError, dumps, error_response, error_stop_info
 from proxai_core.codecs import get
 
 from ..config.options import RouteOptions
@@ -30,7 +30,7 @@ from ..flow.errorhints import KEY_FROM, key_origin
 from ..flow.modellist import estimate_tokens
 from ..flow.record import LIMIT_OPTIONS, safe_body_limit
 from ..flow.replies import reply, reply_body
-from ..flow.session import header_session
+from ..flow.session import session_header
 from ..flow.state import FlowState, flow_state, open_exchange, set_flow_state
 from ..limits.store import key_name
 from ..wire import routing
@@ -150,9 +150,14 @@ class Router:
                     return  # nothing to translate and nothing inflated: a big plain body passes untouched
                 bad_body(flow, ep, body)
             elif body is not None and ep.kind in ("generate", "count_tokens"):
-                ep = routing.told_by_body(ep, flow.request.path, body[1])
+                # the protocol the body is clearly written in, when not the endpoint's (read once)
+                sniffed = routing.body_protocol(body[1], ep.protocol) \
+                    if isinstance(body[1], dict) and ep.protocol is not None else None
+                told = routing.told_by_body(ep, flow.request.path, sniffed)
+                if told is not ep:  # a path two protocols serve: the body's own protocol
+                    ep, sniffed = told, None
                 if ep.kind == "generate":
-                    self._generate(flow, ep, body)
+                    self._generate(flow, ep, body, sniffed)
                 else:
                     self._count_tokens(flow, ep, body)
             else:
@@ -166,7 +171,8 @@ class Router:
             reply(flow, state, 500, "api_error", f"proxai failed to handle the request: {exc}")
 
     # ------------------------------------------------------------------------- endpoints
-    def _generate(self, flow: http.HTTPFlow, ep: routing.Endpoint, parsed: Body) -> None:
+    def _generate(self, flow: http.HTTPFlow, ep: routing.Endpoint, parsed: Body,
+                  sniffed: Protocol | None = None) -> None:
         req = flow.request
         raw, body, jerr = parsed
         model = ep.model_id or request_model(body)
@@ -196,7 +202,6 @@ class Router:
             return reply(flow, state, 400, "invalid_request", f"request body is not valid JSON: {jerr}")
         if not is_obj:
             return reply(flow, state, 400, "invalid_request", "request body must be a JSON object")
-        sniffed = routing.body_protocol(body, client)
         if sniffed is not None and sniffed is not client:
             return reply(flow, state, 400, "invalid_request",
                          f"this looks like a {sniffed.value} request body, but {path} expects {client.value}")
@@ -406,7 +411,7 @@ def add_cache_hints(flow: http.HTTPFlow, state: FlowState, route: Route, target:
     conversation's stable prefix)."""
     req = flow.request
     ex = open_exchange(state)
-    found = header_session(req.headers.fields)
+    found = session_header(flow)
     if found is not None:
         ex.cache_key = f"proxai-{found[1]}"
     host = target.base_url.host if target.base_url is not None else req.host

@@ -261,7 +261,7 @@ def finish_stream(flow: http.HTTPFlow, state: FlowState, interrupted: str | None
     state.keep_upstream = bool(handler.interrupted or handler.failed)
     if state.translation is not Plan.OBSERVE or state.keep_upstream:
         state.upstream_text = handler.upstream_bytes.decode("utf-8", "replace")
-    state.upstream_chunks = [(float(o), int(n)) for o, n in handler.chunk_times]
+    state.upstream_chunks = handler.chunk_times
     state.truncated.extend(handler.truncations)  # recording caps (recordcap.py), once per copy
     ex = handler.exchange
     state.stop = ex.stop

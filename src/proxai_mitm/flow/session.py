@@ -41,7 +41,8 @@ from proxai_core import neutral as n
 from proxai_core.caching import conversation_key
 
 __all__ = ["DROP_POINTS", "MAX_MESSAGES", "MAX_VALUE", "SESSION_HEADERS", "changes", "group_sessions",
-           "header_session", "prefix_of", "session_of_body", "session_of_request", "session_of_state"]
+           "header_session", "note_session_header", "prefix_of", "session_header", "session_of_body",
+           "session_of_request", "session_of_state"]
 
 #: Headers in which agents send their own session id, most specific first. These are facts of client
 #: products, not of a wire protocol (the same agent sends its header on whichever protocol it
@@ -67,6 +68,25 @@ _IDLE_S = 300.0
 
 
 # ----------------------------------------------------------------------------- ids
+#: the flow attribute holding the client's session header (name, id), or () for none, noted when the
+#: request's headers arrive: a route may rewrite or drop them before the flow ends
+_NOTED = "_proxai_session_header"
+
+
+def note_session_header(flow: Any) -> None:
+    """Note the client's session header of a live request as it arrived (``requestheaders``)."""
+    setattr(flow, _NOTED, header_session(flow.request.headers.fields) or ())
+
+
+def session_header(flow: Any) -> tuple[str, str] | None:
+    """The client's session header: as noted on arrival, else read from the flow's request as it is
+    (a flow read from a file, or one whose headers were never noted)."""
+    found = getattr(flow, _NOTED, None)
+    if found is None and getattr(flow, "request", None) is not None:
+        found = header_session(flow.request.headers.fields)
+    return found or None
+
+
 def header_session(fields_: Iterable[tuple[bytes, bytes]]) -> tuple[str, str] | None:
     """(header name, id) of the most specific session header among raw header fields (mitmproxy's
     ``headers.fields``), or None. The id is a digest of the value (see the module docstring); the

@@ -90,20 +90,17 @@ def recognize(method: str, path: str, headers: Mapping[str, str] | None = None) 
                     ws, m.stream, m.sse, p[len(m.prefix):])
 
 
-def told_by_body(ep: Endpoint, path: str, body: Any) -> Endpoint:
-    """``ep`` for the protocol the body is written in, where another protocol serves the same path
-    (Amazon Bedrock's ``/model/{id}/count-tokens`` counts a Converse or an InvokeModel request, as
-    its body says); else ``ep`` as recognized."""
-    if not isinstance(body, dict) or ep.protocol is None:
+def told_by_body(ep: Endpoint, path: str, written_in: Protocol | None) -> Endpoint:
+    """``ep`` for the protocol the body is written in (``written_in``: :func:`body_protocol` of the
+    body), where another protocol serves the same path (Amazon Bedrock's ``/model/{id}/count-tokens``
+    counts a Converse or an InvokeModel request, as its body says); else ``ep`` as recognized."""
+    if written_in is None or ep.protocol is None:
         return ep
-    other = body_protocol(body, ep.protocol)
-    if other is None:
-        return ep
-    parse = get(other).wire.endpoints.parse_path
+    parse = get(written_in).wire.endpoints.parse_path
     facts = parse(path) if parse is not None else None
     if facts is None or facts.kind != ep.kind:
         return ep
-    return replace(ep, protocol=other)
+    return replace(ep, protocol=written_in)
 
 
 def body_protocol(body: Mapping[str, Any], client: Protocol | None = None) -> Protocol | None:

@@ -163,12 +163,15 @@ class StreamHandler:
 
     @property
     def chunk_times(self) -> list[tuple[float, int]]:
-        """[ms since the response headers, bytes] per recorded upstream chunk (replay pacing): the
+        """(ms since the response headers, bytes) per recorded upstream chunk (replay pacing): the
         recorded head only, its last chunk counted up to the cap."""
         if not self.mirror:
-            return self.chunks.times
-        out, room, t0 = [], self.out.limit, self.t0
-        for t, n in self._times:
+            return [(float(at), int(n)) for at, n in self.chunks.times]
+        t0, times = self.t0, self._times
+        if not self.out.truncated:
+            return [(round((t - t0) * 1000.0, 1), n) for t, n in times]
+        out, room = [], self.out.limit
+        for t, n in times:
             out.append((round((t - t0) * 1000.0, 1), min(n, room)))
             room -= n
             if room <= 0:
