@@ -1,12 +1,14 @@
-"""The errors the two Bedrock runtime codecs (Converse, InvokeModel) write for every kind: the
-status, the ``x-amzn-errortype`` header, the body and the stream's exception frame. The two APIs
-differ in a few of them (a billing error, a timeout, an interrupted stream), and each keeps its own."""
+"""The Bedrock runtime's exceptions (``codecs/_aws_errors.py``) as its two APIs' codecs (Converse,
+InvokeModel) use them: both read every exception name to the same kind, and each writes, for every
+kind, its own status, ``x-amzn-errortype`` header, body and stream exception frame. The two APIs
+differ in a few of these (a billing error, a timeout, an interrupted stream), and each keeps its own."""
 
 from __future__ import annotations
 
 import pytest
 
-from proxai_core import Protocol
+from proxai_core import Exchange, Protocol, StreamTranslator
+from proxai_core.codecs import _aws_errors as aws
 from proxai_core.codecs import get
 from proxai_core.eventstream import frame
 from proxai_core.neutral import Error, ErrorKind
@@ -64,6 +66,51 @@ TYPE_NAMES = {
     "ModelStreamErrorException": ErrorKind.API_ERROR,
     "ServiceUnavailableException": ErrorKind.OVERLOADED,
 }
+#: every exception a 200 event stream carries -> (kind, the status InvokeModel reads, Converse's: the kind's)
+STREAM_NAMES = {
+    "internalServerException": (ErrorKind.API_ERROR, 500, 500),
+    "modelStreamErrorException": (ErrorKind.API_ERROR, 424, 500),
+    "validationException": (ErrorKind.INVALID_REQUEST, 400, 400),
+    "throttlingException": (ErrorKind.RATE_LIMIT, 429, 429),
+    "modelTimeoutException": (ErrorKind.TIMEOUT, 408, 408),
+    "serviceUnavailableException": (ErrorKind.OVERLOADED, 503, 503),
+}
+
+
+def test_one_table_names_every_exception_for_both_codecs():
+    assert aws.TYPE_KINDS == TYPE_NAMES
+    assert {name: kind for name, (kind, _) in aws.STREAM_EXCEPTIONS.items()} == {
+        name: kind for name, (kind, _, _) in STREAM_NAMES.items()}
+    for name, (kind, _, _) in STREAM_NAMES.items():  # a stream's exception is the header's, in lowerCamel
+        assert TYPE_NAMES[aws.type_name(name)] == kind
+    read = {**TYPE_NAMES, **{name: kind for name, (kind, _, _) in STREAM_NAMES.items()}}
+    assert INVOKE.errors.types == CONVERSE.errors.types == read
+
+
+@pytest.mark.parametrize("name,kind", TYPE_NAMES.items())
+def test_both_codecs_read_every_error_type_to_the_same_kind(name, kind):
+    requests = {INVOKE: ({"anthropic_version": "bedrock-2023-05-31", "max_tokens": 10,
+                          "messages": [{"role": "user", "content": "hi"}]}, "/model/m/invoke"),
+                CONVERSE: ({"messages": [{"role": "user", "content": [{"text": "hi"}]}]}, "/model/m/converse")}
+    for codec, (body, path) in requests.items():
+        x = Exchange(codec.protocol, body, path=path)
+        x.respond(codec.protocol, 400, "application/json", headers={"x-amzn-errortype": name + SUFFIX})
+        x.complete(b'{"message":"m"}')
+        assert x.error is not None and (x.error.kind, x.error.code, x.error.message) == (kind, name, "m"), codec.name
+
+
+@pytest.mark.parametrize("name", STREAM_NAMES)
+def test_both_codecs_read_every_stream_exception_to_the_same_kind(name):
+    kind, invoke_status, converse_status = STREAM_NAMES[name]
+    raw = frame(name, b'{"message":"m"}', "exception")
+    start = frame("messageStart", b'{"role":"assistant"}')
+    for codec, data, status, code in ((INVOKE, raw, invoke_status, name),
+                                      (CONVERSE, start + raw, converse_status, aws.type_name(name))):
+        t = StreamTranslator(codec.protocol, Protocol.ANTHROPIC)
+        t.feed(data)
+        t.close()
+        assert t.error is not None, codec.name
+        assert (t.error.kind, t.error.status, t.error.code, t.error.message) == (kind, status, code, "m"), codec.name
 
 
 @pytest.mark.parametrize("codec", [INVOKE, CONVERSE], ids=lambda c: c.name)
