@@ -1,4 +1,4 @@
-"""Shared pieces of the end-to-end tests: routes, SDK clients, result summaries."""
+"""Shared pieces of the end-to-end tests: routes, the reverse-mode proxy, SDK clients, result summaries."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from typing import Any
 import anthropic
 import httpx2
 import openai
+import pytest
 
 from tests.fake_upstream import RECORDED, FakeUpstream, Reply
+from tests.mitm_harness import Mitmdump
 
 CHAT, RESP, ANTH = "openai_chat_completions", "openai_responses", "anthropic_messages"
 PROTOCOLS = (CHAT, RESP, ANTH)
@@ -63,6 +65,30 @@ def write_routes(tmp: Path, up: FakeUpstream, dead_port: int) -> Path:
     p = tmp / "routes.toml"
     p.write_text(routes_toml(up, dead_port))
     return p
+
+
+def route_toml(name: str, path: str, protocol: str, up: FakeUpstream) -> str:
+    """One route: requests on ``path`` go to ``up`` in ``protocol`` (its model for that protocol), with
+    the key from the environment."""
+    return (f'[[routes]]\nname = "{name}"\nmatch = {{ path = "{path}" }}\n'
+            f'target = {{ protocol = "{protocol}", base_url = "{up.url}", '
+            f'api_key_env = "{ENV_KEY}", model = "{UPSTREAM_MODEL[protocol]}" }}\n')
+
+
+def reverse_mitmdump(up: FakeUpstream, routes: str | None = None,
+                     tmp_path_factory: pytest.TempPathFactory | None = None, *,
+                     options: dict[str, str] | None = None) -> Mitmdump:
+    """A mitmdump in reverse mode in front of ``up`` (``with`` starts it and cleans it up). Without
+    ``routes`` or ``options`` it passes every request through; ``routes`` (a routes.toml's text) is
+    written to a new directory of ``tmp_path_factory`` and loaded. With either, the proxy has the key
+    of the environment variable ``ENV_KEY``."""
+    opts = dict(options or {})
+    if routes is not None:
+        assert tmp_path_factory is not None, "routes need a tmp_path_factory to be written to"
+        file = tmp_path_factory.mktemp("routes") / "routes.toml"
+        file.write_text(routes)
+        opts["proxai_config"] = str(file)
+    return Mitmdump(mode=f"reverse:{up.url}", options=opts, env={ENV_KEY: ENV_KEY_VALUE} if opts else None)
 
 
 # ----------------------------------------------------------------------------- clients

@@ -17,7 +17,16 @@ import pytest
 
 from tests.mitm_harness import Mitmdump
 
-from .e2e_util import ANTH, CHAT, CLIENT_KEY, ENV_KEY, ENV_KEY_VALUE, UPSTREAM_MODEL, UPSTREAM_PATH
+from .e2e_util import (
+    ANTH,
+    CHAT,
+    CLIENT_KEY,
+    ENV_KEY_VALUE,
+    UPSTREAM_MODEL,
+    UPSTREAM_PATH,
+    reverse_mitmdump,
+    route_toml,
+)
 from .npm_clients import (
     CLAUDE_CODE,
     OutboundTrap,
@@ -74,22 +83,14 @@ def claude_tool_loop(proxy: Mitmdump, proxy_env: dict[str, str], upstream, proto
 
 @pytest.fixture(scope="module")
 def passthrough(upstream):
-    m = Mitmdump(mode=f"reverse:{upstream.url}")
-    m.start()
-    yield m
-    m.cleanup()
+    with reverse_mitmdump(upstream) as m:
+        yield m
 
 
 @pytest.fixture(scope="module")
 def routed(upstream, tmp_path_factory):
-    routes = tmp_path_factory.mktemp("routes") / "routes.toml"
-    routes.write_text(f'[[routes]]\nname = "claude-code"\nmatch = {{ path = "/v1/messages" }}\n'
-                      f'target = {{ protocol = "{CHAT}", base_url = "{upstream.url}", '
-                      f'api_key_env = "{ENV_KEY}", model = "{UPSTREAM_MODEL[CHAT]}" }}\n')
-    m = Mitmdump(mode=f"reverse:{upstream.url}", options={"proxai_config": str(routes)}, env={ENV_KEY: ENV_KEY_VALUE})
-    m.start()
-    yield m
-    m.cleanup()
+    with reverse_mitmdump(upstream, route_toml("claude-code", "/v1/messages", CHAT, upstream), tmp_path_factory) as m:
+        yield m
 
 
 def test_claude_code_tool_loop_on_an_anthropic_upstream(passthrough, upstream, tmp_path):

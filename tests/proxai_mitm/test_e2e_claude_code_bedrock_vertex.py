@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.mitm_harness import Mitmdump
-
-from .e2e_util import CHAT, ENV_KEY, ENV_KEY_VALUE, UPSTREAM_MODEL
+from .e2e_util import CHAT, ENV_KEY_VALUE, UPSTREAM_MODEL, reverse_mitmdump, route_toml
 from .test_e2e_claude_code import claude_tool_loop
 
 pytestmark = pytest.mark.e2e
@@ -42,16 +40,9 @@ MODES = {
 @pytest.fixture(scope="module")
 def routed(upstream, tmp_path_factory):
     """Both modes' generation paths routed to the Chat upstream."""
-    routes = tmp_path_factory.mktemp("routes") / "routes.toml"
-    routes.write_text("".join(
-        f'[[routes]]\nname = "claude-code-{mode}"\nmatch = {{ path = "{path}" }}\n'
-        f'target = {{ protocol = "{CHAT}", base_url = "{upstream.url}", '
-        f'api_key_env = "{ENV_KEY}", model = "{UPSTREAM_MODEL[CHAT]}" }}\n\n'
-        for mode, (path, _) in MODES.items()))
-    m = Mitmdump(mode=f"reverse:{upstream.url}", options={"proxai_config": str(routes)}, env={ENV_KEY: ENV_KEY_VALUE})
-    m.start()
-    yield m
-    m.cleanup()
+    routes = "".join(route_toml(f"claude-code-{mode}", path, CHAT, upstream) + "\n" for mode, (path, _) in MODES.items())
+    with reverse_mitmdump(upstream, routes, tmp_path_factory) as m:
+        yield m
 
 
 @pytest.mark.parametrize("mode", list(MODES))

@@ -19,7 +19,16 @@ import pytest
 
 from tests.mitm_harness import Mitmdump
 
-from .e2e_util import ANTH, CLIENT_KEY, ENV_KEY, ENV_KEY_VALUE, RESP, UPSTREAM_MODEL, UPSTREAM_PATH
+from .e2e_util import (
+    ANTH,
+    CLIENT_KEY,
+    ENV_KEY_VALUE,
+    RESP,
+    UPSTREAM_MODEL,
+    UPSTREAM_PATH,
+    reverse_mitmdump,
+    route_toml,
+)
 from .npm_clients import CODEX_CLI, OutboundTrap, errors_answered, run_client, script_tool_loop, tool_results
 
 pytestmark = pytest.mark.e2e
@@ -73,22 +82,14 @@ def codex_tool_loop(proxy: Mitmdump, upstream, protocol: str, tmp_path: Path) ->
 
 @pytest.fixture(scope="module")
 def passthrough(upstream):
-    m = Mitmdump(mode=f"reverse:{upstream.url}")
-    m.start()
-    yield m
-    m.cleanup()
+    with reverse_mitmdump(upstream) as m:
+        yield m
 
 
 @pytest.fixture(scope="module")
 def routed(upstream, tmp_path_factory):
-    routes = tmp_path_factory.mktemp("routes") / "routes.toml"
-    routes.write_text(f'[[routes]]\nname = "codex"\nmatch = {{ path = "/v1/responses" }}\n'
-                      f'target = {{ protocol = "{ANTH}", base_url = "{upstream.url}", '
-                      f'api_key_env = "{ENV_KEY}", model = "{UPSTREAM_MODEL[ANTH]}" }}\n')
-    m = Mitmdump(mode=f"reverse:{upstream.url}", options={"proxai_config": str(routes)}, env={ENV_KEY: ENV_KEY_VALUE})
-    m.start()
-    yield m
-    m.cleanup()
+    with reverse_mitmdump(upstream, route_toml("codex", "/v1/responses", ANTH, upstream), tmp_path_factory) as m:
+        yield m
 
 
 def test_codex_cli_tool_loop_on_a_responses_upstream(passthrough, upstream, tmp_path):

@@ -16,9 +16,8 @@ import subprocess
 import pytest
 
 from tests.fake_upstream import Reply, _anth_json, _anth_sse
-from tests.mitm_harness import Mitmdump
 
-from .e2e_util import ANTH, CLIENT_KEY, ENV_KEY, ENV_KEY_VALUE, UPSTREAM_MODEL
+from .e2e_util import ANTH, CLIENT_KEY, ENV_KEY, ENV_KEY_VALUE, UPSTREAM_MODEL, reverse_mitmdump, route_toml
 from .npm_clients import GEMINI_CLI
 
 pytestmark = pytest.mark.e2e
@@ -31,20 +30,15 @@ CALL_ID = "toolu_01GeminiCliLoop0000000"
 @pytest.fixture(scope="module", params=["routes-file", "user-guide-command"])
 def proxy(request, upstream, tmp_path_factory):
     if request.param == "routes-file":
-        routes = tmp_path_factory.mktemp("routes") / "routes.toml"
         # every Gemini request of the CLI (its main turns and its helper calls) goes to Claude
-        routes.write_text(f'[[routes]]\nname = "cli"\nmatch = {{ path = "/v1beta/*" }}\n'
-                          f'target = {{ protocol = "{ANTH}", base_url = "{upstream.url}", '
-                          f'api_key_env = "{ENV_KEY}", model = "{UPSTREAM_MODEL[ANTH]}" }}\n')
-        options = {"proxai_config": str(routes)}
+        proxy = reverse_mitmdump(upstream, route_toml("cli", "/v1beta/*", ANTH, upstream), tmp_path_factory)
     else:
         # the user guide's "Gemini CLI on Claude" command (no base URL: the reverse target's host,
         # reached on Anthropic's own path, never the CLI's /v1beta prefix)
-        options = {"proxai_target": ANTH, "proxai_key_env": ENV_KEY, "proxai_model": f"*={UPSTREAM_MODEL[ANTH]}"}
-    m = Mitmdump(mode=f"reverse:{upstream.url}", options=options, env={ENV_KEY: ENV_KEY_VALUE})
-    m.start()
-    yield m
-    m.cleanup()
+        proxy = reverse_mitmdump(upstream, options={"proxai_target": ANTH, "proxai_key_env": ENV_KEY,
+                                                    "proxai_model": f"*={UPSTREAM_MODEL[ANTH]}"})
+    with proxy as m:
+        yield m
 
 
 def test_gemini_cli_tool_loop_on_an_anthropic_upstream(proxy, upstream, tmp_path):

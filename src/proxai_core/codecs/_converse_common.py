@@ -12,6 +12,7 @@ from ..eventstream import frame
 from ..jsonutil import dumps
 from ..neutral import Error, ErrorKind, Usage
 from ..stop import StopInfo, StopKey, StopReason, WireStop, check_stop_table, classify_stop, map_stop
+from . import _aws_errors as _aws
 from ._request_common import token_count
 from .base import (
     SNIFF_CONTENT,
@@ -193,52 +194,10 @@ def usage_to_wire(u: Usage | None) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- errors
-#: the error types Bedrock names in ``x-amzn-errortype`` -> kind
-TYPE_KINDS: dict[str, ErrorKind] = {
-    "ValidationException": ErrorKind.INVALID_REQUEST,
-    "ConflictException": ErrorKind.INVALID_REQUEST,
-    "AccessDeniedException": ErrorKind.PERMISSION,
-    "UnrecognizedClientException": ErrorKind.AUTHENTICATION,
-    "ExpiredTokenException": ErrorKind.AUTHENTICATION,
-    "InvalidSignatureException": ErrorKind.AUTHENTICATION,
-    "ResourceNotFoundException": ErrorKind.NOT_FOUND,
-    "ThrottlingException": ErrorKind.RATE_LIMIT,
-    "ServiceQuotaExceededException": ErrorKind.RATE_LIMIT,
-    "ModelNotReadyException": ErrorKind.RATE_LIMIT,
-    "ModelTimeoutException": ErrorKind.TIMEOUT,
-    "InternalServerException": ErrorKind.API_ERROR,
-    "ModelErrorException": ErrorKind.API_ERROR,
-    "ModelStreamErrorException": ErrorKind.API_ERROR,
-    "ServiceUnavailableException": ErrorKind.OVERLOADED,
-}
-#: kind -> (status, error type) for Converse clients
-_KIND_WIRE: dict[ErrorKind, tuple[int, str]] = {
-    ErrorKind.INVALID_REQUEST: (400, "ValidationException"),
-    ErrorKind.AUTHENTICATION: (403, "UnrecognizedClientException"),
-    ErrorKind.BILLING: (429, "ThrottlingException"),
-    ErrorKind.PERMISSION: (403, "AccessDeniedException"),
-    ErrorKind.NOT_FOUND: (404, "ResourceNotFoundException"),
-    ErrorKind.REQUEST_TOO_LARGE: (400, "ValidationException"),
-    ErrorKind.RATE_LIMIT: (429, "ThrottlingException"),
-    ErrorKind.API_ERROR: (500, "InternalServerException"),
-    ErrorKind.TIMEOUT: (408, "ModelTimeoutException"),
-    ErrorKind.OVERLOADED: (503, "ServiceUnavailableException"),
-    ErrorKind.INTERRUPTED: (500, "InternalServerException"),
-}
-#: the exceptions a 200 stream may carry (``:exception-type``) -> kind
-STREAM_EXCEPTIONS: dict[str, ErrorKind] = {
-    "modelStreamErrorException": ErrorKind.API_ERROR,
-    "throttlingException": ErrorKind.RATE_LIMIT,
-    "validationException": ErrorKind.INVALID_REQUEST,
-    "internalServerException": ErrorKind.API_ERROR,
-    "serviceUnavailableException": ErrorKind.OVERLOADED,
-}
-#: kind -> the stream exception our own mid-stream error frame is
+#: kind -> the stream exception our own mid-stream error frame is (an interrupted stream is the
+#: model's stream error)
 _KIND_EXCEPTION: dict[ErrorKind, str] = {
-    ErrorKind.RATE_LIMIT: "throttlingException",
-    ErrorKind.INVALID_REQUEST: "validationException",
-    ErrorKind.REQUEST_TOO_LARGE: "validationException",
-    ErrorKind.OVERLOADED: "serviceUnavailableException",
+    **_aws.KIND_STREAM_EXCEPTION,
     ErrorKind.INTERRUPTED: "modelStreamErrorException",
 }
 _TYPE_SUFFIX = ":http://internal.amazon.com/coral/com.amazon.bedrock/"
@@ -248,13 +207,9 @@ def error_type(err: Error) -> str:
     """The ``x-amzn-errortype`` name of ``err`` for a Converse client (the upstream's own name when
     it is Bedrock's and says the same kind)."""
     code = err.code
-    if code is not None and TYPE_KINDS.get(code) == err.kind:
+    if code is not None and _aws.TYPE_KINDS.get(code) == err.kind:
         return code
-    return _KIND_WIRE.get(err.kind, _KIND_WIRE[ErrorKind.API_ERROR])[1]
-
-
-def error_body(err: Error) -> dict[str, Any]:
-    return {"message": err.message}
+    return _aws.error_type(err.kind)
 
 
 def error_headers(err: Error) -> dict[str, str]:
@@ -262,12 +217,12 @@ def error_headers(err: Error) -> dict[str, str]:
 
 
 ERRORS = ErrorFacts(
-    types=TYPE_KINDS,
+    types=_aws.READ_KINDS,
     codes={},
-    statuses={k: v[0] for k, v in _KIND_WIRE.items()},
+    statuses=_aws.STATUSES,
     # (Anthropic's overloaded status: Bedrock's is 503)
     foreign_statuses=frozenset({529}),
-    body=error_body,
+    body=_aws.error_body,
     type_header="x-amzn-errortype",
     headers=error_headers,
 )
@@ -275,19 +230,20 @@ ERRORS = ErrorFacts(
 
 def stream_error(name: str, data: dict[str, Any]) -> Error:
     """An exception frame of a 200 stream in neutral form."""
-    kind = STREAM_EXCEPTIONS.get(name, ErrorKind.API_ERROR)
+    known = _aws.STREAM_EXCEPTIONS.get(name)
+    kind = known[0] if known is not None else ErrorKind.API_ERROR
     msg = data.get("message") or data.get("Message")
     message = msg if isinstance(msg, str) and msg else f"upstream stream exception {name}"
     status = as_int(data.get("originalStatusCode"))
-    code = name[:1].upper() + name[1:]
-    return Error(kind=kind, message=message, status=status if status is not None else _KIND_WIRE[kind][0],
-                 code=code, raw=data)
+    # (the status the model failed with where the frame says, else the kind's)
+    return Error(kind=kind, message=message, status=status if status is not None else _aws.STATUSES[kind],
+                 code=_aws.type_name(name), raw=data)
 
 
 def exception_frame(err: Error) -> bytes:
     """Our mid-stream error for a Converse client: an exception frame botocore raises as that
     exception."""
-    name = _KIND_EXCEPTION.get(err.kind, "internalServerException")
+    name = _KIND_EXCEPTION.get(err.kind, _aws.OTHER_STREAM_EXCEPTION)
     body: dict[str, Any] = {"message": err.message}
     if name == "modelStreamErrorException" and err.status is not None:
         body["originalStatusCode"] = err.status

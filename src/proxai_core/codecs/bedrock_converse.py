@@ -43,6 +43,7 @@ from ..neutral import (
 from ..protocol import Protocol
 from ..stop import GENERIC_REFUSAL, StopInfo, StopReason, classify_stop
 from ..strict import MalformedEvent
+from . import _aws_errors as _aws
 from . import _converse_common as _facts
 from ._converse_common import (
     PROTOCOL,
@@ -250,7 +251,7 @@ class StreamDecoder:
             obj = _load(data, name)
             return self._error(Error(kind=ErrorKind.API_ERROR, message=str(obj.get("message") or obj.get("code")),
                                      code=obj.get("code") if isinstance(obj.get("code"), str) else None, raw=obj))
-        if name in _facts.STREAM_EXCEPTIONS or name.endswith("Exception"):
+        if name in _aws.STREAM_EXCEPTIONS or name.endswith("Exception"):
             return self._error(_facts.stream_error(name, _load(data, name)))
         handler = self._HANDLERS.get(name)
         if handler is None:

@@ -33,6 +33,7 @@ from ..protocol import Protocol
 from ..sse import SSEReader
 from ..stop import classify_stop
 from . import _anthropic_common as _facts
+from . import _aws_errors as _aws
 from . import anthropic as _anthropic
 from ._anthropic_hosted import decode_hosted_request, encode_hosted_request
 from ._request_common import token_count
@@ -152,23 +153,12 @@ def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
 
 
 # ============================================================================= streams
-#: exception types inside a 200 stream (``:exception-type``) and the errors they stand for
-EXCEPTIONS: dict[str, tuple[ErrorKind, int]] = {
-    "internalServerException": (ErrorKind.API_ERROR, 500),
-    "modelStreamErrorException": (ErrorKind.API_ERROR, 424),
-    "validationException": (ErrorKind.INVALID_REQUEST, 400),
-    "throttlingException": (ErrorKind.RATE_LIMIT, 429),
-    "modelTimeoutException": (ErrorKind.TIMEOUT, 408),
-    "serviceUnavailableException": (ErrorKind.OVERLOADED, 503),
-}
-#: the exception frame our stream writes for an error of each kind
+#: kind -> the exception frame our stream writes for an error of that kind (InvokeModel's stream also
+#: has modelTimeoutException; a billing error is throttled)
 _EXCEPTION_OF_KIND = {
-    ErrorKind.INVALID_REQUEST: "validationException",
-    ErrorKind.REQUEST_TOO_LARGE: "validationException",
-    ErrorKind.RATE_LIMIT: "throttlingException",
+    **_aws.KIND_STREAM_EXCEPTION,
     ErrorKind.BILLING: "throttlingException",
     ErrorKind.TIMEOUT: "modelTimeoutException",
-    ErrorKind.OVERLOADED: "serviceUnavailableException",
 }
 
 
@@ -234,7 +224,7 @@ def _stream_error(name: str, data: str) -> Error:
     if name == ERROR:
         code = obj.get("code") if isinstance(obj, dict) else None
         return Error(kind=ErrorKind.API_ERROR, message=msg, status=500, code=code if isinstance(code, str) else None)
-    kind, status = EXCEPTIONS.get(name, (ErrorKind.API_ERROR, 500))
+    kind, status = _aws.STREAM_EXCEPTIONS.get(name, (ErrorKind.API_ERROR, 500))
     return Error(kind=kind, message=msg, status=status, code=name)
 
 
@@ -295,7 +285,7 @@ def _chunk_frame(event: str) -> bytes:
 
 def error_frame(err: Error) -> bytes:
     """An exception frame for a Bedrock client (its SDK raises it as the stream's error)."""
-    return frame(_EXCEPTION_OF_KIND.get(err.kind, "internalServerException"),
+    return frame(_EXCEPTION_OF_KIND.get(err.kind, _aws.OTHER_STREAM_EXCEPTION),
                  dumps({"message": err.message}), message_type="exception")
 
 
@@ -377,64 +367,19 @@ CREDENTIALS = Credentials(
     vendor="aws",
 )
 
-#: error type (``x-amzn-errortype`` up to its first ":") -> kind
-_TYPES = {
-    "ValidationException": ErrorKind.INVALID_REQUEST,
-    "AccessDeniedException": ErrorKind.PERMISSION,
-    "UnrecognizedClientException": ErrorKind.AUTHENTICATION,
-    "ExpiredTokenException": ErrorKind.AUTHENTICATION,
-    "ResourceNotFoundException": ErrorKind.NOT_FOUND,
-    "ThrottlingException": ErrorKind.RATE_LIMIT,
-    "ServiceQuotaExceededException": ErrorKind.RATE_LIMIT,
-    "ModelTimeoutException": ErrorKind.TIMEOUT,
-    "InternalServerException": ErrorKind.API_ERROR,
-    "ModelErrorException": ErrorKind.API_ERROR,
-    "ServiceUnavailableException": ErrorKind.OVERLOADED,
-    "ModelNotReadyException": ErrorKind.OVERLOADED,
-    **{name: kind for name, (kind, _) in EXCEPTIONS.items()},
-}
-#: kind -> the error type a Bedrock client gets
-_TYPE_OF_KIND = {
-    ErrorKind.INVALID_REQUEST: "ValidationException",
-    ErrorKind.AUTHENTICATION: "UnrecognizedClientException",
-    ErrorKind.BILLING: "ServiceQuotaExceededException",
-    ErrorKind.PERMISSION: "AccessDeniedException",
-    ErrorKind.NOT_FOUND: "ResourceNotFoundException",
-    ErrorKind.REQUEST_TOO_LARGE: "ValidationException",
-    ErrorKind.RATE_LIMIT: "ThrottlingException",
-    ErrorKind.API_ERROR: "InternalServerException",
-    ErrorKind.TIMEOUT: "ModelTimeoutException",
-    ErrorKind.OVERLOADED: "ServiceUnavailableException",
-    ErrorKind.INTERRUPTED: "InternalServerException",
-}
-
-
-def error_body(err: Error) -> dict[str, Any]:
-    return {"message": err.message}
-
 
 def error_headers(err: Error) -> dict[str, str]:
-    return {"x-amzn-errortype": _TYPE_OF_KIND.get(err.kind, "InternalServerException")}
+    # (an InvokeModel client's billing error is a quota one; the header carries the name alone)
+    name = "ServiceQuotaExceededException" if err.kind == ErrorKind.BILLING else _aws.error_type(err.kind)
+    return {"x-amzn-errortype": name}
 
 
 ERRORS = ErrorFacts(
-    types=_TYPES,
+    types=_aws.READ_KINDS,
     codes={},
-    statuses={
-        ErrorKind.INVALID_REQUEST: 400,
-        ErrorKind.AUTHENTICATION: 403,
-        ErrorKind.BILLING: 429,
-        ErrorKind.PERMISSION: 403,
-        ErrorKind.NOT_FOUND: 404,
-        ErrorKind.REQUEST_TOO_LARGE: 400,
-        ErrorKind.RATE_LIMIT: 429,
-        ErrorKind.API_ERROR: 500,
-        ErrorKind.TIMEOUT: 408,
-        ErrorKind.OVERLOADED: 503,
-        ErrorKind.INTERRUPTED: 500,
-    },
+    statuses=_aws.STATUSES,
     foreign_statuses=frozenset({529}),  # overloaded is 503 here
-    body=error_body,
+    body=_aws.error_body,
     type_header="x-amzn-errortype",
     headers=error_headers,
 )
