@@ -16,6 +16,9 @@ events, passed through to a Chat upstream and translated from an Anthropic upstr
 - **ProxAI, log line ×11**: the same addon writing its one INFO line eleven times per flow, so that
   one line's cost through mitmproxy's logging (its terminal handler, its ``add_log`` event to every
   addon) is measured as (×11 − whole) ÷ 10, well above the noise of a single line;
+- **ProxAI, hooks timed**: the same addon with each addon's hook and the stream callable timed where they
+  run (the event loop's time in them: what they cost inside mitmproxy, with cold caches and the
+  collections they trigger, which no in-process loop shows); its own CPU is not compared;
 - with ``--compare DIR``, the ProxAI of another checkout (``DIR/src``), its collector time too.
 
 **In this process** (no network, no scheduling by mitmproxy; the machine's speed still drifts about
@@ -70,7 +73,8 @@ from tests.proxai_mitm_faults.echo_upstream import (  # noqa: E402
 CHAT, ANTH = "openai_chat_completions", "anthropic_messages"
 HEADERS = {"authorization": "Bearer sk-bench-client", "x-api-key": "sk-bench-client"}
 CELLS = ("passed", "translated")
-REF, FLOOR, WHOLE, LOG11, CMP = "reference", "floor", "ProxAI", "ProxAI, log line ×11", "compared"
+REF, FLOOR, WHOLE, LOG11, CMP, TIMED = ("reference", "floor", "ProxAI", "ProxAI, log line ×11", "compared",
+                                        "ProxAI, hooks timed")
 
 FLOOR_SCRIPT = """
 import time
@@ -132,6 +136,46 @@ exec(PATCH)
 exec(GC_TIMING)
 addons = [ProxAI(), GcTime()]
 """
+#: ProxAI with each addon's hook and the stream callable timed where they run, inside mitmdump (wall
+#: time of the event loop's thread, ``perf_counter``: about 0.1 µs a reading), the totals written to
+#: ``HOOKS_OUT`` after every flow (this mitmdump's own CPU is not compared)
+TIMED_SCRIPT = """
+import collections, json, sys, time
+sys.path.insert(0, SRC)
+from proxai_mitm import addon as proxai_addon
+from proxai_mitm.wire import streaming
+spent = collections.Counter()
+clock = time.perf_counter
+
+def timed(name, fn):
+    def run(*a):
+        t = clock()
+        try:
+            return fn(*a)
+        finally:
+            spent[name] += clock() - t
+    return run
+
+streaming.StreamHandler.__call__ = timed("stream callable", streaming.StreamHandler.__call__)
+
+def _rebuild(self):  # ProxAI's own, each addon's hook timed
+    for name in proxai_addon.FLOW_HOOKS:
+        fns = tuple(timed(f"{type(a).__name__}.{name}", fn)
+                    for a in self.concerns if (fn := getattr(a, name, None)) is not None)
+        setattr(self, name, None if not fns else fns[0] if len(fns) == 1 else proxai_addon._in_order(fns))
+
+proxai_addon.ProxAI._rebuild = _rebuild
+
+class Totals:
+    flows = 0
+
+    def response(self, flow):
+        Totals.flows += 1
+        with open(HOOKS_OUT, "w") as f:
+            json.dump({"flows": Totals.flows, "spent": spent}, f)
+
+addons = [proxai_addon.ProxAI(), Totals()]
+"""
 LOG11_PATCH = """
 from proxai_mitm.addons import annotate
 _line = annotate.log_line
@@ -187,6 +231,8 @@ def through_mitmdump(args: argparse.Namespace, concs: list[int], tmp: Path) -> d
     if args.compare:
         scripts[CMP] = script(PROXAI_SCRIPT, SRC=str(args.compare.resolve() / "src"), PATCH="",
                               GC_OUT=str(gc_files[CMP]))
+    hooks_file = tmp / "hooks.json"
+    scripts[TIMED] = script(TIMED_SCRIPT, SRC=src, HOOKS_OUT=str(hooks_file))
     rigs: dict[str, Rig] = {}
     errors: list[str] = []
     cpu: dict[tuple[str, str, int], float] = collections.defaultdict(float)
@@ -194,6 +240,16 @@ def through_mitmdump(args: argparse.Namespace, concs: list[int], tmp: Path) -> d
     #: ms per request of each batch, round by round (ratios are taken within a round: the machine's
     #: speed drifts between rounds, and a batch with a full collection in it stands out)
     rounds: dict[tuple[str, str, int], list[float]] = collections.defaultdict(list)
+    #: the timed mitmdump: seconds per part and flows, per cell (read before and after each batch)
+    in_situ: dict[str, collections.Counter[str]] = {c: collections.Counter() for c in CELLS}
+    in_situ_flows: collections.Counter[str] = collections.Counter()
+
+    def totals() -> tuple[int, dict[str, float]]:
+        if not hooks_file.exists():
+            return 0, {}
+        d = json.loads(hooks_file.read_text())
+        return d["flows"], d["spent"]
+
     try:
         for name, text in scripts.items():
             path = tmp / f"v{len(rigs)}.py"
@@ -216,6 +272,7 @@ def through_mitmdump(args: argparse.Namespace, concs: list[int], tmp: Path) -> d
                 for cell in CELLS:
                     for name in order:
                         pid = rigs[name].pid
+                        before = totals() if name == TIMED else None
                         s0 = cpu_seconds(pid)
                         errs = asyncio.run(batch(rigs[name].port, path_of(name, cell), args.batch, k,
                                                  f"r{rnd}k{k}{cell[0]}", args.deltas))
@@ -224,6 +281,10 @@ def through_mitmdump(args: argparse.Namespace, concs: list[int], tmp: Path) -> d
                         cpu[name, cell, k] += spent
                         count[name, cell, k] += args.batch
                         rounds[name, cell, k].append(1000 * spent / args.batch)
+                        if before is not None:
+                            (n0, t0), (n1, t1) = before, totals()
+                            in_situ_flows[cell] += n1 - n0
+                            in_situ[cell].update({part: v - t0.get(part, 0.0) for part, v in t1.items()})
                         errors += [f"{name}, {cell}: {e}" for e in errs]
         time.sleep(0.2)
         gc_ms = {}
@@ -241,7 +302,9 @@ def through_mitmdump(args: argparse.Namespace, concs: list[int], tmp: Path) -> d
 
         compared = subprocess.run(["git", "-C", str(args.compare), "log", "-1", "--format=%h"],
                                   capture_output=True, text=True).stdout.strip() or "unknown commit"
-    return {"ms": ms, "rounds": rounds, "gc_ms": gc_ms, "errors": errors, "traceback": "Traceback" in logs,
+    hooks = {c: {part: 1e6 * v / in_situ_flows[c] for part, v in in_situ[c].items()} for c in CELLS
+             if in_situ_flows[c]}
+    return {"ms": ms, "rounds": rounds, "hooks": hooks, "gc_ms": gc_ms, "errors": errors, "traceback": "Traceback" in logs,
             "requests": sum(count.values()), "compared": compared}
 
 
@@ -358,7 +421,7 @@ def main() -> None:
         f"{f' --rounds {args.rounds}' if args.rounds != 12 else ''}"
         f"{f' --compare {args.compare.name}' if args.compare else ''}` — a Chat client streaming {args.deltas} text "
         f"events, passed through (Chat upstream) and translated (Anthropic upstream; the reference and the floor "
-        f"stream the Chat answer as it is). Through mitmdump: {4 + bool(args.compare)} mitmdumps side by side "
+        f"stream the Chat answer as it is). Through mitmdump: {5 + bool(args.compare)} mitmdumps side by side "
         f"(reverse mode, log level info, flows not saved), {tm['requests']} requests, {args.rounds} rounds × {args.batch} per cell; in "
         f"this process: {args.reps} flows per cell; {os.cpu_count()}-CPU machine shared with other work. "
         f"Errors: **{len(tm['errors'])}**{', **traceback in a mitmdump log**' if tm['traceback'] else ''}.",
@@ -380,15 +443,27 @@ def main() -> None:
     lines += ["", f"Garbage collector, ms per flow over the whole run (every cell): reference {gc_ms[REF]:.3f}, "
                   f"ProxAI {gc_ms[WHOLE]:.3f} (its start-up heap frozen: `addons/heap.py`)"
                   + (f", the compared checkout {gc_ms[CMP]:.3f}." if args.compare else ".")]
-    names = sorted({k for cell in ip.values() for k in cell},
-                   key=lambda k: -max(ip[c].get(k, 0.0) for c in ip))
-    lines += ["", "**In this process**, CPU µs per flow of each part (hooks timed as mitmproxy calls them)", "",
-              "| part | " + " | ".join(CELLS) + " |", "|---|" + "---|" * len(CELLS)]
+    situ = tm["hooks"]
+    names = sorted({k for cell in (*ip.values(), *situ.values()) for k in cell},
+                   key=lambda k: -max([ip[c].get(k, 0.0) for c in ip] + [situ[c].get(k, 0.0) for c in situ]))
+    lines += ["", "**ProxAI's parts**, µs per flow: in this process (CPU time, the flows driven through the addon "
+              "chain as mitmproxy drives them), and inside mitmdump (the event loop's time in each hook of the "
+              "timed mitmdump, during the same run; it also holds what the hook makes the collector do)", "",
+              "| part | " + " | ".join(f"in this process, {c}" for c in CELLS) + " | "
+              + " | ".join(f"inside mitmdump, {c}" for c in CELLS) + " |",
+              "|---|" + "---|" * (2 * len(CELLS))]
+
+    def cell(table: dict[str, dict[str, float]], c: str, name: str) -> str:
+        v = table.get(c, {}).get(name)
+        return "–" if v is None else f"{v:.0f}"
+
     for name in names:
-        lines.append(f"| {name.replace('  ', '— ')} | " + " | ".join(
-            f"{ip[c].get(name, 0.0):.0f}" for c in CELLS) + " |")
+        lines.append(f"| {name.replace('  ', '— ')} | " + " | ".join(cell(ip, c, name) for c in CELLS) + " | "
+                     + " | ".join(cell(situ, c, name) for c in CELLS) + " |")
     total = {c: sum(v for k, v in ip[c].items() if not k.startswith("  ")) for c in CELLS}
-    lines.append("| **all hooks and the stream callable** | " + " | ".join(f"**{total[c]:.0f}**" for c in CELLS) + " |")
+    total_situ = {c: sum(situ[c].values()) for c in situ}
+    lines.append("| **all hooks and the stream callable** | " + " | ".join(f"**{total[c]:.0f}**" for c in CELLS)
+                 + " | " + " | ".join(f"**{total_situ[c]:.0f}**" if c in total_situ else "–" for c in CELLS) + " |")
     if tm["errors"]:
         lines += ["", "Errors:", ""] + [f"- {e}" for e in tm["errors"][:20]]
     text = "\n".join(lines)
