@@ -235,6 +235,27 @@ def test_big_plain_body_passes_untouched_without_routes(addon):
 LONG_SYSTEM = "You are a careful agent. " * 400
 
 
+def test_the_cache_key_uses_the_session_header_as_it_arrived(addon, monkeypatch):
+    """The client's session header is noted once when the request's headers arrive; the router's cache
+    key reads that note, not the headers as later rewritten (a script, a route, a fallback's copy)."""
+    monkeypatch.setenv("PROXAI_TEST_KEY", "sk-env-key-456")
+    addon.configure(proxai_target=RESP, proxai_upstream="https://api.openai.com", proxai_key_env="PROXAI_TEST_KEY")
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 64, "system": LONG_SYSTEM,
+            "messages": [{"role": "user", "content": "Fix the failing test."}]}
+    keys = []
+    for drop in (False, True):
+        f = make_flow(ANTH, body=dict(body), headers=[("x-claude-code-session-id", "a1b2")])
+        addon.requestheaders(f)
+        if drop:
+            f.request.headers.pop("x-claude-code-session-id")
+        addon.request(f)
+        keys.append(json.loads(f.request.content)["prompt_cache_key"])
+    plain = make_flow(ANTH, body=dict(body))
+    addon.requestheaders(plain)
+    addon.request(plain)
+    assert keys[0] == keys[1] != json.loads(plain.request.content)["prompt_cache_key"]
+
+
 def test_translated_requests_carry_the_targets_cache_hints(addon, monkeypatch, tmp_path):
     monkeypatch.setenv("PROXAI_TEST_KEY", "sk-env-key-456")
     body = {"model": "claude-sonnet-4-5", "max_tokens": 64, "system": LONG_SYSTEM,
