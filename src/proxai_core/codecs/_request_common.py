@@ -183,7 +183,7 @@ def web_search_as_opaque(p: WebSearchCall | WebSearchResults, target: str) -> Op
 
 
 def tool_input(p: ToolCall, warnings: list[str]) -> dict[str, Any]:
-    """A tool call's arguments as the input object Anthropic and Bedrock Converse carry (a custom
+    """A tool call's arguments as the input object Anthropic, Bedrock Converse and Gemini carry (a custom
     tool's free text under ``input``; arguments that are not one JSON object named in a warning)."""
     if p.kind == "custom":
         return {"input": p.arguments}

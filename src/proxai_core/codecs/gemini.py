@@ -80,6 +80,7 @@ from ._gemini_common import (
     web_search_from_grounding,
 )
 from ._gemini_request import decode_request, encode_request
+from ._request_common import tool_input
 from .base import Codec, Wire
 
 __all__ = [
@@ -301,19 +302,6 @@ def decode_response(body: dict[str, Any], warnings: list[str]) -> Response:
     return resp
 
 
-def _tool_args(p: ToolCall, warnings: list[str]) -> dict[str, Any]:
-    if p.kind == "custom":
-        return {"input": p.arguments}
-    if not p.arguments.strip():
-        return {}
-    try:
-        v = orjson.loads(p.arguments)
-    except orjson.JSONDecodeError:
-        warnings.append(f"tool call {p.id} had invalid JSON arguments; sent to the Gemini client with empty args")
-        return {}
-    return v if isinstance(v, dict) else {"value": v}
-
-
 def _packed(p: Reasoning, text: str) -> str:
     payload = dict(p.opaque or {})
     payload["text"] = text
@@ -378,7 +366,7 @@ def encode_response(resp: Response, ctx: Any, warnings: list[str]) -> dict[str, 
             has_text = True
         elif isinstance(p, ToolCall):
             has_tools = True
-            part = {"functionCall": {"id": p.id, "name": p.name, "args": _tool_args(p, warnings)}}
+            part = {"functionCall": {"id": p.id, "name": p.name, "args": tool_input(p, warnings)}}
         elif isinstance(p, Opaque):
             if p.protocol != PROTOCOL:
                 warn_once(warnings, f"{p.protocol} item {p.label or 'opaque'!r} dropped: Gemini clients "
@@ -1118,7 +1106,7 @@ class StreamEncoder:
             p: ToolCall = final if isinstance(final, ToolCall) else o.part
             args = "".join(o.buf) or p.arguments
             tc = ToolCall(p.id or o.part.id, p.name or o.part.name, args, p.kind)
-            return self._chunk({"functionCall": {"id": tc.id, "name": tc.name, "args": _tool_args(tc, self.warnings)}})
+            return self._chunk({"functionCall": {"id": tc.id, "name": tc.name, "args": tool_input(tc, self.warnings)}})
         if k == "opaque":
             part_o = final if isinstance(final, Opaque) else o.part
             return self._chunk(dict(part_o.raw))
