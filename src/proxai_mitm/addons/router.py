@@ -210,10 +210,7 @@ class Router:
             try:
                 up, state.upstream_model = upstream_body(state, route, body, model)
             except Exception as exc:
-                if not isinstance(exc, (TranslationError, ValueError, TypeError, KeyError, AttributeError)):
-                    logger.exception("proxai: translate_request failed")
-                status, native = error_response(exc, client)
-                reply_body(flow, state, status, native)
+                untranslatable(flow, state, client, exc, "translate_request failed")
                 return None
             if route.cache_hints is not False:
                 add_cache_hints(flow, state, route, route, up, state.upstream_model)
@@ -273,10 +270,7 @@ class Router:
                 try:
                     up = open_exchange(state).request_for(route.protocol, mapped or model)
                 except Exception as exc:
-                    if not isinstance(exc, (TranslationError, ValueError, TypeError, KeyError, AttributeError)):
-                        logger.exception("proxai: translating a count request failed")
-                    status, native = error_response(exc, client)
-                    reply_body(flow, state, status, native)
+                    untranslatable(flow, state, client, exc, "translating a count request failed")
                     return None
             state.upstream_model = mapped
             return encode_body(flow, state, up)
@@ -448,6 +442,15 @@ def upstream_body(state: FlowState, up: Route | Upstream, body: dict[str, Any], 
     if mapped and not in_url:
         set_request_model(out, mapped, up.protocol)
     return out, (mapped or model) if in_url else request_model(out)
+
+
+def untranslatable(flow: http.HTTPFlow, state: FlowState, client: Protocol, exc: Exception, what: str) -> None:
+    """A request that cannot be translated gets the client's native error; an exception that is not a
+    translation refusal is our bug and is logged with its traceback (call inside the ``except``)."""
+    if not isinstance(exc, (TranslationError, ValueError, TypeError, KeyError, AttributeError)):
+        logger.exception("proxai: %s", what)
+    status, native = error_response(exc, client)
+    reply_body(flow, state, status, native)
 
 
 def encode_body(flow: http.HTTPFlow, state: FlowState, up: dict[str, Any]) -> bytes | None:
