@@ -57,6 +57,7 @@ for p in (ROOT, ROOT / "src"):
         sys.path.insert(0, str(p))
 
 from benchmarks._common import write_section  # noqa: E402
+from benchmarks._parts_timing import EXCHANGE, time_parts  # noqa: E402
 from benchmarks.proxy import SSE_ONLY_SCRIPT, cpu_seconds  # noqa: E402
 from tests.proxai_mitm_faults.echo_upstream import (  # noqa: E402
     UPSTREAM_KEY,
@@ -140,31 +141,12 @@ addons = [ProxAI(), GcTime()]
 #: time of the event loop's thread, ``perf_counter``: about 0.1 µs a reading), the totals written to
 #: ``HOOKS_OUT`` after every flow (this mitmdump's own CPU is not compared)
 TIMED_SCRIPT = """
-import collections, json, sys, time
-sys.path.insert(0, SRC)
-from proxai_mitm import addon as proxai_addon
-from proxai_mitm.wire import streaming
+import collections, json, sys
+sys.path[:0] = [SRC, ROOT]
+from proxai_mitm.addon import ProxAI
+from benchmarks._parts_timing import time_parts
 spent = collections.Counter()
-clock = time.perf_counter
-
-def timed(name, fn):
-    def run(*a):
-        t = clock()
-        try:
-            return fn(*a)
-        finally:
-            spent[name] += clock() - t
-    return run
-
-streaming.StreamHandler.__call__ = timed("stream callable", streaming.StreamHandler.__call__)
-
-def _rebuild(self):  # ProxAI's own, each addon's hook timed
-    for name in proxai_addon.FLOW_HOOKS:
-        fns = tuple(timed(f"{type(a).__name__}.{name}", fn)
-                    for a in self.concerns if (fn := getattr(a, name, None)) is not None)
-        setattr(self, name, None if not fns else fns[0] if len(fns) == 1 else proxai_addon._in_order(fns))
-
-proxai_addon.ProxAI._rebuild = _rebuild
+time_parts(spent)
 
 class Totals:
     flows = 0
@@ -174,7 +156,7 @@ class Totals:
         with open(HOOKS_OUT, "w") as f:
             json.dump({"flows": Totals.flows, "spent": spent}, f)
 
-addons = [proxai_addon.ProxAI(), Totals()]
+addons = [ProxAI(), Totals()]
 """
 LOG11_PATCH = """
 from proxai_mitm.addons import annotate
@@ -232,7 +214,7 @@ def through_mitmdump(args: argparse.Namespace, concs: list[int], tmp: Path) -> d
         scripts[CMP] = script(PROXAI_SCRIPT, SRC=str(args.compare.resolve() / "src"), PATCH="",
                               GC_OUT=str(gc_files[CMP]))
     hooks_file = tmp / "hooks.json"
-    scripts[TIMED] = script(TIMED_SCRIPT, SRC=src, HOOKS_OUT=str(hooks_file))
+    scripts[TIMED] = script(TIMED_SCRIPT, SRC=src, ROOT=str(ROOT), HOOKS_OUT=str(hooks_file))
     rigs: dict[str, Rig] = {}
     errors: list[str] = []
     cpu: dict[tuple[str, str, int], float] = collections.defaultdict(float)
@@ -314,39 +296,15 @@ def in_process(args: argparse.Namespace, tmp: Path) -> dict[str, dict[str, float
     share split out), flows driven in this process as mitmproxy drives them."""
     from tests.proxai_mitm.chain import chain
 
-    from proxai_mitm.addon import FLOW_HOOKS
-    from proxai_mitm.wire import streaming
-
     routes = tmp / "routes.toml"
     routes.write_text(routes_toml("http://127.0.0.1:9"))
     os.environ[UPSTREAM_KEY_ENV] = UPSTREAM_KEY
     spent: collections.Counter[str] = collections.Counter()
-    clock = time.perf_counter  # (one thread, no I/O here; thread_time is a system call per read)
-
-    def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def run(*a: Any) -> Any:
-            t = clock()
-            try:
-                return fn(*a)
-            finally:
-                spent[name] += clock() - t
-        return run
-
-    # the stream callable, and inside it the exchange (translation or observation)
-    handler = streaming.StreamHandler
-    originals = handler.__call__, handler._feed
-    handler.__call__ = timed("stream callable", handler.__call__)  # type: ignore[method-assign]
-    handler._feed = timed("  of which the exchange (decode, translate, observe)", handler._feed)  # type: ignore[method-assign]
+    undo = time_parts(spent, exchange=True)
     out: dict[str, dict[str, float]] = {}
     try:
         with chain() as c:
             c.configure(proxai_config=str(routes))
-            for a in c.proxai.concerns:
-                for h in FLOW_HOOKS:
-                    fn = getattr(a, h, None)
-                    if fn is not None:
-                        setattr(a, h, timed(f"{type(a).__name__}.{h}", fn))
-            c.proxai._rebuild()
             for cell in CELLS:
                 up = ANTH if cell == "translated" else CHAT
                 path = client_path(CHAT, ANTH if cell == "translated" else None).encode()
@@ -360,7 +318,7 @@ def in_process(args: argparse.Namespace, tmp: Path) -> dict[str, dict[str, float
                     _drive(c, path, chunks, ctype, i)
                 out[cell] = {k: 1e6 * v / args.reps for k, v in spent.items()}
     finally:
-        handler.__call__, handler._feed = originals  # type: ignore[method-assign]
+        undo()
     return out
 
 
@@ -444,8 +402,9 @@ def main() -> None:
                   f"ProxAI {gc_ms[WHOLE]:.3f} (its start-up heap frozen: `addons/heap.py`)"
                   + (f", the compared checkout {gc_ms[CMP]:.3f}." if args.compare else ".")]
     situ = tm["hooks"]
-    names = sorted({k for cell in (*ip.values(), *situ.values()) for k in cell},
+    names = sorted({k for cell in (*ip.values(), *situ.values()) for k in cell if k != EXCHANGE},
                    key=lambda k: -max([ip[c].get(k, 0.0) for c in ip] + [situ[c].get(k, 0.0) for c in situ]))
+    names.insert(names.index("stream callable") + 1, EXCHANGE)  # its share, under it
     lines += ["", "**ProxAI's parts**, µs per flow: in this process (CPU time, the flows driven through the addon "
               "chain as mitmproxy drives them), and inside mitmdump (the event loop's time in each hook of the "
               "timed mitmdump, during the same run; it also holds what the hook makes the collector do)", "",
