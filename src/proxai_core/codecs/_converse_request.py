@@ -368,49 +368,48 @@ def _standard_b64(data: str) -> str:
     return "".join(data.split()).replace("-", "+").replace("_", "/")
 
 
-def _enc_image(p: Image, where: str) -> dict[str, Any]:
+def _bytes_source(p: Image | Document, where: str, takes: str) -> tuple[str | None, str | None, str | None]:
+    """Where an image's or a document's bytes are: (media type, base64 data, None), or (media type,
+    None, s3 URI) for an ``s3://`` location; a data URL is read as its bytes. Any other URL or a file id
+    is refused (``takes`` names what Converse accepts)."""
     media, data = p.media_type, p.data
     if p.source == "url" and p.url:
         if p.url.startswith("s3://"):
-            fmt = (media or "image/png").split("/")[-1]
-            return {"image": {"format": fmt, "source": {"s3Location": {"uri": p.url}}}}
+            return media, None, p.url
         du = _data_url(p.url)
         if du is None:
-            raise TranslationError(f"{where}: Bedrock Converse takes images as bytes or an s3:// location, "
-                                   "not a URL", field=where)
+            raise TranslationError(f"{where}: Bedrock Converse takes {takes}, not a URL", field=where)
         media, data = du
     elif p.source != "base64" or data is None:
-        raise TranslationError(f"{where}: Bedrock Converse takes images as bytes or an s3:// location, "
-                               "not a file id", field=where)
+        raise TranslationError(f"{where}: Bedrock Converse takes {takes}, not a file id", field=where)
+    return media, data, None
+
+
+def _enc_image(p: Image, where: str) -> dict[str, Any]:
+    media, data, s3 = _bytes_source(p, where, "images as bytes or an s3:// location")
+    if s3 is not None:
+        fmt = (media or "image/png").split("/")[-1]
+        return {"image": {"format": fmt, "source": {"s3Location": {"uri": s3}}}}
     fmt = (media or "image/png").split("/")[-1].lower()
     if fmt == "jpg":
         fmt = "jpeg"
     if fmt not in _IMAGE_FORMATS:
         raise TranslationError(f"{where}: image type {media!r} is not one Bedrock Converse takes", field=where)
-    return {"image": {"format": fmt, "source": {"bytes": _standard_b64(data)}}}
+    return {"image": {"format": fmt, "source": {"bytes": _standard_b64(data or "")}}}
 
 
 def _enc_document(p: Document, n: int, where: str) -> dict[str, Any]:
     name = _doc_name(p, n)
     if p.source == "text":
         return {"document": {"format": "txt", "name": name, "source": {"text": p.data or ""}}}
-    media, data = p.media_type, p.data
-    if p.source == "url" and p.url:
-        if p.url.startswith("s3://"):
-            return {"document": {"format": _DOC_FORMATS.get(media or "", "pdf"), "name": name,
-                                 "source": {"s3Location": {"uri": p.url}}}}
-        du = _data_url(p.url)
-        if du is None:
-            raise TranslationError(f"{where}: Bedrock Converse takes documents as bytes, text or an s3:// "
-                                   "location, not a URL", field=where)
-        media, data = du
-    elif p.source != "base64" or data is None:
-        raise TranslationError(f"{where}: Bedrock Converse takes documents as bytes, text or an s3:// "
-                               "location, not a file id", field=where)
+    media, data, s3 = _bytes_source(p, where, "documents as bytes, text or an s3:// location")
+    if s3 is not None:
+        return {"document": {"format": _DOC_FORMATS.get(media or "", "pdf"), "name": name,
+                             "source": {"s3Location": {"uri": s3}}}}
     fmt = _DOC_FORMATS.get((media or "application/pdf").split(";")[0].strip().lower())
     if fmt is None:
         raise TranslationError(f"{where}: document type {media!r} is not one Bedrock Converse takes", field=where)
-    return {"document": {"format": fmt, "name": name, "source": {"bytes": _standard_b64(data)}}}
+    return {"document": {"format": fmt, "name": name, "source": {"bytes": _standard_b64(data or "")}}}
 
 
 def reasoning_block(p: Reasoning, for_client: bool) -> dict[str, Any] | None:
